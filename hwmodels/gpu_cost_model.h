@@ -1,0 +1,58 @@
+// The GPU cost-model plug point: pure const functions from a unit of work to its duration on one GPU.
+// Implementations: RooflineCostModel (datasheet) and the calibrated profile model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hwmodels/precision.h"
+#include "sim/engine/time.h"
+
+namespace moesim {
+
+// y[m,n] = x[m,k] @ W[k,n] with W stored at `weights`.
+struct GemmWork {
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  Precision weights = Precision::kBF16;
+};
+
+// One SwiGLU expert: x[T,H] @ W13[H,2I] -> silu(a)*b -> @ W2[I,H], weights read once.
+struct ExpertFfnWork {
+  std::int64_t tokens = 0;
+  std::int64_t hidden = 0;
+  std::int64_t inter = 0;
+  Precision weights = Precision::kBF16;
+};
+
+// The attention core (softmax(QK^T)V, without projections), described by what it moves and computes.
+struct AttentionWork {
+  double bytes = 0;  // KV cache read plus Q/O traffic
+  double flops = 0;
+  bool is_prefill = false;
+};
+
+class GpuCostModel {
+ public:
+  virtual ~GpuCostModel() = default;
+  [[nodiscard]] virtual Duration gemm(const GemmWork& w) const = 0;
+  [[nodiscard]] virtual Duration expert_ffn(const ExpertFfnWork& w) const = 0;
+  [[nodiscard]] virtual Duration attention(const AttentionWork& w) const = 0;
+  // Where the costs come from, for the report: "roofline (datasheet)" or "profile <file>".
+  [[nodiscard]] virtual std::string source() const = 0;
+};
+
+[[nodiscard]] inline double gemm_flops(const GemmWork& w) {
+  return 2.0 * static_cast<double>(w.m) * static_cast<double>(w.n) * static_cast<double>(w.k);
+}
+[[nodiscard]] inline double expert_ffn_flops(const ExpertFfnWork& w) {
+  return 6.0 * static_cast<double>(w.tokens) * static_cast<double>(w.hidden) *
+         static_cast<double>(w.inter);
+}
+[[nodiscard]] inline double expert_ffn_weight_bytes(const ExpertFfnWork& w) {
+  return 3.0 * static_cast<double>(w.hidden) * static_cast<double>(w.inter) *
+         bytes_per_element(w.weights);
+}
+
+}  // namespace moesim

@@ -1,0 +1,77 @@
+// The discrete-event engine: orders events by (time, phase, sequence) and runs them. Knows nothing about
+// LLMs. Entities schedule short callbacks; the engine keeps a running fingerprint of what it executed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "sim/engine/time.h"
+
+namespace moesim {
+
+// Within one instant, every kNormal event runs before any kDecide event, so a policy that forms a batch
+// sees every arrival of that instant.
+enum class Phase : std::uint8_t { kNormal = 0, kDecide = 1 };
+
+struct EventId {
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+};
+
+class Simulator {
+ public:
+  using Callback = std::function<void()>;
+
+  Simulator() = default;
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  [[nodiscard]] Time now() const { return now_; }
+
+  EventId schedule_at(Time t, Phase phase, Callback cb);
+  EventId schedule_in(Duration d, Phase phase, Callback cb) {
+    return schedule_at(now_ + d, phase, std::move(cb));
+  }
+  // Cancelling an event that already ran or was cancelled is a no-op; returns whether it was pending.
+  bool cancel(EventId id);
+
+  // Runs until no event is left or stop() is called.
+  void run();
+  // Runs every event with time <= t, then sets now() to t (if t is later than the last event).
+  void run_until(Time t);
+  void stop() { stopped_ = true; }
+
+  [[nodiscard]] std::uint64_t events_processed() const { return processed_; }
+  [[nodiscard]] std::size_t pending() const { return heap_.size() - cancelled_pending_; }
+  // Running hash of (time, phase, sequence) of every executed event: equal runs have equal fingerprints.
+  [[nodiscard]] std::uint64_t fingerprint() const { return fingerprint_; }
+
+ private:
+  struct Entry {
+    std::int64_t time_ps;
+    std::uint64_t key;  // phase in the top bit, then the sequence number
+    std::uint32_t slot;
+  };
+  struct Slot {
+    Callback cb;
+    std::uint32_t generation = 0;
+    bool live = false;
+  };
+  static bool later(const Entry& a, const Entry& b) {
+    return a.time_ps != b.time_ps ? a.time_ps > b.time_ps : a.key > b.key;
+  }
+  bool step_one(Time limit);
+
+  std::vector<Entry> heap_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  Time now_;
+  std::uint64_t seq_ = 0;
+  std::uint64_t processed_ = 0;
+  std::uint64_t fingerprint_ = 0xcbf29ce484222325ULL;
+  std::size_t cancelled_pending_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace moesim

@@ -1,0 +1,118 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "sim/engine/random.h"
+#include "sim/engine/simulator.h"
+
+using namespace moesim;
+
+TEST_CASE("events run in time order, then phase, then scheduling order") {
+  Simulator sim;
+  std::vector<int> order;
+  sim.schedule_at(Time::at(Duration::from_us(2)), Phase::kNormal, [&] { order.push_back(4); });
+  sim.schedule_at(Time::at(Duration::from_us(1)), Phase::kDecide, [&] { order.push_back(3); });
+  sim.schedule_at(Time::at(Duration::from_us(1)), Phase::kNormal, [&] { order.push_back(1); });
+  sim.schedule_at(Time::at(Duration::from_us(1)), Phase::kNormal, [&] { order.push_back(2); });
+  sim.run();
+  REQUIRE(order == std::vector<int>{1, 2, 3, 4});
+  REQUIRE(sim.events_processed() == 4);
+  REQUIRE(sim.now() == Time::at(Duration::from_us(2)));
+}
+
+TEST_CASE("a decide event sees every normal event of its instant, even ones scheduled later") {
+  Simulator sim;
+  std::vector<int> order;
+  sim.schedule_in(Duration::from_us(1), Phase::kDecide, [&] { order.push_back(2); });
+  sim.schedule_in(Duration::from_us(1), Phase::kNormal, [&] {
+    order.push_back(0);
+    sim.schedule_in(Duration::zero(), Phase::kNormal, [&] { order.push_back(1); });
+  });
+  sim.run();
+  REQUIRE(order == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("a cancelled event does not run and cancelling twice is harmless") {
+  Simulator sim;
+  int ran = 0;
+  const EventId id = sim.schedule_in(Duration::from_us(1), Phase::kNormal, [&] { ++ran; });
+  sim.schedule_in(Duration::from_us(2), Phase::kNormal, [&] { ran += 10; });
+  REQUIRE(sim.cancel(id));
+  REQUIRE_FALSE(sim.cancel(id));
+  sim.run();
+  REQUIRE(ran == 10);
+  REQUIRE(sim.events_processed() == 1);
+}
+
+TEST_CASE("run_until stops at the limit and advances the clock") {
+  Simulator sim;
+  int ran = 0;
+  sim.schedule_in(Duration::from_ms(1), Phase::kNormal, [&] { ++ran; });
+  sim.schedule_in(Duration::from_ms(3), Phase::kNormal, [&] { ++ran; });
+  sim.run_until(Time::at(Duration::from_ms(2)));
+  REQUIRE(ran == 1);
+  REQUIRE(sim.now() == Time::at(Duration::from_ms(2)));
+  sim.run();
+  REQUIRE(ran == 2);
+}
+
+namespace {
+std::uint64_t run_chain(std::uint64_t seed) {
+  Simulator sim;
+  Rng rng = RandomStreams(seed).stream("chain");
+  int left = 1000;
+  std::function<void()> tick = [&] {
+    if (--left > 0) sim.schedule_in(Duration::from_ns(static_cast<double>(rng.below(100))), Phase::kNormal, tick);
+  };
+  sim.schedule_in(Duration::zero(), Phase::kNormal, tick);
+  sim.run();
+  return sim.fingerprint();
+}
+}  // namespace
+
+TEST_CASE("the fingerprint is a function of the executed events") {
+  REQUIRE(run_chain(1) == run_chain(1));
+  REQUIRE(run_chain(1) != run_chain(2));
+}
+
+// M/M/1 queue: mean waiting time in queue Wq = rho / (mu - lambda) (Kleinrock, Queueing Systems I, 3.2).
+TEST_CASE("a FIFO server with Poisson arrivals and exponential service matches M/M/1") {
+  const double lambda = 0.8;
+  const double mu = 1.0;
+  Simulator sim;
+  const RandomStreams streams(42);
+  Rng arrivals = streams.stream("arrivals");
+  Rng service = streams.stream("service");
+  std::vector<Time> queue;
+  std::size_t head = 0;
+  bool busy = false;
+  double total_wait = 0;
+  long served = 0;
+  const long n = 400000;
+  long arrived = 0;
+  std::function<void()> start_next;
+  std::function<void()> arrive;
+  start_next = [&] {
+    if (head == queue.size()) {
+      busy = false;
+      return;
+    }
+    busy = true;
+    total_wait += (sim.now() - queue[head++]).seconds();
+    ++served;
+    sim.schedule_in(Duration::from_seconds(sample_exponential(service, mu)), Phase::kNormal, start_next);
+  };
+  arrive = [&] {
+    queue.push_back(sim.now());
+    if (!busy) start_next();
+    if (++arrived < n)
+      sim.schedule_in(Duration::from_seconds(sample_exponential(arrivals, lambda)), Phase::kNormal, arrive);
+  };
+  sim.schedule_in(Duration::zero(), Phase::kNormal, arrive);
+  sim.run();
+  const double rho = lambda / mu;
+  const double expected = rho / (mu - lambda);
+  REQUIRE(served == n);
+  REQUIRE(total_wait / static_cast<double>(served) == Approx(expected).epsilon(0.05));
+}

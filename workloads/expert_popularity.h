@@ -1,0 +1,61 @@
+// Expert popularity: for each MoE layer, the probability that a routed (token, expert) slot picks each
+// expert. Zipf laws (p_i ~ i^-s) express "the top 20% of experts take 80% of tokens"; which experts are
+// hot differs per layer (a per-layer permutation); uniform is the null model.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/engine/random.h"
+
+namespace moesim {
+
+struct PopularitySpec {
+  enum class Kind { kUniform, kZipf };
+  Kind kind = Kind::kUniform;
+  double zipf_exponent = 0;  // used when kind == kZipf
+  bool shuffle_per_layer = true;
+};
+
+// p_i proportional to (i+1)^-s, i = 0..n-1, normalised.
+std::vector<double> zipf_probabilities(int n, double s);
+
+// Caps probabilities so that top_k * p_i <= 1 (a token picks an expert at most once), moving the excess
+// to the other experts in proportion (water-filling). Keeps the order and the sum of 1.
+void cap_for_top_k(std::vector<double>& p, int top_k);
+
+// Share of the probability mass held by the most popular round(fraction * n) experts.
+double top_share(std::span<const double> p, double fraction);
+
+// Zipf exponent whose capped distribution gives the top `fraction` of n experts `share` of the slots
+// (bisection; share must lie in (fraction, 1)).
+double zipf_exponent_for_top_share(int n, int top_k, double fraction, double share);
+
+class ExpertPopularity {
+ public:
+  ExpertPopularity(const PopularitySpec& spec, int moe_layers, int experts, int top_k, Rng rng);
+  [[nodiscard]] std::span<const double> layer(int l) const {
+    return {probs_.data() + static_cast<std::size_t>(l) * static_cast<std::size_t>(experts_),
+            static_cast<std::size_t>(experts_)};
+  }
+  [[nodiscard]] int layers() const { return layers_; }
+  [[nodiscard]] int experts() const { return experts_; }
+  [[nodiscard]] std::span<double> mutable_layer(int l) {
+    return {probs_.data() + static_cast<std::size_t>(l) * static_cast<std::size_t>(experts_),
+            static_cast<std::size_t>(experts_)};
+  }
+
+ private:
+  int layers_;
+  int experts_;
+  std::vector<double> probs_;  // [layer][expert]
+};
+
+// Draws how many tokens go to each expert in one layer and step: a multinomial of tokens * top_k slots
+// over the experts, by conditional binomials in O(experts); each count is at most `tokens` and the
+// counts sum to exactly tokens * top_k.
+void sample_routing_counts(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
+                           std::span<std::int32_t> counts);
+
+}  // namespace moesim
