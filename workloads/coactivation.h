@@ -1,0 +1,94 @@
+// Co-activation structure of routing: experts of a layer fall into groups whose members tend to be picked
+// by the same token. The model keeps the per-expert marginals of the popularity model and adds a per-token
+// "home group"; it samples per-expert and per-group counts for one layer and step in O(experts + groups),
+// and gives analytic touch fractions (share of tokens that reach each GPU) for dispatch byte accounting.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/engine/random.h"
+
+namespace moesim {
+
+// Generative model (per token, per layer): the token draws a home group g with probability
+// P_g = sum_{e in g} p_e; each of its top_k picks is, with probability rho, drawn inside g in proportion to
+// p (q_{g,e} = p_e / P_g), and otherwise drawn from the whole layer in proportion to p. Marginals stay p
+// exactly: sum_g P_g (rho q_{g,e} + (1 - rho) p_e) = p_e. The expected share of a token's picks that fall in
+// its home group is rho + (1 - rho) P_g, i.e. rho plus the independent baseline.
+// Approximation: picks are drawn with replacement (a real top-k never repeats an expert); the count sampler
+// only enforces count_e <= tokens.
+struct CoactivationSpec {
+  int group_size = 8;   // experts per group; must divide the expert count
+  double rho = 0.0;     // in [0, 1]; 0 is independent routing
+  bool shuffle_groups_per_layer = true;  // groups are random sets of experts (else contiguous ids)
+};
+
+class CoactivationModel final {
+ public:
+  CoactivationModel(const CoactivationSpec& spec, int layers, int experts, Rng rng);
+
+  [[nodiscard]] int layers() const { return layers_; }
+  [[nodiscard]] int experts() const { return experts_; }
+  [[nodiscard]] int groups() const { return experts_ / group_size_; }
+  [[nodiscard]] int group_size() const { return group_size_; }
+  [[nodiscard]] double rho() const { return rho_; }
+  [[nodiscard]] int group_of(int layer, int expert) const {
+    return group_of_[index(layer, expert)];
+  }
+  // Members of group g in layer l (group_size entries).
+  [[nodiscard]] std::span<const int> members(int layer, int group) const {
+    return {members_.data() + index(layer, group * group_size_), static_cast<std::size_t>(group_size_)};
+  }
+  [[nodiscard]] std::span<const int> group_of_layer(int layer) const {
+    return {group_of_.data() + index(layer, 0), static_cast<std::size_t>(experts_)};
+  }
+
+  // One layer and step: per-expert counts (sum = tokens * top_k, each <= tokens) and per-group counts of
+  // tokens whose home group it is (sum = tokens). O(experts + groups), no allocation.
+  void sample_counts(int layer, std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
+                     std::span<std::int32_t> counts, std::span<std::int64_t> group_tokens) const;
+
+  // Expected (ordered-pair) co-selections per token of experts a != b under the model:
+  // k(k-1) * sum_g P_g r_{g,a} r_{g,b} = k(k-1) p_a p_b (1 - rho^2 + rho^2 [same group] / P_g).
+  [[nodiscard]] double pair_rate(int layer, std::span<const double> probs, int top_k, int a, int b) const;
+
+ private:
+  [[nodiscard]] std::size_t index(int layer, int i) const {
+    return static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_) +
+           static_cast<std::size_t>(i);
+  }
+  int layers_;
+  int experts_;
+  int group_size_;
+  double rho_;
+  std::vector<int> group_of_;  // [layer][expert]
+  std::vector<int> members_;   // [layer][group * group_size + i]
+};
+
+// Where a layer's expert copies live: slot s holds logical expert slot_expert[s] and belongs to bin
+// (GPU) s / slots_per_bin; replicas[e] is the number of slots holding e (tokens of e split evenly over
+// them). The placement module builds one of these per layer.
+struct SlotMap {
+  std::span<const int> slot_expert;
+  int slots_per_bin = 1;
+  std::span<const int> replicas;
+  [[nodiscard]] int bins() const { return static_cast<int>(slot_expert.size()) / slots_per_bin; }
+};
+
+// Independent routing: share of tokens that send at least one pick to each bin,
+// touch_j = 1 - (1 - R_j)^k with R_j = sum over slots s in j of p_{e(s)} / replicas_{e(s)}.
+// Approximation: k picks with replacement; exact top-k (without replacement) is slightly higher, e.g.
+// uniform 256 experts over 8 bins: 0.656 here vs 1 - C(224,8)/C(256,8) = 0.662. O(slots + bins).
+void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
+                                 std::span<double> touch);
+
+// Co-activation: touch_j = sum_g P_g (1 - (1 - rho Q_{g,j} - (1 - rho) R_j)^k), Q_{g,j} = share of group
+// g's mass (p_e / P_g, split over replicas) held by bin j. Same with-replacement approximation.
+// O(groups x bins + slots); `scratch` must hold groups x bins doubles.
+void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
+                                 const SlotMap& map, int top_k, std::span<double> scratch,
+                                 std::span<double> touch);
+
+}  // namespace moesim
