@@ -105,7 +105,8 @@ void CoactivationModel::sample_counts(int layer, std::span<const double> probs, 
   }
   // 3. The other picks follow the marginals.
   add_multinomial_all(probs, tokens * top_k - in_group_slots, rng, counts);
-  // 4. A token picks an expert at most once: push any excess over `tokens` to experts with room.
+  // 4. A token picks an expert at most once: counts above `tokens` are cut and the excess is re-drawn over
+  // the experts with room, in proportion to p (a few passes; each pass fills or shrinks the excess).
   std::int64_t carry = 0;
   for (auto& c : counts) {
     if (c > tokens) {
@@ -113,7 +114,24 @@ void CoactivationModel::sample_counts(int layer, std::span<const double> probs, 
       c = static_cast<std::int32_t>(tokens);
     }
   }
-  for (std::size_t e = 0; carry > 0 && e < counts.size(); ++e) {
+  for (int pass = 0; carry > 0 && pass < 8; ++pass) {
+    double room_mass = 0;
+    for (std::size_t e = 0; e < counts.size(); ++e) {
+      if (counts[e] < tokens) room_mass += probs[e];
+    }
+    if (room_mass <= 0) break;
+    std::int64_t left = carry;
+    for (std::size_t e = 0; e < counts.size() && left > 0; ++e) {
+      if (counts[e] >= tokens) continue;
+      const std::int64_t want = sample_binomial(rng, left, std::clamp(probs[e] / room_mass, 0.0, 1.0));
+      room_mass -= probs[e];
+      const std::int64_t add = std::min<std::int64_t>(want, tokens - counts[e]);
+      counts[e] = static_cast<std::int32_t>(counts[e] + add);
+      left -= add;
+    }
+    carry = left;
+  }
+  for (std::size_t e = 0; carry > 0 && e < counts.size(); ++e) {  // last resort, in index order
     const std::int64_t add = std::min<std::int64_t>(tokens - counts[e], carry);
     counts[e] = static_cast<std::int32_t>(counts[e] + add);
     carry -= add;
@@ -135,51 +153,113 @@ double CoactivationModel::pair_rate(int layer, std::span<const double> probs, in
   return k2 * rate;
 }
 
+namespace {
+
+// Expected distinct items among n draws with replacement: 1 - (1 - x)^n per item of mass x.
+double distinct(double x, double n) { return x <= 0 ? 0.0 : 1.0 - std::pow(std::max(0.0, 1.0 - x), n); }
+
+// Grid of draw counts n_i = k * 2^(i / 8): from k (all picks distinct) to k * 2^5.9.
+double grid_draws(int top_k, int i) { return top_k * std::exp2(i / 8.0); }
+
+// Solves f(n) = k for n on the grid's range by bisection in log n (f increasing); f is a callable.
+template <class F>
+double solve_draws(F f, int top_k) {
+  double lo = 0.0;
+  double hi = (kTouchGridPoints - 1) / 8.0;
+  if (f(grid_draws(top_k, 0)) >= top_k) return top_k;
+  if (f(top_k * std::exp2(hi)) <= top_k) return top_k * std::exp2(hi);
+  for (int it = 0; it < 40; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (f(top_k * std::exp2(mid)) < top_k ? lo : hi) = mid;
+  }
+  return top_k * std::exp2(0.5 * (lo + hi));
+}
+
+}  // namespace
+
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
                                  std::span<double> touch) {
-  const int bins = map.bins();
-  MOESIM_CHECK(static_cast<int>(touch.size()) == bins, "one touch fraction per bin");
+  MOESIM_CHECK(touch.size() == static_cast<std::size_t>(map.bins()), "one touch fraction per bin");
   std::fill(touch.begin(), touch.end(), 0.0);
   for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
     const auto e = static_cast<std::size_t>(map.slot_expert[s]);
     touch[s / static_cast<std::size_t>(map.slots_per_bin)] += probs[e] / map.replicas[e];
   }
-  for (double& t : touch) t = 1.0 - std::pow(std::max(0.0, 1.0 - t), top_k);
+  const double n = solve_draws(
+      [&](double draws) {
+        double d = 0;
+        for (const int e : map.slot_expert) {
+          d += distinct(probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)], draws);
+        }
+        return d;
+      },
+      top_k);
+  for (double& t : touch) t = 1.0 - std::pow(std::max(0.0, 1.0 - t), n);
 }
 
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
                                  std::span<double> touch) {
-  const int bins = map.bins();
   const int groups = model.groups();
-  const auto nb = static_cast<std::size_t>(bins);
-  MOESIM_CHECK(static_cast<int>(touch.size()) == bins, "one touch fraction per bin");
-  MOESIM_CHECK(scratch.size() >= static_cast<std::size_t>(groups) * nb, "scratch holds groups x bins");
+  const auto ng = static_cast<std::size_t>(groups);
+  const auto nb = static_cast<std::size_t>(map.bins());
+  MOESIM_CHECK(touch.size() == nb, "one touch fraction per bin");
+  MOESIM_CHECK(scratch.size() >= touch_scratch_size(groups, map.bins()), "scratch too small");
   const double rho = model.rho();
   const auto group_of = model.group_of_layer(layer);
-  // scratch[g][j] = sum over slots of group-g experts in bin j of p_e / replicas_e (mass, not yet / P_g).
-  std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(groups * nb), 0.0);
-  std::fill(touch.begin(), touch.end(), 0.0);  // first R_j, then the touch fractions
+  // Layout: q[g][j] (share of group g's mass held by bin j), P_g, the tabulated g-independent sum.
+  const auto q = scratch.subspan(0, ng * nb);
+  const auto mass = scratch.subspan(ng * nb, ng);
+  const auto table = scratch.subspan(ng * nb + ng, kTouchGridPoints);
+  std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(touch_scratch_size(groups, map.bins())), 0.0);
+  std::fill(touch.begin(), touch.end(), 0.0);  // R_j first
+  for (std::size_t e = 0; e < probs.size(); ++e) mass[static_cast<std::size_t>(group_of[e])] += probs[e];
   for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
     const auto e = static_cast<std::size_t>(map.slot_expert[s]);
-    const double share = probs[e] / map.replicas[e];
+    const auto g = static_cast<std::size_t>(group_of[e]);
     const std::size_t j = s / static_cast<std::size_t>(map.slots_per_bin);
-    scratch[static_cast<std::size_t>(group_of[e]) * nb + j] += share;
-    touch[j] += share;
+    const double m = probs[e] / map.replicas[e];
+    touch[j] += m;
+    if (mass[g] > 0) q[g * nb + j] += m / mass[g];
   }
-  for (int g = 0; g < groups; ++g) {
-    double mass = 0;
-    for (const int e : model.members(layer, g)) mass += probs[static_cast<std::size_t>(e)];
-    const auto row = scratch.subspan(static_cast<std::size_t>(g) * nb, nb);
+  // table[i] = sum over slots of distinct((1 - rho) m_s, n_i): every slot as seen by a token of another group.
+  for (int i = 0; i < kTouchGridPoints; ++i) {
+    double d = 0;
+    for (const int e : map.slot_expert) {
+      d += distinct((1.0 - rho) * probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)],
+                    grid_draws(top_k, i));
+    }
+    table[static_cast<std::size_t>(i)] = d;
+  }
+  auto table_at = [&](double draws) {  // linear in log2(n / k)
+    const double x = std::clamp(8.0 * std::log2(draws / top_k), 0.0, kTouchGridPoints - 1.0);
+    const auto i = std::min(static_cast<std::size_t>(x), static_cast<std::size_t>(kTouchGridPoints - 2));
+    const double f = x - static_cast<double>(i);
+    return (1.0 - f) * table[i] + f * table[i + 1];
+  };
+  for (std::size_t g = 0; g < ng; ++g) {
+    if (mass[g] <= 0) continue;
+    const auto mem = model.members(layer, static_cast<int>(g));
+    const double n = solve_draws(
+        [&](double draws) {
+          double d = table_at(draws);
+          for (const int e : mem) {
+            const auto u = static_cast<std::size_t>(e);
+            const double c = map.replicas[u];
+            const double r = rho * probs[u] / mass[g] + (1.0 - rho) * probs[u];
+            d += c * (distinct(r / c, draws) - distinct((1.0 - rho) * probs[u] / c, draws));
+          }
+          return d;
+        },
+        top_k);
     for (std::size_t j = 0; j < nb; ++j) {
-      const double q = mass > 0 ? row[j] / mass : 0.0;
-      const double pick = rho * q + (1.0 - rho) * touch[j];
-      row[j] = mass * (1.0 - std::pow(std::max(0.0, 1.0 - pick), top_k));  // reuse as contribution
+      const double r_j = rho * q[g * nb + j] + (1.0 - rho) * touch[j];
+      q[g * nb + j] = mass[g] * (1.0 - std::pow(std::max(0.0, 1.0 - r_j), n));  // reuse q as contribution
     }
   }
   for (std::size_t j = 0; j < nb; ++j) {
     double t = 0;
-    for (int g = 0; g < groups; ++g) t += scratch[static_cast<std::size_t>(g) * nb + j];
+    for (std::size_t g = 0; g < ng; ++g) t += q[g * nb + j];
     touch[j] = t;
   }
 }

@@ -77,16 +77,29 @@ struct SlotMap {
   [[nodiscard]] int bins() const { return static_cast<int>(slot_expert.size()) / slots_per_bin; }
 };
 
-// Independent routing: share of tokens that send at least one pick to each bin,
-// touch_j = 1 - (1 - R_j)^k with R_j = sum over slots s in j of p_{e(s)} / replicas_{e(s)}.
-// Approximation: k picks with replacement; exact top-k (without replacement) is slightly higher, e.g.
-// uniform 256 experts over 8 bins: 0.656 here vs 1 - C(224,8)/C(256,8) = 0.662. O(slots + bins).
+// Touch fractions: for each bin j, the share of tokens that send at least one of their top_k picks to j
+// (a token is dispatched once per bin it touches). A token's k distinct picks are successive sampling by
+// weight, which is the same as drawing with replacement and skipping repeats until k distinct items are
+// drawn. Approximation: a fixed number n of draws with replacement, n chosen so that the expected number of
+// distinct items is k: sum_items (1 - (1 - r_i)^n) = k; then P(j untouched) = (1 - R_j)^n with R_j the pick
+// mass in bin j. Items are slots, of mass p_e / replicas_e. Uniform 256 experts over 8 bins, top-8:
+// 0.6617 here vs exact 1 - C(224,8)/C(256,8) = 0.6620. Against a token-level Monte Carlo (Zipf 1.0 over 64
+// experts, top-8, 8 bins with replicas; tests/workloads/coactivation_test.cpp) the total copies per token
+// are within 1.5% for rho 0..0.9 and single bins within 6% (rho 0), 8% (0.5), 12% (0.9).
+
+// Independent routing. O(slots x 40) (bisection on n).
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
                                  std::span<double> touch);
 
-// Co-activation: touch_j = sum_g P_g (1 - (1 - rho Q_{g,j} - (1 - rho) R_j)^k), Q_{g,j} = share of group
-// g's mass (p_e / P_g, split over replicas) held by bin j. Same with-replacement approximation.
-// O(groups x bins + slots); `scratch` must hold groups x bins doubles.
+// Co-activation: a token of home group g draws from r_{g,e} = rho q_{g,e} + (1 - rho) p_e with its own n_g,
+// and touch_j = sum_g P_g (1 - (1 - R_{g,j})^{n_g}). The part of sum_items that does not depend on g is
+// tabulated once on a grid of n, so the cost is O(groups x bins + experts x 48 + group members x 40);
+// `scratch` must hold touch_scratch_size(groups, bins) doubles.
+inline constexpr int kTouchGridPoints = 48;
+[[nodiscard]] constexpr std::size_t touch_scratch_size(int groups, int bins) {
+  return static_cast<std::size_t>(groups) * static_cast<std::size_t>(bins) + static_cast<std::size_t>(groups) +
+         static_cast<std::size_t>(kTouchGridPoints);
+}
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
                                  std::span<double> touch);

@@ -522,7 +522,7 @@ Placement eplb_placement(std::span<const double> weight, int layers, int experts
 
 PlacementMeter::PlacementMeter(int gpus, int groups)
     : load_(static_cast<std::size_t>(gpus)), touch_(static_cast<std::size_t>(gpus)),
-      scratch_(static_cast<std::size_t>(gpus) * static_cast<std::size_t>(std::max(groups, 1))) {}
+      scratch_(touch_scratch_size(std::max(groups, 1), gpus)) {}
 
 PlacementQuality PlacementMeter::measure(const Placement& placement, int layer, std::span<const double> probs,
                                          int top_k, const CoactivationModel* model) {
@@ -536,7 +536,7 @@ PlacementQuality PlacementMeter::measure(const Placement& placement, int layer, 
   const double mean = std::accumulate(load_.begin(), load_.end(), 0.0) / static_cast<double>(load_.size());
   const double peak = *std::max_element(load_.begin(), load_.end());
   if (model != nullptr) {
-    MOESIM_CHECK(scratch_.size() >= static_cast<std::size_t>(model->groups()) * load_.size(),
+    MOESIM_CHECK(scratch_.size() >= touch_scratch_size(model->groups(), placement.gpus()),
                  "meter sized for fewer groups");
     touch_fractions_coactivated(*model, layer, probs, map, top_k, scratch_, touch_);
   } else {

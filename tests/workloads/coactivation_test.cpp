@@ -1,0 +1,187 @@
+// Co-activation routing model: the count sampler keeps marginals and couples groups to their home tokens;
+// analytic touch fractions agree with combinatorics and with a token-level Monte Carlo.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include "workloads/coactivation.h"
+#include "workloads/expert_popularity.h"
+
+namespace moesim {
+namespace {
+
+double binom(int n, int k) {
+  double r = 1;
+  for (int i = 0; i < k; ++i) r = r * (n - i) / (i + 1);
+  return r;
+}
+
+std::vector<double> zipf_layer(int n, double s, int top_k, Rng& rng) {
+  auto p = zipf_probabilities(n, s);
+  cap_for_top_k(p, top_k);
+  for (int i = n - 1; i > 0; --i) std::swap(p[static_cast<std::size_t>(i)], p[rng.below(static_cast<std::uint64_t>(i) + 1)]);
+  return p;
+}
+
+// Token-level reference: home group by P_g, then k distinct experts by successive sampling from
+// r_g = rho q_g + (1 - rho) p (draw with replacement, skip repeats), each sent to a uniformly chosen replica.
+std::vector<double> monte_carlo_touch(const CoactivationModel& model, const std::vector<double>& p,
+                                      const std::vector<int>& slot_expert, int per_bin, int top_k, int tokens,
+                                      Rng& rng) {
+  const int n = model.experts();
+  const int bins = static_cast<int>(slot_expert.size()) / per_bin;
+  std::vector<std::vector<int>> slots_of(static_cast<std::size_t>(n));
+  for (std::size_t s = 0; s < slot_expert.size(); ++s) slots_of[static_cast<std::size_t>(slot_expert[s])].push_back(static_cast<int>(s));
+  std::vector<double> mass(static_cast<std::size_t>(model.groups()), 0.0);
+  for (int e = 0; e < n; ++e) mass[static_cast<std::size_t>(model.group_of(0, e))] += p[static_cast<std::size_t>(e)];
+  std::vector<double> touch(static_cast<std::size_t>(bins), 0.0);
+  std::vector<double> r(static_cast<std::size_t>(n));
+  std::vector<char> picked(static_cast<std::size_t>(n));
+  std::vector<char> hit(static_cast<std::size_t>(bins));
+  for (int t = 0; t < tokens; ++t) {
+    double u = rng.uniform();
+    int g = 0;
+    while (g + 1 < model.groups() && u >= mass[static_cast<std::size_t>(g)]) u -= mass[static_cast<std::size_t>(g++)];
+    for (int e = 0; e < n; ++e) {
+      const bool in = model.group_of(0, e) == g;
+      r[static_cast<std::size_t>(e)] = (in ? model.rho() * p[static_cast<std::size_t>(e)] / mass[static_cast<std::size_t>(g)] : 0.0) +
+                                       (1.0 - model.rho()) * p[static_cast<std::size_t>(e)];
+    }
+    std::fill(picked.begin(), picked.end(), 0);
+    std::fill(hit.begin(), hit.end(), 0);
+    for (int k = 0; k < top_k;) {
+      double v = rng.uniform();
+      int e = 0;
+      while (e + 1 < n && v >= r[static_cast<std::size_t>(e)]) v -= r[static_cast<std::size_t>(e++)];
+      if (picked[static_cast<std::size_t>(e)]) continue;
+      picked[static_cast<std::size_t>(e)] = 1;
+      ++k;
+      const auto& ss = slots_of[static_cast<std::size_t>(e)];
+      hit[static_cast<std::size_t>(ss[rng.below(ss.size())] / per_bin)] = 1;
+    }
+    for (int b = 0; b < bins; ++b) touch[static_cast<std::size_t>(b)] += hit[static_cast<std::size_t>(b)];
+  }
+  for (double& x : touch) x /= tokens;
+  return touch;
+}
+
+}  // namespace
+
+TEST_CASE("sampled counts conserve tokens, respect the per-expert cap and keep the marginals") {
+  const int n = 64;
+  const int top_k = 8;
+  const std::int64_t tokens = 512;
+  Rng rng(3);
+  const auto p = zipf_layer(n, 0.8, top_k, rng);
+  const CoactivationModel model({.group_size = 8, .rho = 0.6}, 1, n, Rng(5));
+  std::vector<std::int32_t> counts(n);
+  std::vector<std::int64_t> group_tokens(static_cast<std::size_t>(model.groups()));
+  std::vector<double> mean(n, 0.0);
+  const int draws = 2000;
+  for (int d = 0; d < draws; ++d) {
+    model.sample_counts(0, p, tokens, top_k, rng, counts, group_tokens);
+    CHECK(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}) == tokens * top_k);
+    CHECK(std::accumulate(group_tokens.begin(), group_tokens.end(), std::int64_t{0}) == tokens);
+    CHECK(*std::max_element(counts.begin(), counts.end()) <= tokens);
+    for (int e = 0; e < n; ++e) mean[static_cast<std::size_t>(e)] += counts[static_cast<std::size_t>(e)] / double(draws);
+  }
+  for (int e = 0; e < n; ++e) {
+    const double want = static_cast<double>(tokens * top_k) * p[static_cast<std::size_t>(e)];
+    CHECK(mean[static_cast<std::size_t>(e)] == Approx(want).epsilon(0.05).margin(1.0));
+  }
+}
+
+TEST_CASE("a group's routed slots move with the number of tokens whose home it is, with slope rho k") {
+  // Cov(sum_{e in g} count_e, T_g) = rho k Var(T_g): the in-group picks are rho k per home token.
+  const int n = 32;
+  const int top_k = 4;
+  const std::int64_t tokens = 256;
+  const double rho = 0.5;
+  std::vector<double> p(n, 1.0 / n);
+  const CoactivationModel model({.group_size = 4, .rho = rho}, 1, n, Rng(9));
+  Rng rng(10);
+  std::vector<std::int32_t> counts(n);
+  std::vector<std::int64_t> group_tokens(static_cast<std::size_t>(model.groups()));
+  double sx = 0, sy = 0, sxy = 0, sxx = 0;
+  const int draws = 20000;
+  for (int d = 0; d < draws; ++d) {
+    model.sample_counts(0, p, tokens, top_k, rng, counts, group_tokens);
+    double y = 0;
+    for (const int e : model.members(0, 0)) y += counts[static_cast<std::size_t>(e)];
+    const auto x = static_cast<double>(group_tokens[0]);
+    sx += x;
+    sy += y;
+    sxy += x * y;
+    sxx += x * x;
+  }
+  const double slope = (sxy - sx * sy / draws) / (sxx - sx * sx / draws);
+  CHECK(slope == Approx(rho * top_k).epsilon(0.08));
+}
+
+TEST_CASE("independent touch fractions match the hypergeometric for uniform routing") {
+  const int n = 256;
+  std::vector<double> p(n, 1.0 / n);
+  std::vector<int> slot_expert(n);
+  std::iota(slot_expert.begin(), slot_expert.end(), 0);
+  std::vector<int> reps(n, 1);
+  for (const int bins : {8, 32}) {
+    const SlotMap map{.slot_expert = slot_expert, .slots_per_bin = n / bins, .replicas = reps};
+    std::vector<double> touch(static_cast<std::size_t>(bins));
+    touch_fractions_independent(p, map, 8, touch);
+    const double exact = 1.0 - binom(n - n / bins, 8) / binom(n, 8);  // 0.662 for 8 bins (section 1.5)
+    for (const double t : touch) CHECK(t == Approx(exact).epsilon(0.002));
+  }
+}
+
+TEST_CASE("co-activated touch fractions agree with a token-level Monte Carlo, replicas included") {
+  const int n = 64;
+  const int top_k = 8;
+  const int bins = 8;
+  Rng rng(21);
+  const auto p = zipf_layer(n, 1.0, top_k, rng);
+  // 72 slots: every expert once, plus second copies of the 8 hottest; 9 slots per bin, shuffled.
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)]; });
+  std::vector<int> slot_expert(order.begin(), order.end());
+  slot_expert.insert(slot_expert.end(), order.begin(), order.begin() + 8);
+  for (std::size_t i = slot_expert.size() - 1; i > 0; --i) std::swap(slot_expert[i], slot_expert[rng.below(i + 1)]);
+  std::vector<int> reps(n, 0);
+  for (const int e : slot_expert) ++reps[static_cast<std::size_t>(e)];
+  const SlotMap map{.slot_expert = slot_expert, .slots_per_bin = 9, .replicas = reps};
+  for (const double rho : {0.0, 0.5, 0.9}) {
+    const CoactivationModel model({.group_size = 8, .rho = rho}, 1, n, Rng(4));
+    std::vector<double> scratch(touch_scratch_size(model.groups(), bins));
+    std::vector<double> touch(bins);
+    touch_fractions_coactivated(model, 0, p, map, top_k, scratch, touch);
+    const auto mc = monte_carlo_touch(model, p, slot_expert, 9, top_k, 40000, rng);
+    double worst = 0;
+    for (int b = 0; b < bins; ++b) worst = std::max(worst, std::abs(touch[static_cast<std::size_t>(b)] / mc[static_cast<std::size_t>(b)] - 1));
+    std::printf("rho %.1f: copies analytic %.3f, Monte Carlo %.3f, worst bin %.1f%%\n", rho,
+                std::accumulate(touch.begin(), touch.end(), 0.0), std::accumulate(mc.begin(), mc.end(), 0.0), 100 * worst);
+    for (int b = 0; b < bins; ++b) CHECK(touch[static_cast<std::size_t>(b)] == Approx(mc[static_cast<std::size_t>(b)]).epsilon(0.12));
+    CHECK(std::accumulate(touch.begin(), touch.end(), 0.0) ==
+          Approx(std::accumulate(mc.begin(), mc.end(), 0.0)).epsilon(0.02));
+    if (rho == 0.0) {
+      std::vector<double> indep(bins);
+      touch_fractions_independent(p, map, top_k, indep);
+      for (int b = 0; b < bins; ++b) CHECK(indep[static_cast<std::size_t>(b)] == Approx(touch[static_cast<std::size_t>(b)]).epsilon(0.01));
+    }
+  }
+}
+
+TEST_CASE("pair rates reduce to k(k-1) p_a p_b without co-activation and rise inside a group") {
+  std::vector<double> p(16, 1.0 / 16);
+  const CoactivationModel none({.group_size = 4, .rho = 0.0}, 1, 16, Rng(1));
+  const CoactivationModel strong({.group_size = 4, .rho = 0.8}, 1, 16, Rng(1));
+  CHECK(none.pair_rate(0, p, 4, 0, 1) == Approx(12.0 / 256));
+  const auto mem = strong.members(0, 0);
+  // Same group: k(k-1) p_a p_b (1 - rho^2 + rho^2 / P_g), P_g = 4/16.
+  CHECK(strong.pair_rate(0, p, 4, mem[0], mem[1]) == Approx(12.0 / 256 * (1 - 0.64 + 0.64 * 4)));
+}
+
+}  // namespace moesim
