@@ -1,94 +1,266 @@
 #include "hwmodels/fabric.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "sim/engine/check.h"
 
 namespace moesim {
 
 namespace {
-// Bottleneck time of one direction: every GPU sends and receives over its NVLink and NIC ports in
-// parallel; the phase ends when the most loaded port drains.
-Duration phase_time(const AllToAllTraffic& t, AllToAllMode mode, double bytes_per_token,
-                    const FabricSpec& s, double& nvl_total, double& nic_total) {
-  const int r = t.ranks;
-  const int per_node = std::max(1, t.ranks_per_node);
-  const int nodes = (r + per_node - 1) / per_node;
-  std::vector<double> nvl_out(static_cast<std::size_t>(r), 0.0);
-  std::vector<double> nvl_in(static_cast<std::size_t>(r), 0.0);
-  std::vector<double> nic_out(static_cast<std::size_t>(r), 0.0);
-  std::vector<double> nic_in(static_cast<std::size_t>(r), 0.0);
-  bool crosses_nodes = false;
-  for (int src = 0; src < r; ++src) {
-    const int src_node = src / per_node;
-    for (int dst = 0; dst < r; ++dst) {
-      if (dst == src) continue;
-      const auto i = static_cast<std::size_t>(src * r + dst);
-      const bool same_node = dst / per_node == src_node;
-      if (same_node || mode == AllToAllMode::kLowLatency) {
-        const double units = mode == AllToAllMode::kLowLatency ? t.pairs_to_rank[i] : t.tokens_to_rank[i];
-        const double b = units * bytes_per_token;
-        auto& out = same_node ? nvl_out : nic_out;
-        auto& in = same_node ? nvl_in : nic_in;
-        out[static_cast<std::size_t>(src)] += b;
-        in[static_cast<std::size_t>(dst)] += b;
-        if (!same_node) crosses_nodes = true;
-      } else {
-        // High-throughput: the NIC part is accounted per destination node below; the NVLink fan-out
-        // on the destination node is charged to the receiving GPU's NVLink port.
-        nvl_in[static_cast<std::size_t>(dst)] += t.tokens_to_rank[i] * bytes_per_token;
-      }
-    }
-    if (mode == AllToAllMode::kHighThroughput) {
-      for (int node = 0; node < nodes; ++node) {
-        if (node == src_node) continue;
-        const double b = t.tokens_to_node[static_cast<std::size_t>(src * nodes + node)] * bytes_per_token;
-        if (b <= 0) continue;
-        crosses_nodes = true;
-        nic_out[static_cast<std::size_t>(src)] += b;
-        // Arrives at the same-rail GPU of the destination node.
-        nic_in[static_cast<std::size_t>(node * per_node + src % per_node)] += b;
-      }
-    }
-  }
-  double worst_nvl = 0;
-  double worst_nic = 0;
-  for (int g = 0; g < r; ++g) {
-    const auto i = static_cast<std::size_t>(g);
-    worst_nvl = std::max({worst_nvl, nvl_out[i], nvl_in[i]});
-    worst_nic = std::max({worst_nic, nic_out[i], nic_in[i]});
-    nvl_total += nvl_out[i];
-    nic_total += nic_out[i];
-  }
-  const double nvl_s = worst_nvl / (s.nvlink_bytes_per_s * s.efficiency);
-  const double nic_s = worst_nic / (s.nic_bytes_per_s * s.efficiency);
-  const Duration latency = crosses_nodes ? s.nic_latency : s.nvlink_latency;
-  if (worst_nvl <= 0 && worst_nic <= 0) return Duration::zero();
-  return latency + Duration::from_seconds(std::max(nvl_s, nic_s));
-}
+
+// Doublings of the group beyond 8 ranks: the kernel tables show efficiency and floor degrading as
+// the same bytes spread over more peers in smaller messages (COMPONENT_FIGURES.md 1.6).
+double doublings_beyond_8(int ranks) { return std::max(0.0, std::log2(static_cast<double>(ranks) / 8.0)); }
+
 }  // namespace
 
-AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode) const {
-  MOESIM_CHECK(t.tokens_to_rank.size() == static_cast<std::size_t>(t.ranks * t.ranks),
-               "traffic matrix size does not match ranks");
+Fabric::Fabric(FabricSpec spec) : spec_(spec), topology_(spec_) {
+  load_.assign(static_cast<std::size_t>(topology_.link_count()), 0.0);
+}
+
+void Fabric::add_nvlink(int src_gpu, int dst_gpu, double units) const {
+  load_[static_cast<std::size_t>(topology_.nvlink_out(src_gpu))] += units;
+  load_[static_cast<std::size_t>(topology_.nvlink_in(dst_gpu))] += units;
+  nvl_units_ += units;
+}
+
+void Fabric::add_nic(int src_gpu, int dst_gpu, double units) const {
+  load_[static_cast<std::size_t>(topology_.pcie_up(src_gpu))] += units;
+  load_[static_cast<std::size_t>(topology_.nic_out(src_gpu))] += units;
+  load_[static_cast<std::size_t>(topology_.nic_in(dst_gpu))] += units;
+  load_[static_cast<std::size_t>(topology_.pcie_down(dst_gpu))] += units;
+  const int a = topology_.leaf_of(src_gpu);
+  const int b = topology_.leaf_of(dst_gpu);
+  if (a != b) {
+    load_[static_cast<std::size_t>(topology_.leaf_up(a))] += units;
+    load_[static_cast<std::size_t>(topology_.leaf_down(b))] += units;
+  }
+  nic_units_ += units;
+}
+
+// DeepEP normal kernels (internode.cu): a token crosses the NIC once per destination node, landing on
+// the GPU of the same local index (same rail), which forwards it over NVLink to every destination rank
+// of that node. Tokens for the sender's own node take the NVLink hop directly. Intranode-only groups
+// reduce to direct NVLink copies.
+void Fabric::load_high_throughput(const AllToAllTraffic& t) const {
+  const int r = t.ranks;
+  const int per_node = t.ranks_per_node;
+  const int nodes = (r + per_node - 1) / per_node;
+  for (int s = 0; s < r; ++s) {
+    const int local = s % per_node;
+    const int s_node = s / per_node;
+    for (int d = 0; d < r; ++d) {
+      const int fwd = (d / per_node) * per_node + local;
+      const double units = t.tokens_to_rank[static_cast<std::size_t>(s * r + d)];
+      if (fwd == d || units <= 0) continue;
+      add_nvlink(gpu_of(t, fwd), gpu_of(t, d), units);
+    }
+    for (int node = 0; node < nodes; ++node) {
+      const int fwd = node * per_node + local;
+      if (node == s_node || fwd >= r) continue;
+      const double units = t.tokens_to_node[static_cast<std::size_t>(s * nodes + node)];
+      if (units > 0) add_nic(gpu_of(t, s), gpu_of(t, fwd), units);
+    }
+  }
+}
+
+// Direct kernels (DeepEP low-latency, one-sided NVLink): every unit goes straight to its rank.
+void Fabric::load_direct(const AllToAllTraffic& t, const std::vector<double>& units, bool intranode_nvlink) const {
+  const int r = t.ranks;
+  for (int s = 0; s < r; ++s) {
+    for (int d = 0; d < r; ++d) {
+      const double u = units[static_cast<std::size_t>(s * r + d)];
+      if (d == s || u <= 0) continue;
+      const bool same_node = s / t.ranks_per_node == d / t.ranks_per_node;
+      if (same_node && intranode_nvlink) {
+        add_nvlink(gpu_of(t, s), gpu_of(t, d), u);
+      } else {
+        add_nic(gpu_of(t, s), gpu_of(t, d), u);
+      }
+    }
+  }
+}
+
+// Fair sharing of a link among the flows crossing it is work-conserving, so transfers that start
+// together drain a link in load / capacity: each rank finishes when its busiest port (NVLink, or the
+// NIC path: PCIe, NIC, its leaf's uplink bundle) drains, and the phase ends with the slowest rank.
+AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllKernel& k, AllToAllMode mode,
+                                std::span<Duration> rank_dispatch, std::span<Duration> rank_combine) const {
   AllToAllCost c;
-  c.dispatch = phase_time(t, mode, t.dispatch_bytes_per_token, spec_, c.nvlink_bytes, c.nic_bytes);
-  c.combine = phase_time(t, mode, t.combine_bytes_per_token, spec_, c.nvlink_bytes, c.nic_bytes);
+  c.mode = mode;
+  c.nvlink_bytes = nvl_units_ * (t.dispatch_bytes_per_token + t.combine_bytes_per_token);
+  c.nic_bytes = nic_units_ * (t.dispatch_bytes_per_token + t.combine_bytes_per_token);
+  if (nvl_units_ <= 0 && nic_units_ <= 0) {
+    for (auto& d : rank_dispatch) d = Duration::zero();
+    for (auto& d : rank_combine) d = Duration::zero();
+    return c;
+  }
+  const double doublings = doublings_beyond_8(t.ranks);
+  const double eff_scale = std::max(0.05, 1.0 - k.efficiency_loss_per_doubling * doublings);
+  const double nvl_rate = spec_.nvlink_bytes_per_s * k.nvlink_efficiency * eff_scale;
+  const double nic_eff = k.nic_efficiency * eff_scale;
+  const Duration floor_growth = k.floor_growth_per_doubling.scaled(doublings);
+  const Duration dispatch_floor = k.dispatch_floor + floor_growth;
+  const Duration combine_floor = k.combine_floor + floor_growth;
+
+  double worst = -1;
+  double sum = 0;
+  double worst_link_s = 0;  // seconds per unit-byte on the hot rank's busiest link, at line rate
+  for (int r = 0; r < t.ranks; ++r) {
+    const int g = gpu_of(t, r);
+    const auto ld = [this](int link) {
+      return load_[static_cast<std::size_t>(link)] / topology_.link(link).bytes_per_s;
+    };
+    const double nvl = std::max(ld(topology_.nvlink_out(g)), ld(topology_.nvlink_in(g)));
+    LinkKind nic_kind = LinkKind::kNicOut;
+    double nic = 0;
+    for (const int link : {topology_.nic_out(g), topology_.nic_in(g), topology_.pcie_up(g), topology_.pcie_down(g),
+                           topology_.leaf_up(topology_.leaf_of(g)), topology_.leaf_down(topology_.leaf_of(g))}) {
+      const double v = ld(link);
+      if (v > nic) {
+        nic = v;
+        nic_kind = topology_.link(link).kind;
+      }
+    }
+    const double a = nvl * spec_.nvlink_bytes_per_s / nvl_rate;  // seconds per byte of a unit
+    const double b = nic / nic_eff;
+    const double data = std::max(a, b) + k.overlap_penalty * std::min(a, b);
+    sum += data;
+    if (data > worst) {
+      worst = data;
+      c.hot_rank = r;
+      c.hot_link = a >= b ? LinkKind::kNvlinkOut : nic_kind;
+      worst_link_s = std::max(nvl, nic);
+    }
+    const auto ri = static_cast<std::size_t>(r);
+    if (ri < rank_dispatch.size()) {
+      rank_dispatch[ri] = max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(data * t.dispatch_bytes_per_token));
+    }
+    if (ri < rank_combine.size()) {
+      rank_combine[ri] = max(combine_floor, k.combine_startup + Duration::from_seconds(data * t.combine_bytes_per_token));
+    }
+  }
+  c.dispatch = max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(worst * t.dispatch_bytes_per_token));
+  c.combine = max(combine_floor, k.combine_startup + Duration::from_seconds(worst * t.combine_bytes_per_token));
+  c.hot_rank_ratio = sum > 0 ? worst * t.ranks / sum : 1.0;
+  c.hot_link_utilisation =
+      c.dispatch.ps() > 0 ? worst_link_s * t.dispatch_bytes_per_token / c.dispatch.seconds() : 0.0;
   return c;
 }
 
+AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode) const {
+  return all_to_all(t, mode, {}, {});
+}
+
+AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode, std::span<Duration> rank_dispatch,
+                                std::span<Duration> rank_combine) const {
+  if (t.ranks <= 1) {
+    for (auto& d : rank_dispatch) d = Duration::zero();
+    for (auto& d : rank_combine) d = Duration::zero();
+    return AllToAllCost{.mode = mode == AllToAllMode::kAuto ? AllToAllMode::kHighThroughput : mode};
+  }
+  const auto r = static_cast<std::size_t>(t.ranks);
+  MOESIM_CHECK(t.ranks_per_node >= 1 && t.ranks_per_node <= spec_.gpus_per_node,
+               "ranks_per_node exceeds the GPUs of a node");
+  const int nodes = (t.ranks + t.ranks_per_node - 1) / t.ranks_per_node;
+  MOESIM_CHECK(t.first_node >= 0 && t.first_node + nodes <= spec_.nodes,
+               "All-to-All group of " + std::to_string(t.ranks) + " ranks does not fit the fabric");
+  MOESIM_CHECK(t.tokens_to_rank.size() == r * r, "tokens_to_rank size does not match ranks");
+  if (mode == AllToAllMode::kAuto) {
+    const AllToAllCost ht = all_to_all(t, AllToAllMode::kHighThroughput, {}, {});
+    const AllToAllCost ll = all_to_all(t, AllToAllMode::kLowLatency, {}, {});
+    const bool use_ll = ll.dispatch + ll.combine < ht.dispatch + ht.combine;
+    if (rank_dispatch.empty() && rank_combine.empty()) return use_ll ? ll : ht;
+    return all_to_all(t, use_ll ? AllToAllMode::kLowLatency : AllToAllMode::kHighThroughput, rank_dispatch,
+                      rank_combine);
+  }
+  std::fill(load_.begin(), load_.end(), 0.0);
+  nvl_units_ = 0;
+  nic_units_ = 0;
+  switch (mode) {
+    case AllToAllMode::kHighThroughput:
+      MOESIM_CHECK(t.tokens_to_node.size() == r * static_cast<std::size_t>(nodes),
+                   "tokens_to_node size does not match ranks x nodes");
+      load_high_throughput(t);
+      return cost_loads(t, spec_.high_throughput, mode, rank_dispatch, rank_combine);
+    case AllToAllMode::kLowLatency:
+      MOESIM_CHECK(t.pairs_to_rank.size() == r * r, "pairs_to_rank size does not match ranks");
+      load_direct(t, t.pairs_to_rank, spec_.low_latency.intranode_over_nvlink);
+      return cost_loads(t, spec_.low_latency, mode, rank_dispatch, rank_combine);
+    case AllToAllMode::kNvlinkDomain:
+    case AllToAllMode::kAuto:
+      break;
+  }
+  load_direct(t, t.tokens_to_rank, true);
+  return cost_loads(t, spec_.nvlink_domain, mode, rank_dispatch, rank_combine);
+}
+
+// Ring all-reduce moves 2(p-1)/p of the buffer through every GPU's link (Patarasuk and Yuan, JPDC
+// 2009); the bus efficiency, startup and floor are fitted to Vidur's H100 DGX NCCL profiles
+// (COMPONENT_FIGURES.md section 5). Across nodes: the two-level scheme of NCCL/ASTRA-sim, with the
+// inter-node rings on each GPU's share of the NIC.
 Duration Fabric::all_reduce(double bytes, int group, bool intra_node) const {
   if (group <= 1 || bytes <= 0) return Duration::zero();
-  // Ring all-reduce: 2(p-1) steps, each moving bytes/p per GPU (Patarasuk and Yuan, JPDC 2009).
-  const double p = group;
-  const double bw = (intra_node ? spec_.nvlink_bytes_per_s : spec_.nic_bytes_per_s) * spec_.efficiency;
-  const Duration lat = intra_node ? spec_.nvlink_latency : spec_.nic_latency;
-  return lat * (2 * (group - 1)) + Duration::from_seconds(2.0 * (p - 1.0) / p * bytes / bw);
+  const CollectiveCalibration& c = spec_.collectives;
+  const double eff = c.all_reduce_bus_efficiency;
+  const int local = intra_node ? group : std::min(group, spec_.gpus_per_node);
+  const int across = intra_node ? 1 : (group + local - 1) / local;
+  const double pl = local;
+  const double pn = across;
+  double seconds = local > 1 ? 2.0 * (pl - 1.0) / pl * bytes / (spec_.nvlink_bytes_per_s * eff) : 0.0;
+  Duration steps = c.all_reduce_step_latency * (2 * (local - 1));
+  if (across > 1) {
+    const double nic_share = std::min(spec_.nic_bytes_per_s / topology_.gpus_per_nic(), spec_.pcie_bytes_per_s);
+    seconds += 2.0 * (pn - 1.0) / pn * (bytes / pl) / (nic_share * eff);
+    steps += (spec_.nic_latency + c.all_reduce_step_latency) * (2 * (across - 1));
+  }
+  return max(c.all_reduce_floor, c.all_reduce_startup + steps + Duration::from_seconds(seconds));
 }
 
 Duration Fabric::send_recv(double bytes, bool intra_node) const {
-  const double bw = (intra_node ? spec_.nvlink_bytes_per_s : spec_.nic_bytes_per_s) * spec_.efficiency;
-  return (intra_node ? spec_.nvlink_latency : spec_.nic_latency) + Duration::from_seconds(bytes / bw);
+  const CollectiveCalibration& c = spec_.collectives;
+  if (intra_node) {
+    return spec_.nvlink_latency + c.p2p_nvlink_overhead +
+           Duration::from_seconds(std::max(0.0, bytes) / (spec_.nvlink_bytes_per_s * spec_.efficiency));
+  }
+  const double rate = std::min(spec_.nic_bytes_per_s, spec_.pcie_bytes_per_s) * c.p2p_nic_efficiency;
+  return spec_.nic_latency + c.p2p_nic_overhead + Duration::from_seconds(std::max(0.0, bytes) / rate);
+}
+
+Duration Fabric::transfer(double bytes, int src_gpu, int dst_gpu) const {
+  MOESIM_CHECK(src_gpu >= 0 && src_gpu < topology_.gpus() && dst_gpu >= 0 && dst_gpu < topology_.gpus(),
+               "transfer between GPUs outside the fabric");
+  if (src_gpu == dst_gpu || bytes <= 0) return Duration::zero();
+  const Route route = topology_.route(src_gpu, dst_gpu);
+  double rate = spec_.nvlink_bytes_per_s;
+  Duration latency;
+  for (int i = 0; i < route.hops; ++i) {
+    const Link& l = topology_.link(route.links[static_cast<std::size_t>(i)]);
+    rate = std::min(rate, l.bytes_per_s);
+    latency += l.latency;
+  }
+  const bool intra = topology_.node_of(src_gpu) == topology_.node_of(dst_gpu);
+  const CollectiveCalibration& c = spec_.collectives;
+  const Duration overhead = intra ? c.p2p_nvlink_overhead : c.p2p_nic_overhead;
+  const double eff = intra ? spec_.efficiency : c.p2p_nic_efficiency;
+  return latency + overhead + Duration::from_seconds(bytes / (rate * eff));
+}
+
+Duration Fabric::host_to_gpu(double bytes, int gpu) const {
+  MOESIM_CHECK(gpu >= 0 && gpu < topology_.gpus(), "host_to_gpu for a GPU outside the fabric");
+  if (bytes <= 0) return Duration::zero();
+  const Route route = topology_.host_route(gpu);
+  double rate = spec_.host_link_bytes_per_s;
+  for (int i = 0; i < route.hops; ++i) {
+    rate = std::min(rate, topology_.link(route.links[static_cast<std::size_t>(i)]).bytes_per_s);
+  }
+  return spec_.host_link_latency + Duration::from_seconds(bytes / rate);
+}
+
+double Fabric::host_link_bytes_per_s(int gpu) const {
+  return topology_.link(topology_.host_route(gpu).links[0]).bytes_per_s;
 }
 
 }  // namespace moesim

@@ -1,32 +1,28 @@
-// The fabric cost model: All-to-All (dispatch/combine), all-reduce, point-to-point and weight transfers
-// between the GPUs of a cluster of nodes (NVLink inside a node, one NIC per GPU between nodes).
+// The fabric cost model: All-to-All (dispatch/combine), all-reduce, point-to-point, weight transfers
+// between GPUs and host -> GPU copies, over the Topology built from a FabricSpec. Pure const cost
+// functions; all_to_all reuses scratch buffers, so one Fabric must not be shared between threads.
 #pragma once
 
+#include <span>
 #include <vector>
 
+#include "hwmodels/fabric_spec.h"
+#include "hwmodels/topology.h"
 #include "sim/engine/time.h"
 
 namespace moesim {
 
-struct FabricSpec {
-  int nodes = 1;
-  int gpus_per_node = 8;
-  double nvlink_bytes_per_s = 450e9;  // per GPU, per direction
-  Duration nvlink_latency = Duration::from_us(2.0);
-  double nic_bytes_per_s = 50e9;  // per GPU, per direction
-  Duration nic_latency = Duration::from_us(5.0);
-  // Fraction of line rate that All-to-All kernels reach (DeepEP: ~80% of NVLink and NIC line rate,
-  // shared/reference/COMPONENT_FIGURES.md section 1).
-  double efficiency = 0.8;
-};
-
 enum class AllToAllMode {
-  kHighThroughput,  // NVLink inside a node; one NIC crossing per destination node, then NVLink fan-out
-  kLowLatency,      // direct RDMA to every destination rank, one message per (token, expert) pair
+  kHighThroughput,  // DeepEP normal: one NIC crossing per (token, destination node) to the same-rail
+                    // GPU there, then NVLink fan-out; NVLink only inside a node
+  kLowLatency,      // DeepEP low-latency: one message per (token, expert) pair straight to the rank
+  kNvlinkDomain,    // one-sided NVLink kernel (NVL72): one copy per (token, destination rank)
+  kAuto,            // the cheaper of high-throughput and low-latency for this step
 };
 
 // Traffic of one dispatch (the combine is its mirror image), derived by the step planner from routing
 // counts and placement. Matrices are row-major [src][dst]; diagonal entries stay on the GPU.
+// Rank r runs on GPU (first_node + r / ranks_per_node) * gpus_per_node + r % ranks_per_node.
 struct AllToAllTraffic {
   int ranks = 0;
   int ranks_per_node = 1;
@@ -35,27 +31,69 @@ struct AllToAllTraffic {
   std::vector<double> tokens_to_node;  // [src][node]: distinct tokens src sends to a node
   double dispatch_bytes_per_token = 0;
   double combine_bytes_per_token = 0;
+  int first_node = 0;
 };
 
 struct AllToAllCost {
-  Duration dispatch;
-  Duration combine;
+  Duration dispatch{};
+  Duration combine{};
   double nvlink_bytes = 0;  // dispatch + combine bytes that crossed NVLink
   double nic_bytes = 0;     // dispatch + combine bytes that crossed a NIC
+  // Where the time goes: the rank whose ports drain last, its data time over the mean rank's
+  // (1 when balanced), the kind of its busiest link and that link's share of the dispatch time.
+  int hot_rank = -1;
+  double hot_rank_ratio = 1.0;
+  LinkKind hot_link = LinkKind::kNvlinkOut;
+  double hot_link_utilisation = 0;
+  AllToAllMode mode = AllToAllMode::kHighThroughput;  // the mode costed (resolves kAuto)
 };
 
 class Fabric {
  public:
-  explicit Fabric(FabricSpec spec) : spec_(spec) {}
+  // Builds the topology graph and its routes; throws std::invalid_argument for an unwireable spec.
+  explicit Fabric(FabricSpec spec);
   [[nodiscard]] const FabricSpec& spec() const { return spec_; }
+  [[nodiscard]] const Topology& topology() const { return topology_; }
 
+  // O(ranks^2 + links), no allocation after the first call with a given rank count. ranks <= 1 costs
+  // nothing. Bytes per link follow the counts of the step: a hot rank shows up as a slow rank.
   [[nodiscard]] AllToAllCost all_to_all(const AllToAllTraffic& t, AllToAllMode mode) const;
-  // Ring all-reduce of `bytes` over `group` GPUs of one node (or across nodes if !intra_node).
+  // Same, and writes each rank's dispatch and combine time (spans of size t.ranks, or empty).
+  AllToAllCost all_to_all(const AllToAllTraffic& t, AllToAllMode mode, std::span<Duration> rank_dispatch,
+                          std::span<Duration> rank_combine) const;
+
+  // All-reduce of `bytes` per GPU over `group` GPUs: a ring on NVLink inside one node; across nodes
+  // (intra_node false) reduce-scatter on NVLink, rings across nodes on each GPU's NIC, all-gather.
   [[nodiscard]] Duration all_reduce(double bytes, int group, bool intra_node) const;
+  // One point-to-point message (pipeline-parallel activations), NCCL send/recv.
   [[nodiscard]] Duration send_recv(double bytes, bool intra_node) const;
+  // Bulk copy of `bytes` (expert weights) from one GPU to another over their route, alone on it.
+  [[nodiscard]] Duration transfer(double bytes, int src_gpu, int dst_gpu) const;
+  // Host -> GPU copy over the GPU's host link, alone on it. A loader that runs several copies on one
+  // host link shares host_link_bytes_per_s between them.
+  [[nodiscard]] Duration host_to_gpu(double bytes, int gpu) const;
+  [[nodiscard]] double host_link_bytes_per_s(int gpu) const;
+  [[nodiscard]] int host_link_of(int gpu) const { return topology_.host_link_of(gpu); }
 
  private:
+  void load_high_throughput(const AllToAllTraffic& t) const;
+  void load_direct(const AllToAllTraffic& t, const std::vector<double>& units, bool intranode_nvlink) const;
+  void add_nvlink(int src_gpu, int dst_gpu, double units) const;
+  void add_nic(int src_gpu, int dst_gpu, double units) const;
+  [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllKernel& k, AllToAllMode mode,
+                                        std::span<Duration> rank_dispatch, std::span<Duration> rank_combine) const;
+  [[nodiscard]] int gpu_of(const AllToAllTraffic& t, int rank) const {
+    return (t.first_node + rank / t.ranks_per_node) * spec_.gpus_per_node + rank % t.ranks_per_node;
+  }
+
   FabricSpec spec_;
+  Topology topology_;
+  // Scratch for all_to_all: units (tokens or pairs) per directed link, per-rank seconds per byte.
+  mutable std::vector<double> load_;
+  mutable std::vector<double> rank_nvl_, rank_nic_;
+  mutable std::vector<LinkKind> rank_kind_;
+  mutable double nvl_units_ = 0;
+  mutable double nic_units_ = 0;
 };
 
 }  // namespace moesim

@@ -1,0 +1,113 @@
+// The hardware of a cluster's interconnect as the fabric and topology models see it: NVLink domains,
+// NICs, leaf/spine switches, host links, plus the fitted efficiencies and latency floors of the
+// All-to-All kernel families and of NCCL-style collectives (CALIBRATION_FABRIC.md). Units are SI.
+#pragma once
+
+#include "sim/engine/time.h"
+
+namespace moesim {
+
+// How the NICs of the nodes are wired to leaf switches; leaves reach each other through one spine
+// layer (ECMP spreads a leaf's uplinks evenly, so the spine is modelled as non-blocking).
+enum class NetworkLayout {
+  kRailOptimized,  // NIC k of every node of a rail group goes to leaf k of that group
+  kFatTree,        // the NICs of consecutive nodes fill one leaf after another
+};
+
+// One family of All-to-All kernels. A rank's phase time is
+//   max(floor, startup + max(t_nvl, t_nic) + overlap_penalty * min(t_nvl, t_nic))
+// where t_x = bytes on the rank's busiest port of kind x / (line rate * efficiency(ranks)), and
+// efficiency and floor degrade with the number of ranks: per doubling of ranks beyond 8.
+struct AllToAllKernel {
+  double nvlink_efficiency = 0.8;
+  double nic_efficiency = 0.8;
+  Duration dispatch_startup{};
+  Duration combine_startup{};
+  Duration dispatch_floor{};
+  Duration combine_floor{};
+  Duration floor_growth_per_doubling{};
+  double efficiency_loss_per_doubling = 0;
+  double overlap_penalty = 0;        // 0: NVLink and NIC transfers overlap fully, 1: they serialise
+  bool intranode_over_nvlink = true;  // low-latency family only: peers in the node go over NVLink
+};
+
+// DeepEP normal (high-throughput) kernels, fitted on the H800 rows of COMPONENT_FIGURES.md 1.2
+// (April 2025 columns). The floor is an assumption (notify + host sync), not pinned by the table.
+constexpr AllToAllKernel deepep_normal_kernel() {
+  return AllToAllKernel{.nvlink_efficiency = 0.66,
+                        .nic_efficiency = 0.85,
+                        .dispatch_startup = Duration::from_us(20),
+                        .combine_startup = Duration::from_us(20),
+                        .dispatch_floor = Duration::from_us(50),
+                        .combine_floor = Duration::from_us(50)};
+}
+
+// DeepEP low-latency kernels, fitted on both tables of COMPONENT_FIGURES.md 1.3 (H800).
+constexpr AllToAllKernel deepep_low_latency_kernel() {
+  return AllToAllKernel{.nvlink_efficiency = 0.62,
+                        .nic_efficiency = 0.85,
+                        .dispatch_startup = Duration::from_us(18),
+                        .combine_startup = Duration::from_us(18),
+                        .overlap_penalty = 0.25};
+}
+
+// TensorRT-LLM one-sided NVLink All-to-All, fitted on COMPONENT_FIGURES.md 1.6 (GB200 NVL72).
+constexpr AllToAllKernel nvlink_one_sided_kernel() {
+  return AllToAllKernel{.nvlink_efficiency = 0.785,
+                        .nic_efficiency = 0.85,
+                        .dispatch_startup = Duration::from_us(15),
+                        .combine_startup = Duration::from_us(18),
+                        .dispatch_floor = Duration::from_us(18),
+                        .combine_floor = Duration::from_us(31.5),
+                        .floor_growth_per_doubling = Duration::from_us(1.2),
+                        .efficiency_loss_per_doubling = 0.042};
+}
+
+// NCCL-style collectives and point-to-point copies, fitted on Vidur's H100 DGX profiles
+// (COMPONENT_FIGURES.md section 5).
+struct CollectiveCalibration {
+  double all_reduce_bus_efficiency = 0.78;  // of the NVLink (or NIC) line rate
+  Duration all_reduce_startup = Duration::from_us(25);
+  Duration all_reduce_floor = Duration::from_us(38);
+  Duration all_reduce_step_latency{};  // per ring step, added to the link latency
+  double p2p_nic_efficiency = 0.73;
+  Duration p2p_nvlink_overhead = Duration::from_us(4.7);  // on top of nvlink_latency
+  Duration p2p_nic_overhead = Duration::from_us(20);      // on top of nic_latency
+};
+
+struct FabricSpec {
+  // A "node" is one NVLink domain: an 8-GPU HGX board, or a 72-GPU NVL72 rack.
+  int nodes = 1;
+  int gpus_per_node = 8;
+  double nvlink_bytes_per_s = 450e9;  // per GPU, per direction
+  Duration nvlink_latency = Duration::from_us(2.0);
+  double nic_bytes_per_s = 50e9;  // per NIC, per direction
+  Duration nic_latency = Duration::from_us(5.0);
+  // Achieved fraction of line rate for bulk copies over NVLink (weights, activations); the NIC
+  // fraction is collectives.p2p_nic_efficiency. 0.8 matches Vidur's H100 NVLink send/recv.
+  double efficiency = 0.8;
+
+  // Topology.
+  NetworkLayout layout = NetworkLayout::kRailOptimized;
+  int nics_per_node = 0;         // 0: one NIC per GPU
+  int nodes_per_leaf_group = 32;  // nodes that share a leaf (rail-optimised: per rail) before the spine
+  double oversubscription = 1.0;  // leaf downlink : uplink capacity
+  Duration switch_latency = Duration::from_ns(600);  // per switch hop beyond the first leaf
+  double pcie_bytes_per_s = 63e9;  // GPU <-> PCIe switch (Gen5 x16, per direction)
+  // Host -> GPU: one host link per PCIe switch (or Grace C2C), shared by gpus_per_host_link GPUs.
+  // 55 GB/s: pinned H2D measured on H200 (shared/calibration/h200/platform.json).
+  double host_link_bytes_per_s = 55e9;
+  int gpus_per_host_link = 2;
+  Duration host_link_latency = Duration::from_us(10.0);
+
+  // Calibration of the software on top of the links.
+  AllToAllKernel high_throughput = deepep_normal_kernel();
+  AllToAllKernel low_latency = deepep_low_latency_kernel();
+  AllToAllKernel nvlink_domain = nvlink_one_sided_kernel();
+  CollectiveCalibration collectives{};
+
+  [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
+  [[nodiscard]] int nics_in_node() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
+};
+
+}  // namespace moesim
