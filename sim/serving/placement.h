@@ -101,9 +101,10 @@ void partition_layer(std::span<const double> load, std::span<const double> affin
 [[nodiscard]] double cut_weight(std::span<const double> affinity, std::span<const int> slot_expert,
                                 int slots_per_gpu);
 
-// Affinity of one layer from the co-activation model: expected co-selections per token beyond independent
-// routing, k(k-1) rho^2 p_a p_b / P_g for a, b in the same group g, else 0 (CoactivationModel::pair_rate
-// minus its independent part). `affinity` is E x E.
+// Affinity of one layer from the co-activation model: the part of the expected co-selections per token
+// that depends on grouping, k(k-1) rho^2 p_a p_b / P_g for a, b in the same group g, else 0 (the rest of
+// CoactivationModel::pair_rate is (1 - rho^2) k(k-1) p_a p_b, a product of loads that a load-balanced
+// partition cannot change much). `affinity` is E x E.
 void coactivation_affinity(const CoactivationModel& model, int layer, std::span<const double> probs,
                            int top_k, std::span<double> affinity);
 
