@@ -1,0 +1,208 @@
+// Directions the physics demands of the All-to-All model (more remote traffic costs more, a faster NIC
+// never hurts, low-latency kernels win small batches and lose large ones, skew shows as a hot rank,
+// oversubscription shows on cross-leaf traffic), plus weight transfers and host -> GPU copies.
+#include <algorithm>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "hwmodels/fabric.h"
+
+namespace moesim {
+namespace {
+
+constexpr double kFp8Token = 7168 * 2 * (1.0 + 4.0 / 128.0) / 2.0;
+constexpr double kBf16Token = 7168 * 2;
+
+FabricSpec hgx(int nodes) { return FabricSpec{.nodes = nodes, .gpus_per_node = 8}; }
+
+// Every rank sends `tokens` tokens, each to `k` experts spread uniformly; `local_share` of a rank's
+// pairs stay inside its node. Expected distinct tokens per rank and per node follow from treating
+// the k choices as independent (the step planner's own approximation).
+AllToAllTraffic spread_traffic(int ranks, int per_node, double tokens, int k, double local_share) {
+  const int nodes = (ranks + per_node - 1) / per_node;
+  const auto r = static_cast<std::size_t>(ranks);
+  AllToAllTraffic t{.ranks = ranks,
+                    .ranks_per_node = per_node,
+                    .tokens_to_rank = std::vector<double>(r * r),
+                    .pairs_to_rank = std::vector<double>(r * r),
+                    .tokens_to_node = std::vector<double>(r * static_cast<std::size_t>(nodes)),
+                    .dispatch_bytes_per_token = kFp8Token,
+                    .combine_bytes_per_token = kBf16Token};
+  for (int s = 0; s < ranks; ++s) {
+    for (int d = 0; d < ranks; ++d) {
+      const bool local = s / per_node == d / per_node;
+      const double q = nodes == 1 ? 1.0 / ranks
+                       : local    ? local_share / per_node
+                                  : (1.0 - local_share) / (ranks - per_node);
+      t.pairs_to_rank[static_cast<std::size_t>(s * ranks + d)] = tokens * k * q;
+      t.tokens_to_rank[static_cast<std::size_t>(s * ranks + d)] = tokens * (1.0 - std::pow(1.0 - q, k));
+    }
+    for (int n = 0; n < nodes; ++n) {
+      const double q = nodes == 1 ? 1.0 : n == s / per_node ? local_share : (1.0 - local_share) / (nodes - 1);
+      t.tokens_to_node[static_cast<std::size_t>(s * nodes + n)] = tokens * (1.0 - std::pow(1.0 - q, k));
+    }
+  }
+  return t;
+}
+
+Duration total(const AllToAllCost& c) { return c.dispatch + c.combine; }
+
+}  // namespace
+
+TEST_CASE("a single rank moves nothing and costs nothing") {
+  const Fabric fabric(hgx(1));
+  const AllToAllTraffic t{.ranks = 1, .ranks_per_node = 1, .tokens_to_rank = {10}, .pairs_to_rank = {80},
+                          .tokens_to_node = {10}, .dispatch_bytes_per_token = kFp8Token,
+                          .combine_bytes_per_token = kBf16Token};
+  for (const auto mode : {AllToAllMode::kHighThroughput, AllToAllMode::kLowLatency, AllToAllMode::kNvlinkDomain,
+                          AllToAllMode::kAuto}) {
+    const AllToAllCost c = fabric.all_to_all(t, mode);
+    CHECK(c.dispatch == Duration::zero());
+    CHECK(c.combine == Duration::zero());
+    CHECK(c.nic_bytes == 0);
+  }
+}
+
+TEST_CASE("more inter-node traffic makes the All-to-All longer") {
+  const Fabric fabric(hgx(4));
+  for (const auto mode : {AllToAllMode::kHighThroughput, AllToAllMode::kLowLatency}) {
+    Duration previous = Duration::zero();
+    double previous_nic = -1;
+    for (const double local : {0.9, 0.6, 0.3, 0.1}) {
+      const AllToAllCost c = fabric.all_to_all(spread_traffic(32, 8, 2048, 8, local), mode);
+      CHECK(total(c) >= previous);
+      CHECK(c.nic_bytes > previous_nic);
+      previous = total(c);
+      previous_nic = c.nic_bytes;
+    }
+  }
+}
+
+TEST_CASE("a faster NIC never makes an All-to-All slower") {
+  for (const auto mode : {AllToAllMode::kHighThroughput, AllToAllMode::kLowLatency, AllToAllMode::kAuto}) {
+    for (const double tokens : {4.0, 128.0, 4096.0}) {
+      Duration previous = Duration::max();
+      for (const double gbit : {100.0, 200.0, 400.0, 800.0, 1600.0}) {
+        FabricSpec s = hgx(4);
+        s.nic_bytes_per_s = gbit * 1e9 / 8;
+        const AllToAllCost c = Fabric(s).all_to_all(spread_traffic(32, 8, tokens, 8, 0.25), mode);
+        CHECK(total(c) <= previous);
+        previous = total(c);
+      }
+    }
+  }
+}
+
+TEST_CASE("low-latency kernels win at small batches and lose at large ones") {
+  const Fabric fabric(hgx(4));
+  const AllToAllTraffic small = spread_traffic(32, 8, 4, 8, 0.25);
+  const AllToAllTraffic large = spread_traffic(32, 8, 4096, 8, 0.25);
+  CHECK(total(fabric.all_to_all(small, AllToAllMode::kLowLatency)) <
+        total(fabric.all_to_all(small, AllToAllMode::kHighThroughput)));
+  CHECK(total(fabric.all_to_all(large, AllToAllMode::kLowLatency)) >
+        total(fabric.all_to_all(large, AllToAllMode::kHighThroughput)));
+  CHECK(fabric.all_to_all(small, AllToAllMode::kAuto).mode == AllToAllMode::kLowLatency);
+  CHECK(fabric.all_to_all(large, AllToAllMode::kAuto).mode == AllToAllMode::kHighThroughput);
+}
+
+TEST_CASE("a skewed expert load shows up as a hot rank that sets the pace") {
+  const Fabric fabric(hgx(2));
+  AllToAllTraffic t = spread_traffic(16, 8, 1024, 8, 0.5);
+  const AllToAllCost balanced = fabric.all_to_all(t, AllToAllMode::kLowLatency);
+  CHECK(balanced.hot_rank_ratio == Approx(1.0).epsilon(0.01));
+  constexpr int kHot = 11;
+  for (int s = 0; s < 16; ++s) {
+    t.pairs_to_rank[static_cast<std::size_t>(s * 16 + kHot)] *= 4;
+    t.tokens_to_rank[static_cast<std::size_t>(s * 16 + kHot)] *= 3;
+  }
+  std::vector<Duration> per_rank(16);
+  std::vector<Duration> per_rank_combine(16);
+  const AllToAllCost skewed = fabric.all_to_all(t, AllToAllMode::kLowLatency, per_rank, per_rank_combine);
+  CHECK(skewed.hot_rank == kHot);
+  CHECK(skewed.hot_rank_ratio > 1.5);
+  CHECK(skewed.dispatch > balanced.dispatch);
+  CHECK(std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin() == kHot);
+  CHECK(per_rank[kHot] == skewed.dispatch);
+  CHECK(per_rank_combine[kHot] == skewed.combine);
+  CHECK(fabric.all_to_all(t, AllToAllMode::kHighThroughput).hot_rank == kHot);
+}
+
+TEST_CASE("an oversubscribed spine slows cross-rail low-latency traffic but not same-rail forwarding") {
+  FabricSpec thin = hgx(4);
+  thin.oversubscription = 8.0;
+  const Fabric full(hgx(4));
+  const Fabric oversubscribed(thin);
+  const AllToAllTraffic t = spread_traffic(32, 8, 1024, 8, 0.125);
+  // Low-latency kernels send straight to every rank: 7/8 of remote pairs change rail, via the spine.
+  CHECK(total(oversubscribed.all_to_all(t, AllToAllMode::kLowLatency)) >
+        total(full.all_to_all(t, AllToAllMode::kLowLatency)) * 2);
+  const AllToAllCost c = oversubscribed.all_to_all(t, AllToAllMode::kLowLatency);
+  CHECK((c.hot_link == LinkKind::kLeafUp || c.hot_link == LinkKind::kLeafDown));
+  // High-throughput kernels cross to the same rail of the destination node: the leaf, never the spine.
+  CHECK(total(oversubscribed.all_to_all(t, AllToAllMode::kHighThroughput)) ==
+        total(full.all_to_all(t, AllToAllMode::kHighThroughput)));
+}
+
+TEST_CASE("combine costs more than dispatch when it carries more bytes per token") {
+  const Fabric fabric(hgx(2));
+  const AllToAllCost c = fabric.all_to_all(spread_traffic(16, 8, 2048, 8, 0.5), AllToAllMode::kHighThroughput);
+  CHECK(c.combine > c.dispatch);
+  // Bytes crossed scale with the bytes of each direction.
+  const double ratio = (kFp8Token + kBf16Token) / kFp8Token;
+  AllToAllTraffic fp8_only = spread_traffic(16, 8, 2048, 8, 0.5);
+  fp8_only.combine_bytes_per_token = 0;
+  CHECK(c.nic_bytes == Approx(fabric.all_to_all(fp8_only, AllToAllMode::kHighThroughput).nic_bytes * ratio));
+}
+
+TEST_CASE("repeated calls give the same answer: scratch buffers are reset") {
+  const Fabric fabric(hgx(2));
+  const AllToAllTraffic a = spread_traffic(16, 8, 512, 8, 0.5);
+  const AllToAllTraffic b = spread_traffic(16, 8, 4096, 8, 0.1);
+  const AllToAllCost first = fabric.all_to_all(a, AllToAllMode::kHighThroughput);
+  (void)fabric.all_to_all(b, AllToAllMode::kLowLatency);
+  const AllToAllCost again = fabric.all_to_all(a, AllToAllMode::kHighThroughput);
+  CHECK(first.dispatch == again.dispatch);
+  CHECK(first.combine == again.combine);
+  CHECK(first.nic_bytes == again.nic_bytes);
+}
+
+TEST_CASE("a group placed on later nodes uses those nodes' links") {
+  FabricSpec s = hgx(4);
+  const Fabric fabric(s);
+  AllToAllTraffic t = spread_traffic(16, 8, 1024, 8, 0.5);
+  const AllToAllCost at0 = fabric.all_to_all(t, AllToAllMode::kHighThroughput);
+  t.first_node = 2;
+  CHECK(fabric.all_to_all(t, AllToAllMode::kHighThroughput).dispatch == at0.dispatch);
+  t.first_node = 3;
+  CHECK_THROWS(fabric.all_to_all(t, AllToAllMode::kHighThroughput));
+}
+
+TEST_CASE("moving expert weights inside a node beats moving them across nodes") {
+  const FabricSpec s = hgx(2);
+  const Fabric fabric(s);
+  const double expert_bytes = 3.0 * 7168 * 2048;  // one DeepSeek-V3 expert in FP8
+  const Duration intra = fabric.transfer(expert_bytes, 0, 5);
+  const Duration inter = fabric.transfer(expert_bytes, 0, 8);
+  CHECK(intra < inter);
+  CHECK(fabric.transfer(expert_bytes, 3, 3) == Duration::zero());
+  CHECK(intra == fabric.send_recv(expert_bytes, true));
+  CHECK(inter == fabric.send_recv(expert_bytes, false));
+  // Cross-rail adds the two spine hops.
+  CHECK(fabric.transfer(expert_bytes, 0, 9) == inter + s.switch_latency * 2);
+  const Duration bandwidth_only = Duration::from_seconds(expert_bytes / (s.nvlink_bytes_per_s * s.efficiency));
+  CHECK(intra - bandwidth_only == s.nvlink_latency + s.collectives.p2p_nvlink_overhead);
+}
+
+TEST_CASE("host to GPU copies run at the measured pinned rate of the host link") {
+  const Fabric fabric(hgx(1));
+  // shared/calibration/h200/platform.json: 64 MiB pinned H2D in 1.2296 ms, 512 MiB in 9.782 ms.
+  constexpr double kMiB = 1024.0 * 1024.0;
+  CHECK(fabric.host_to_gpu(64 * kMiB, 0).ms() == Approx(1.2296).epsilon(0.05));
+  CHECK(fabric.host_to_gpu(512 * kMiB, 7).ms() == Approx(9.7823).epsilon(0.05));
+  CHECK(fabric.host_link_bytes_per_s(0) == Approx(55e9));
+  CHECK(fabric.host_link_of(0) == fabric.host_link_of(1));
+  CHECK(fabric.host_to_gpu(0, 0) == Duration::zero());
+}
+
+}  // namespace moesim
