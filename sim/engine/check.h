@@ -13,6 +13,17 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
+// Bad user input (scenario, trace, CLI): `where` names the JSON path or file:line that must change.
+class InputError : public std::runtime_error {
+ public:
+  InputError(std::string where, const std::string& what)
+      : std::runtime_error(where.empty() ? what : where + ": " + what), where_(std::move(where)) {}
+  [[nodiscard]] const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
+};
+
 [[noreturn]] void fail_check(const char* cond, const std::string& msg, const char* file, int line);
 
 }  // namespace moesim

@@ -1,0 +1,23 @@
+// The moesim command-line verbs. Each add_*_command registers one CLI11 subcommand.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace moesim {
+
+// Options every scenario verb shares.
+struct ScenarioOptions {
+  std::vector<std::string> overrides;
+  long long seed = -1;
+};
+void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
+// --set values after the seed flag, as the scenario loader expects them.
+std::vector<std::string> effective_overrides(const ScenarioOptions& o);
+
+void add_run_command(CLI::App& app);
+void add_validate_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+
+}  // namespace moesim

@@ -1,0 +1,98 @@
+// `moesim run` and `moesim validate`.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "sim/app/commands.h"
+#include "sim/app/outputs.h"
+#include "sim/engine/check.h"
+#include "hwmodels/roofline_cost_model.h"
+#include "sim/scenario/report_json.h"
+#include "sim/scenario/scenario_parser.h"
+#include "sim/serving/memory_plan.h"
+#include "sim/serving/serving_simulation.h"
+
+namespace moesim {
+
+void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
+  cmd.add_option("--set", o.overrides,
+                 "Override a scenario value: path.to.key=value (repeatable), e.g. --set deployment.ep_size=16");
+  cmd.add_option("--seed", o.seed, "Random seed (overrides run.seed)")->check(CLI::NonNegativeNumber);
+}
+
+std::vector<std::string> effective_overrides(const ScenarioOptions& o) {
+  std::vector<std::string> out = o.overrides;
+  if (o.seed >= 0) out.push_back("run.seed=" + std::to_string(o.seed));
+  return out;
+}
+
+namespace {
+
+struct RunOptions {
+  std::string file;
+  ScenarioOptions scenario;
+  std::string out_dir;
+  bool requests_csv = false;
+  bool steps_csv = false;
+  bool quiet = false;
+};
+
+void write_file(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream f(p);
+  if (!f) throw InputError(p.string(), "cannot write the file");
+  f << text;
+}
+
+void run(const RunOptions& o) {
+  const LoadedScenario sc = load_scenario(o.file, effective_overrides(o.scenario));
+  const std::filesystem::path dir =
+      o.out_dir.empty() ? std::filesystem::path("out") / sc.spec.name : std::filesystem::path(o.out_dir);
+  std::filesystem::create_directories(dir);
+  CsvOutputs outputs(o.requests_csv ? dir / "requests.csv" : "", o.steps_csv ? dir / "steps.csv" : "");
+  const auto gpu = std::make_unique<RooflineCostModel>(sc.spec.cluster.gpu);
+  const Report r = simulate(sc.spec, *gpu, outputs.active() ? &outputs : nullptr);
+  write_file(dir / "report.json", report_to_json(r, sc.effective).dump(2) + "\n");
+  if (!o.quiet) std::cout << format_summary(r);
+  std::cout << "\nreport: " << (dir / "report.json").string() << "\n";
+}
+
+void validate(const std::string& file, const ScenarioOptions& so) {
+  const LoadedScenario sc = load_scenario(file, effective_overrides(so));
+  const MemoryPlan m = plan_memory(sc.spec);
+  check_fits(sc.spec, m);
+  const ScenarioSpec& s = sc.spec;
+  std::printf("%s: OK\n", file.empty() ? "scenarios/default.json (built in)" : file.c_str());
+  std::printf("  model %s: %.1fB total, %.1fB active parameters%s\n", s.model.name.c_str(), s.model.total_params() / 1e9,
+              s.model.active_params() / 1e9, s.model.architecture_known ? "" : " (architecture ASSUMED)");
+  std::printf("  cluster: %d x %d %s, %d replica(s) of EP%d (attention DP%d x TP%d)\n", s.cluster.nodes,
+              s.cluster.gpus_per_node, s.cluster.gpu.name.c_str(), s.replicas(), s.deployment.ep_size,
+              s.deployment.attention_dp, s.deployment.attention_tp);
+  std::printf("  memory per GPU: weights %.1f GiB, KV pool %.1f GiB (%lld tokens per attention group)\n",
+              m.weights_per_gpu.total() / kGiB, m.kv_pool_bytes_per_gpu / kGiB,
+              static_cast<long long>(m.kv_tokens_per_group));
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Simulate one scenario and print its serving report");
+  cmd->add_option("scenario", o->file, "Scenario JSON (default: the built-in scenarios/default.json)");
+  add_scenario_options(*cmd, o->scenario);
+  cmd->add_option("--out", o->out_dir, "Output folder for report.json and CSVs (default: out/<scenario name>)");
+  cmd->add_flag("--requests-csv", o->requests_csv, "Also write requests.csv (one row per request)");
+  cmd->add_flag("--steps-csv", o->steps_csv, "Also write steps.csv (one row per replica step)");
+  cmd->add_flag("-q,--quiet", o->quiet, "Do not print the summary");
+  cmd->callback([o] { run(*o); });
+}
+
+void add_validate_command(CLI::App& app) {
+  auto file = std::make_shared<std::string>();
+  auto so = std::make_shared<ScenarioOptions>();
+  CLI::App* cmd = app.add_subcommand("validate", "Check a scenario (keys, types, ranges, memory fit) without running it");
+  cmd->add_option("scenario", *file, "Scenario JSON (default: the built-in default)");
+  add_scenario_options(*cmd, *so);
+  cmd->callback([file, so] { validate(*file, *so); });
+}
+
+}  // namespace moesim

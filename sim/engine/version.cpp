@@ -1,0 +1,5 @@
+#include "sim/engine/version.h"
+
+namespace moesim {
+std::string_view version() { return MOESIM_VERSION; }
+}  // namespace moesim

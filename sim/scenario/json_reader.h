@@ -1,0 +1,63 @@
+// Strict reading of JSON objects: every value is read through a JsonReader that knows its JSON path,
+// checks types and ranges, and rejects keys nobody read (typos never become silent defaults).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "sim/engine/check.h"
+
+namespace moesim {
+
+using Json = nlohmann::json;
+
+// Reads the whole file as JSON. Errors name the file (and line:column for syntax errors).
+Json load_json_file(const std::string& path);
+Json parse_json_text(std::string_view text, const std::string& origin);
+
+std::string json_type_name(const Json& j);
+
+class JsonReader {
+ public:
+  JsonReader(const Json& j, std::string path);
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] std::string path_of(std::string_view key) const;
+  [[nodiscard]] bool has(std::string_view key) const;
+
+  double number(std::string_view key);
+  double number(std::string_view key, double fallback);
+  std::int64_t integer(std::string_view key);
+  std::int64_t integer(std::string_view key, std::int64_t fallback);
+  bool boolean(std::string_view key, bool fallback);
+  std::string string(std::string_view key);
+  std::string string(std::string_view key, const std::string& fallback);
+  // A nested object (required, or nullopt when absent).
+  JsonReader object(std::string_view key);
+  std::optional<JsonReader> optional_object(std::string_view key);
+  const Json& raw(std::string_view key);
+
+  // Range helpers: throw InputError naming the key.
+  double positive(std::string_view key);
+  double positive(std::string_view key, double fallback);
+  std::int64_t positive_integer(std::string_view key);
+  std::int64_t positive_integer(std::string_view key, std::int64_t fallback);
+  double fraction(std::string_view key, double fallback);  // in (0, 1]
+
+  // Throws on any key that was not read; call once every key has been consumed.
+  void finish() const;
+  [[noreturn]] void fail(std::string_view key, const std::string& message) const;
+
+ private:
+  const Json& at(std::string_view key);
+
+  const Json& j_;
+  std::string path_;
+  std::set<std::string, std::less<>> used_;
+};
+
+}  // namespace moesim

@@ -1,0 +1,91 @@
+#include "sim/scenario/report_json.h"
+
+#include <cstdio>
+
+namespace moesim {
+
+namespace {
+Json latency(const LatencyStats& l) {
+  return Json{{"mean_s", l.mean}, {"p50_s", l.p50}, {"p95_s", l.p95}, {"p99_s", l.p99}, {"max_s", l.max}};
+}
+Json gpu_stats(const GpuStats& g) {
+  return Json{{"busy", g.busy}, {"compute_util", g.compute_util}, {"hbm_bw_util", g.hbm_bw_util}};
+}
+}  // namespace
+
+Json report_to_json(const Report& r, const Json& scenario_echo) {
+  char fp[32];
+  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(r.fingerprint));
+  Json gpus = Json::array();
+  for (const auto& g : r.gpu) gpus.push_back(gpu_stats(g));
+  return Json{
+      {"moesim_version", r.version},
+      {"scenario_name", r.scenario},
+      {"seed", r.seed},
+      {"fingerprint", fp},
+      {"events", r.events},
+      {"cost_model", r.cost_model},
+      {"gpus", r.gpus},
+      {"replicas", r.replicas},
+      {"requests",
+       {{"arrived", r.requests_arrived},
+        {"finished", r.requests_finished},
+        {"dropped", r.requests_dropped},
+        {"measured", r.requests_measured},
+        {"preemptions", r.preemptions},
+        {"output_tokens", r.output_tokens},
+        {"output_tokens_asked", r.output_tokens_asked}}},
+      {"time", {{"simulated_s", r.sim_end_s}, {"window_s", r.window_s}}},
+      {"throughput",
+       {{"output_tokens_per_s", r.output_tokens_per_s},
+        {"total_tokens_per_s", r.total_tokens_per_s},
+        {"requests_per_s", r.requests_per_s},
+        {"output_tokens_per_s_per_gpu", r.output_tokens_per_s_per_gpu},
+        {"total_tokens_per_s_per_gpu", r.total_tokens_per_s_per_gpu}}},
+      {"latency",
+       {{"ttft", latency(r.ttft)},
+        {"tpot", latency(r.tpot)},
+        {"itl", latency(r.itl)},
+        {"e2e", latency(r.e2e)},
+        {"queueing", latency(r.queueing)}}},
+      {"sla",
+       {{"ttft_limit_s", r.sla_ttft_s},
+        {"tpot_limit_s", r.sla_tpot_s},
+        {"percentile", r.sla_percentile},
+        {"ttft_at_percentile_s", r.sla_ttft_at_percentile},
+        {"tpot_at_percentile_s", r.sla_tpot_at_percentile},
+        {"met", r.sla_met},
+        {"violation_rate", r.sla_violation_rate},
+        {"goodput_requests_per_s", r.goodput_requests_per_s},
+        {"goodput_tokens_per_s", r.goodput_tokens_per_s}}},
+      {"step",
+       {{"count", r.steps},
+        {"mean_s", r.mean_step_s},
+        {"mean_batch_tokens", r.mean_batch_tokens},
+        {"share",
+         {{"attention", r.attention_share},
+          {"dense_ffn", r.dense_ffn_share},
+          {"experts", r.experts_share},
+          {"dispatch", r.dispatch_share},
+          {"combine", r.combine_share},
+          {"lm_head", r.lm_head_share},
+          {"all_to_all", r.all_to_all_share()}}},
+        {"nvlink_bytes_per_step", r.nvlink_bytes_per_step},
+        {"nic_bytes_per_step", r.nic_bytes_per_step}}},
+      {"expert_load", {{"gpu_max_over_mean", r.gpu_load_imbalance}, {"expert_max_over_mean", r.expert_load_imbalance}}},
+      {"gpu", {{"mean", gpu_stats(r.gpu_mean)}, {"per_gpu", gpus}}},
+      {"memory_per_gpu",
+       {{"hbm_bytes", r.memory.hbm},
+        {"weights_bytes", r.memory.weights},
+        {"routed_expert_weights_bytes", r.memory.routed_expert_weights},
+        {"activations_and_overhead_bytes", r.memory.activations_and_overhead},
+        {"kv_pool_bytes", r.memory.kv_pool},
+        {"kv_peak_used_bytes", r.memory.kv_peak_used},
+        {"headroom_bytes", r.memory.headroom()},
+        {"used_fraction", r.memory.hbm > 0 ? r.memory.used() / r.memory.hbm : 0.0}}},
+      {"alerts", r.alerts},
+      {"scenario", scenario_echo},
+  };
+}
+
+}  // namespace moesim

@@ -1,0 +1,396 @@
+#include "sim/scenario/scenario_parser.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "sim/scenario/catalog.h"
+#include "sim/scenario/trace_reader.h"
+#include "sim/serving/memory_plan.h"
+#include "workloads/expert_popularity.h"
+
+namespace moesim {
+
+namespace {
+
+constexpr std::string_view kModels = "scenarios/catalog/models.json";
+constexpr std::string_view kGpus = "scenarios/catalog/gpus.json";
+
+Precision precision_of(JsonReader& r, std::string_view key, Precision fallback) {
+  if (!r.has(key)) {
+    (void)r.string(key, "");
+    return fallback;
+  }
+  const std::string s = r.string(key);
+  const auto p = parse_precision(s);
+  if (!p) r.fail(key, "unknown precision \"" + s + "\" (known: fp32, bf16, fp16, fp8, int8, int4, fp4)");
+  return *p;
+}
+
+LengthSpec parse_length(JsonReader r) {
+  const std::string kind = r.string("kind");
+  LengthSpec out;
+  if (kind == "fixed") {
+    out = FixedLength{r.positive_integer("tokens")};
+  } else if (kind == "uniform") {
+    UniformLength u{r.positive_integer("min"), r.positive_integer("max")};
+    if (u.max < u.min) r.fail("max", "must be >= min (" + std::to_string(u.min) + ")");
+    out = u;
+  } else if (kind == "lognormal") {
+    LognormalLength l{.mean = r.positive("mean"), .sigma = r.positive("sigma"), .min = r.positive_integer("min", 1),
+                      .max = r.positive_integer("max")};
+    if (l.max < l.min) r.fail("max", "must be >= min (" + std::to_string(l.min) + ")");
+    if (l.mean < static_cast<double>(l.min) || l.mean > static_cast<double>(l.max)) {
+      r.fail("mean", "must lie between min and max");
+    }
+    out = l;
+  } else {
+    r.fail("kind", "unknown length distribution \"" + kind + "\" (known: fixed, uniform, lognormal)");
+  }
+  r.finish();
+  return out;
+}
+
+PopularitySpec parse_popularity(JsonReader r, const ModelSpec& m) {
+  PopularitySpec p;
+  const std::string kind = r.string("kind");
+  if (kind == "uniform") {
+    p.kind = PopularitySpec::Kind::kUniform;
+  } else if (kind == "zipf") {
+    p.kind = PopularitySpec::Kind::kZipf;
+    p.zipf_exponent = r.number("exponent");
+    if (p.zipf_exponent < 0) r.fail("exponent", "must be >= 0");
+  } else if (kind == "pareto") {
+    // "The top `top_fraction` of experts take `top_share` of the tokens" (seed section 4: 20% / 80%).
+    const double fraction = r.fraction("top_fraction", 0.2);
+    const double share = r.fraction("top_share", 0.8);
+    if (share <= fraction) r.fail("top_share", "must exceed top_fraction (uniform popularity gives share == fraction)");
+    const double max_share = std::min(1.0, std::round(fraction * m.routed_experts) / m.top_k);
+    if (share >= max_share) {
+      r.fail("top_share", "cannot be reached: with top-" + std::to_string(m.top_k) + " routing over " +
+                              std::to_string(m.routed_experts) + " experts the top " + Json(fraction).dump() +
+                              " hold at most " + Json(max_share).dump() + " of the slots");
+    }
+    p.kind = PopularitySpec::Kind::kZipf;
+    p.zipf_exponent = zipf_exponent_for_top_share(m.routed_experts, m.top_k, fraction, share);
+  } else {
+    r.fail("kind", "unknown expert popularity \"" + kind + "\" (known: uniform, zipf, pareto)");
+  }
+  p.shuffle_per_layer = r.boolean("per_layer_shuffle", true);
+  r.finish();
+  return p;
+}
+
+}  // namespace
+
+ModelSpec parse_model(JsonReader& r) {
+  ModelSpec m;
+  (void)r.string("source", "");
+  (void)r.string("default_weights", "bf16");
+  m.num_layers = static_cast<int>(r.positive_integer("num_layers"));
+  m.num_dense_layers = static_cast<int>(r.integer("num_dense_layers", 0));
+  if (m.num_dense_layers < 0 || m.num_dense_layers >= m.num_layers) {
+    r.fail("num_dense_layers", "must be in [0, num_layers)");
+  }
+  m.hidden = r.positive_integer("hidden");
+  m.vocab = r.positive_integer("vocab");
+  m.tied_embeddings = r.boolean("tied_embeddings", false);
+  const std::string attn = r.string("attention");
+  m.num_heads = static_cast<int>(r.positive_integer("num_heads"));
+  if (attn == "gqa") {
+    m.attention = AttentionKind::kGqa;
+    m.num_kv_heads = static_cast<int>(r.positive_integer("num_kv_heads"));
+    m.head_dim = static_cast<int>(r.positive_integer("head_dim"));
+    if (m.num_heads % m.num_kv_heads != 0) r.fail("num_kv_heads", "must divide num_heads");
+  } else if (attn == "mla") {
+    m.attention = AttentionKind::kMla;
+    m.q_lora_rank = static_cast<int>(r.integer("q_lora_rank", 0));
+    m.kv_lora_rank = static_cast<int>(r.positive_integer("kv_lora_rank"));
+    m.qk_nope_head_dim = static_cast<int>(r.positive_integer("qk_nope_head_dim"));
+    m.qk_rope_head_dim = static_cast<int>(r.positive_integer("qk_rope_head_dim"));
+    m.v_head_dim = static_cast<int>(r.positive_integer("v_head_dim"));
+  } else {
+    r.fail("attention", "unknown attention \"" + attn + "\" (known: gqa, mla)");
+  }
+  m.routed_experts = static_cast<int>(r.positive_integer("routed_experts"));
+  m.shared_experts = static_cast<int>(r.integer("shared_experts", 0));
+  m.top_k = static_cast<int>(r.positive_integer("top_k"));
+  if (m.top_k > m.routed_experts) r.fail("top_k", "cannot exceed routed_experts");
+  m.expert_inter = r.positive_integer("expert_inter");
+  m.shared_expert_inter = r.integer("shared_expert_inter", m.expert_inter);
+  m.dense_inter = r.integer("dense_inter", 0);
+  if (m.num_dense_layers > 0 && m.dense_inter <= 0) r.fail("dense_inter", "must be positive when there are dense layers");
+  m.published_total_params_b = r.number("total_params_b", 0);
+  m.published_active_params_b = r.number("active_params_b", 0);
+  m.architecture_known = r.boolean("architecture_known", true);
+  r.finish();
+  return m;
+}
+
+GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
+  GpuSpec g;
+  g.name = name;
+  (void)r.string("source", "");
+  g.hbm_bytes = r.positive("hbm_gb") * 1e9;
+  g.hbm_bytes_per_s = r.positive("hbm_tb_per_s") * 1e12;
+  g.bf16_flops_per_s = r.positive("bf16_tflops") * 1e12;
+  g.fp8_flops_per_s = r.number("fp8_tflops", 0) * 1e12;
+  g.int8_ops_per_s = r.number("int8_tops", 0) * 1e12;
+  g.fp4_flops_per_s = r.number("fp4_tflops", 0) * 1e12;
+  g.mem_efficiency = r.fraction("mem_efficiency", 0.75);
+  g.compute_efficiency = r.fraction("compute_efficiency", 0.75);
+  g.kernel_overhead = Duration::from_us(r.number("kernel_overhead_us", 2.0));
+  g.nvlink_bytes_per_s = r.positive("nvlink_gb_per_s") * 1e9;
+  g.nvlink_latency = Duration::from_us(r.number("nvlink_latency_us", 2.0));
+  g.nic_bytes_per_s = r.positive("nic_gbit_per_s") * 1e9 / 8.0;
+  g.nic_latency = Duration::from_us(r.number("nic_latency_us", 5.0));
+  g.pcie_bytes_per_s = r.positive("pcie_gb_per_s", 55.0) * 1e9;
+  r.finish();
+  return g;
+}
+
+void apply_override(Json& j, std::string_view assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    throw InputError("--set " + std::string(assignment), "expected path.to.key=value");
+  }
+  const std::string path(assignment.substr(0, eq));
+  const std::string text(assignment.substr(eq + 1));
+  Json value;
+  try {
+    value = Json::parse(text);
+  } catch (const Json::parse_error&) {
+    value = text;
+  }
+  Json* node = &j;
+  std::size_t start = 0;
+  std::string walked;
+  for (;;) {
+    const auto dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (key.empty()) throw InputError("--set " + path, "empty key in path");
+    walked += (walked.empty() ? "" : ".") + key;
+    if (!node->is_object()) {
+      throw InputError("--set " + path, walked + " is inside a value that is not an object");
+    }
+    if (dot == std::string::npos) {
+      (*node)[key] = value;
+      return;
+    }
+    Json& child = (*node)[key];
+    if (child.is_null()) child = Json::object();
+    if (child.is_string() && walked.find('.') != std::string::npos) {
+      throw InputError("--set " + path, walked + " is a name, not an object");
+    }
+    if (child.is_string()) child = Json{{"base", child.get<std::string>()}};  // catalog name -> base + override
+    node = &child;
+    start = dot + 1;
+  }
+}
+
+LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
+  LoadedScenario out;
+  ScenarioSpec& s = out.spec;
+  out.effective = j;
+  JsonReader root(j, "");
+  s.name = root.string("name", "unnamed");
+  (void)root.string("description", "");
+
+  // Model (catalog name or object).
+  const Json model_json = resolve_entry(root.raw("model"), kModels, "model");
+  out.effective["model"] = model_json;
+  {
+    JsonReader mr(model_json, "model");
+    s.model = parse_model(mr);
+  }
+  const Json& model_ref = j["model"];
+  s.model.name = model_ref.is_string()        ? model_ref.get<std::string>()
+                 : model_ref.contains("base") ? model_ref["base"].get<std::string>()
+                                              : std::string("custom");
+  const std::string default_weights = model_json.value("default_weights", "bf16");
+
+  // Precisions.
+  {
+    auto pr = root.optional_object("precision");
+    Json empty = Json::object();
+    JsonReader p = pr ? *pr : JsonReader(empty, "precision");
+    const Precision weights = precision_of(p, "weights", *parse_precision(default_weights));
+    PrecisionSpec& ps = s.precision;
+    ps.routed_experts = precision_of(p, "routed_experts", weights);
+    ps.shared_experts = precision_of(p, "shared_experts", weights);
+    ps.attention = precision_of(p, "attention", weights);
+    ps.dense_ffn = precision_of(p, "dense_ffn", weights);
+    ps.router = precision_of(p, "router", Precision::kBF16);
+    ps.embeddings = precision_of(p, "embeddings", Precision::kBF16);
+    ps.kv_cache = precision_of(p, "kv_cache", Precision::kBF16);
+    ps.dispatch = precision_of(p, "dispatch", weights == Precision::kFP8 ? Precision::kFP8 : Precision::kBF16);
+    ps.combine = precision_of(p, "combine", Precision::kBF16);
+    p.finish();
+  }
+
+  // Cluster.
+  {
+    JsonReader c = root.object("cluster");
+    const Json& gpu_ref = c.raw("gpu");
+    const Json gpu_json = resolve_entry(gpu_ref, kGpus, "cluster.gpu");
+    out.effective["cluster"]["gpu"] = gpu_json;
+    std::string gpu_name = gpu_ref.is_string() ? gpu_ref.get<std::string>()
+                           : gpu_ref.contains("base") ? gpu_ref["base"].get<std::string>()
+                                                      : "custom-gpu";
+    JsonReader gr(gpu_json, "cluster.gpu");
+    s.cluster.gpu = parse_gpu(gr, gpu_name);
+    s.cluster.nodes = static_cast<int>(c.positive_integer("nodes", 1));
+    s.cluster.gpus_per_node = static_cast<int>(c.positive_integer("gpus_per_node", 8));
+    FabricSpec& f = s.cluster.fabric;
+    f.nodes = s.cluster.nodes;
+    f.gpus_per_node = s.cluster.gpus_per_node;
+    f.nvlink_bytes_per_s = c.positive("nvlink_gb_per_s", s.cluster.gpu.nvlink_bytes_per_s / 1e9) * 1e9;
+    f.nvlink_latency = Duration::from_us(c.positive("nvlink_latency_us", s.cluster.gpu.nvlink_latency.us()));
+    f.nic_bytes_per_s = c.positive("nic_gbit_per_s", s.cluster.gpu.nic_bytes_per_s * 8 / 1e9) * 1e9 / 8.0;
+    f.nic_latency = Duration::from_us(c.positive("nic_latency_us", s.cluster.gpu.nic_latency.us()));
+    f.efficiency = c.fraction("all_to_all_efficiency", f.efficiency);
+    c.finish();
+  }
+
+  // Deployment.
+  {
+    JsonReader d = root.object("deployment");
+    DeploymentSpec& dep = s.deployment;
+    const int total = s.cluster.total_gpus();
+    dep.ep_size = static_cast<int>(d.positive_integer("ep_size", total));
+    if (total % dep.ep_size != 0) {
+      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide the cluster's " + std::to_string(total) + " GPUs");
+    }
+    if (s.model.routed_experts % dep.ep_size != 0) {
+      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide " + std::to_string(s.model.routed_experts) +
+                            " experts");
+    }
+    auto attn = d.optional_object("attention");
+    Json empty = Json::object();
+    JsonReader a = attn ? *attn : JsonReader(empty, "deployment.attention");
+    dep.attention_tp = static_cast<int>(a.positive_integer("tp", 1));
+    dep.attention_dp = static_cast<int>(a.positive_integer("dp", dep.ep_size / dep.attention_tp));
+    if (dep.attention_dp * dep.attention_tp != dep.ep_size) {
+      a.fail("dp", "dp x tp = " + std::to_string(dep.attention_dp * dep.attention_tp) +
+                       " must equal deployment.ep_size = " + std::to_string(dep.ep_size));
+    }
+    a.finish();
+    dep.max_batch_size = static_cast<int>(d.positive_integer("max_batch_size", 256));
+    dep.max_batched_tokens = d.positive_integer("max_batched_tokens", 8192);
+    dep.chunked_prefill = d.boolean("chunked_prefill", true);
+    dep.kv_cache_memory_fraction = d.fraction("kv_cache_memory_fraction", 0.9);
+    dep.kv_block_tokens = static_cast<int>(d.positive_integer("kv_block_tokens", 16));
+    dep.activation_bytes = d.number("activation_gib", 4.0) * kGiB;
+    dep.framework_overhead_bytes = d.number("framework_overhead_gib", 2.0) * kGiB;
+    if (dep.activation_bytes < 0) d.fail("activation_gib", "must be >= 0");
+    if (dep.framework_overhead_bytes < 0) d.fail("framework_overhead_gib", "must be >= 0");
+    dep.max_waiting_requests = d.integer("max_waiting_requests", 0);
+    if (dep.max_waiting_requests < 0) d.fail("max_waiting_requests", "must be >= 0 (0 = unlimited)");
+    const std::string mode = d.string("all_to_all", "high_throughput");
+    if (mode == "high_throughput") {
+      dep.all_to_all_mode = AllToAllMode::kHighThroughput;
+    } else if (mode == "low_latency") {
+      dep.all_to_all_mode = AllToAllMode::kLowLatency;
+    } else {
+      d.fail("all_to_all", "unknown mode \"" + mode + "\" (known: high_throughput, low_latency)");
+    }
+    const std::string router = d.string("router", "least_loaded");
+    if (router == "least_loaded") {
+      dep.router = RouterPolicy::kLeastLoaded;
+    } else if (router == "round_robin") {
+      dep.router = RouterPolicy::kRoundRobin;
+    } else {
+      d.fail("router", "unknown router \"" + router + "\" (known: least_loaded, round_robin)");
+    }
+    d.finish();
+  }
+
+  // Workload.
+  {
+    JsonReader w = root.object("workload");
+    WorkloadSpec& wl = s.workload;
+    JsonReader a = w.object("arrival");
+    const std::string kind = a.string("kind");
+    bool is_trace = false;
+    if (kind == "poisson") {
+      wl.arrivals = PoissonArrivals{a.positive("rate_per_s")};
+    } else if (kind == "gamma") {
+      wl.arrivals = GammaArrivals{a.positive("rate_per_s"), a.positive("cv")};
+    } else if (kind == "closed_loop") {
+      const double think = a.number("think_time_s", 0.0);
+      if (think < 0) a.fail("think_time_s", "must be >= 0");
+      wl.arrivals = ClosedLoop{static_cast<int>(a.positive_integer("users")), think};
+    } else if (kind == "trace") {
+      is_trace = true;
+      std::string file = a.string("file");
+      const std::string format = a.string("format");
+      if (std::filesystem::path(file).is_relative() && !base_dir.empty()) {
+        file = (std::filesystem::path(base_dir) / file).lexically_normal().string();
+      }
+      wl.trace = read_trace(file, format, a.path_of("format"));
+      wl.trace_speedup = a.positive("speedup", 1.0);
+    } else {
+      a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, closed_loop, trace)");
+    }
+    a.finish();
+    if (!is_trace) {
+      wl.prompt = parse_length(w.object("prompt_tokens"));
+      wl.output = parse_length(w.object("output_tokens"));
+    }
+    auto pop = w.optional_object("expert_popularity");
+    Json uniform = Json{{"kind", "uniform"}};
+    wl.popularity = parse_popularity(pop ? *pop : JsonReader(uniform, "workload.expert_popularity"), s.model);
+    w.finish();
+  }
+
+  // SLA.
+  {
+    auto sla = root.optional_object("sla");
+    Json empty = Json::object();
+    JsonReader r = sla ? *sla : JsonReader(empty, "sla");
+    s.sla.ttft = Duration::from_ms(r.positive("ttft_ms", 2000));
+    s.sla.tpot = Duration::from_ms(r.positive("tpot_ms", 100));
+    s.sla.percentile = r.number("percentile", 99);
+    if (s.sla.percentile <= 0 || s.sla.percentile > 100) r.fail("percentile", "must be in (0, 100]");
+    r.finish();
+  }
+
+  // Run.
+  {
+    JsonReader r = root.object("run");
+    const std::int64_t seed = r.integer("seed", 1);
+    if (seed < 0) r.fail("seed", "must be >= 0");
+    s.run.seed = static_cast<std::uint64_t>(seed);
+    s.run.requests = r.integer("requests", 0);
+    if (s.run.requests < 0) r.fail("requests", "must be >= 0");
+    const double duration = r.number("duration_s", 0);
+    if (duration < 0) r.fail("duration_s", "must be >= 0");
+    s.run.duration = Duration::from_seconds(duration);
+    const double warmup = r.number("warmup_s", 0);
+    if (warmup < 0) r.fail("warmup_s", "must be >= 0");
+    if (duration > 0 && warmup >= duration) r.fail("warmup_s", "must be shorter than duration_s");
+    s.run.warmup = Duration::from_seconds(warmup);
+    if (s.run.requests == 0 && duration == 0 && s.workload.trace.empty()) {
+      r.fail("", "give run.requests or run.duration_s (or both) so that the run ends");
+    }
+    r.finish();
+  }
+  root.finish();
+  return out;
+}
+
+LoadedScenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  Json j = path.empty() ? parse_json_text(embedded_file("scenarios/default.json"), "scenarios/default.json")
+                        : load_json_file(path);
+  if (!j.is_object()) throw InputError(path, "a scenario must be a JSON object, got " + json_type_name(j));
+  for (const auto& o : overrides) apply_override(j, o);
+  const std::string base =
+      path.empty() ? std::string() : std::filesystem::path(path).parent_path().string();
+  LoadedScenario loaded = parse_scenario(j, base);
+  if (!loaded.spec.model.architecture_known) {
+    // Simulation of an assumed architecture is allowed but must be visible.
+    loaded.effective["model"]["architecture_known"] = false;
+  }
+  return loaded;
+}
+
+}  // namespace moesim

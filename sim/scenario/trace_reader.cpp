@@ -1,0 +1,128 @@
+#include "sim/scenario/trace_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+
+#include "sim/engine/check.h"
+#include "sim/scenario/json_reader.h"
+
+namespace moesim {
+
+namespace {
+
+// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2 ? 1 : 0;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+template <typename T>
+bool parse_number(std::string_view s, T& out) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.remove_suffix(1);
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+// "2023-11-16 18:15:46.6805900" -> seconds since the epoch.
+bool parse_timestamp(std::string_view s, double& seconds) {
+  int y = 0;
+  unsigned mo = 0;
+  unsigned d = 0;
+  unsigned h = 0;
+  unsigned mi = 0;
+  if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' ||
+      s[16] != ':') {
+    return false;
+  }
+  double sec = 0;
+  if (!parse_number(s.substr(0, 4), y) || !parse_number(s.substr(5, 2), mo) || !parse_number(s.substr(8, 2), d) ||
+      !parse_number(s.substr(11, 2), h) || !parse_number(s.substr(14, 2), mi) || !parse_number(s.substr(17), sec)) {
+    return false;
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec < 0 || sec >= 61) return false;
+  seconds = static_cast<double>(days_from_civil(y, mo, d)) * 86400.0 + h * 3600.0 + mi * 60.0 + sec;
+  return true;
+}
+
+std::vector<RequestSpec> read_azure(std::ifstream& in, const std::string& file) {
+  std::vector<RequestSpec> rows;
+  std::string line;
+  std::size_t n = 0;
+  double first = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    const std::string where = file + ":" + std::to_string(n);
+    if (n == 1) {
+      if (line.rfind("TIMESTAMP", 0) != 0) {
+        throw InputError(where, "expected the header TIMESTAMP,ContextTokens,GeneratedTokens");
+      }
+      continue;
+    }
+    if (line.empty() || line == "\r") continue;
+    const auto c1 = line.find(',');
+    const auto c2 = c1 == std::string::npos ? std::string::npos : line.find(',', c1 + 1);
+    if (c2 == std::string::npos) throw InputError(where, "expected 3 comma-separated fields");
+    double t = 0;
+    RequestSpec r;
+    if (!parse_timestamp(std::string_view(line).substr(0, c1), t)) {
+      throw InputError(where, "bad TIMESTAMP \"" + line.substr(0, c1) + "\" (expected YYYY-MM-DD HH:MM:SS.fff)");
+    }
+    if (!parse_number(std::string_view(line).substr(c1 + 1, c2 - c1 - 1), r.prompt_tokens) ||
+        !parse_number(std::string_view(line).substr(c2 + 1), r.output_tokens)) {
+      throw InputError(where, "ContextTokens and GeneratedTokens must be integers");
+    }
+    if (rows.empty()) first = t;
+    if (t < first) throw InputError(where, "timestamps must not go backwards");
+    r.arrival = Time::at(Duration::from_seconds(t - first));
+    if (!rows.empty() && r.arrival < rows.back().arrival) throw InputError(where, "rows must be sorted by time");
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<RequestSpec> read_mooncake(std::ifstream& in, const std::string& file) {
+  std::vector<RequestSpec> rows;
+  std::string line;
+  std::size_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty() || line == "\r") continue;
+    const std::string where = file + ":" + std::to_string(n);
+    const Json j = parse_json_text(line, where);
+    if (!j.is_object()) throw InputError(where, "expected one JSON object per line");
+    RequestSpec r;
+    for (const char* key : {"timestamp", "input_length", "output_length"}) {
+      if (!j.contains(key) || !j[key].is_number()) throw InputError(where, std::string("missing numeric field \"") + key + "\"");
+    }
+    const double ms = j["timestamp"].get<double>();
+    r.arrival = Time::at(Duration::from_ms(ms));
+    r.prompt_tokens = j["input_length"].get<std::int64_t>();
+    r.output_tokens = j["output_length"].get<std::int64_t>();
+    if (ms < 0) throw InputError(where, "negative timestamp");
+    if (!rows.empty() && r.arrival < rows.back().arrival) throw InputError(where, "rows must be sorted by timestamp");
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::vector<RequestSpec> read_trace(const std::string& file, const std::string& format,
+                                    const std::string& format_path) {
+  if (format != "azure_csv" && format != "mooncake_jsonl") {
+    throw InputError(format_path, "unknown trace format \"" + format + "\" (known: azure_csv, mooncake_jsonl)");
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(file, "cannot open the trace file");
+  auto rows = format == "azure_csv" ? read_azure(in, file) : read_mooncake(in, file);
+  if (rows.empty()) throw InputError(file, "the trace has no requests");
+  return rows;
+}
+
+}  // namespace moesim

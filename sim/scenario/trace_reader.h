@@ -1,0 +1,17 @@
+// Readers for recorded request traces (shared/data/traces): Azure LLM inference 2023 CSV
+// (TIMESTAMP,ContextTokens,GeneratedTokens) and Mooncake FAST'25 JSON Lines (timestamp ms,
+// input_length, output_length). Errors name file:line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "workloads/request_source.h"
+
+namespace moesim {
+
+// `format` is "azure_csv" or "mooncake_jsonl"; `format_path` is the JSON path to blame for a bad format.
+std::vector<RequestSpec> read_trace(const std::string& file, const std::string& format,
+                                    const std::string& format_path);
+
+}  // namespace moesim

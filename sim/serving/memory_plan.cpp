@@ -1,0 +1,76 @@
+#include "sim/serving/memory_plan.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "sim/engine/check.h"
+
+namespace moesim {
+
+MemoryPlan plan_memory(const ScenarioSpec& s) {
+  const ModelSpec& m = s.model;
+  const PrecisionSpec& p = s.precision;
+  const DeploymentSpec& d = s.deployment;
+  const double tp = d.attention_tp;
+  MemoryPlan plan;
+  WeightBytes& w = plan.weights_per_gpu;
+  // Attention, dense FFNs, shared experts and embeddings are replicated per attention group and split
+  // by its tensor parallelism; routers are replicated; routed experts are spread over the EP group.
+  w.attention = m.attention_params_per_layer() * m.num_layers * bytes_per_element(p.attention) / tp;
+  w.dense_ffn = m.dense_ffn_params() * m.num_dense_layers * bytes_per_element(p.dense_ffn) / tp;
+  w.shared_experts = m.shared_expert_params() * m.moe_layers() * bytes_per_element(p.shared_experts) / tp;
+  w.router = m.router_params() * m.moe_layers() * bytes_per_element(p.router);
+  w.embeddings = m.embedding_params() * bytes_per_element(p.embeddings) / tp;
+  plan.experts_per_gpu = (m.routed_experts + d.ep_size - 1) / d.ep_size;
+  w.routed_experts = m.expert_params() * plan.experts_per_gpu * m.moe_layers() * bytes_per_element(p.routed_experts);
+
+  plan.activation_bytes = d.activation_bytes;
+  plan.overhead_bytes = d.framework_overhead_bytes;
+  plan.usable_bytes = s.cluster.gpu.hbm_bytes * d.kv_cache_memory_fraction;
+  plan.kv_pool_bytes_per_gpu = plan.usable_bytes - w.total() - plan.activation_bytes - plan.overhead_bytes;
+  plan.kv_bytes_per_token = m.kv_bytes_per_token(p.kv_cache);
+  // GQA shards KV heads over the TP group (a head is never split: ceil); MLA's latent is replicated.
+  double shard = 1.0;
+  if (m.attention == AttentionKind::kGqa && d.attention_tp > 1) {
+    const int heads_per_gpu = (m.num_kv_heads + d.attention_tp - 1) / d.attention_tp;
+    shard = static_cast<double>(heads_per_gpu) / m.num_kv_heads;
+  }
+  if (plan.kv_pool_bytes_per_gpu > 0 && plan.kv_bytes_per_token > 0) {
+    const double tokens = plan.kv_pool_bytes_per_gpu / (plan.kv_bytes_per_token * shard);
+    plan.kv_blocks_per_group = static_cast<std::int64_t>(tokens / d.kv_block_tokens);
+    plan.kv_tokens_per_group = plan.kv_blocks_per_group * d.kv_block_tokens;
+  }
+  return plan;
+}
+
+void check_fits(const ScenarioSpec& s, const MemoryPlan& m) {
+  const auto gib = [](double b) {
+    std::ostringstream o;
+    o.precision(1);
+    o << std::fixed << b / kGiB << " GiB";
+    return o.str();
+  };
+  const double need = m.weights_per_gpu.total() + m.activation_bytes + m.overhead_bytes;
+  if (m.kv_pool_bytes_per_gpu <= 0) {
+    std::ostringstream o;
+    o << "model " << s.model.name << " does not fit: each of the " << s.deployment.ep_size << " GPUs needs "
+      << gib(m.weights_per_gpu.total()) << " of weights (routed experts " << gib(m.weights_per_gpu.routed_experts)
+      << ") + " << gib(m.activation_bytes + m.overhead_bytes) << " activations and overhead = " << gib(need)
+      << ", but " << s.cluster.gpu.name << " offers " << gib(m.usable_bytes) << " (" << gib(s.cluster.gpu.hbm_bytes)
+      << " x kv_cache_memory_fraction " << s.deployment.kv_cache_memory_fraction << "); short by "
+      << gib(need - m.usable_bytes)
+      << " per GPU. Use more GPUs per replica (deployment.ep_size), lower-precision weights "
+         "(precision.weights), or a GPU with more memory";
+    throw InputError("deployment", o.str());
+  }
+  const auto longest = max_length(s.workload.prompt) + max_length(s.workload.output);
+  if (m.kv_tokens_per_group < longest) {
+    std::ostringstream o;
+    o << "the KV cache of one attention group holds " << m.kv_tokens_per_group << " tokens ("
+      << gib(m.kv_pool_bytes_per_gpu) << " per GPU) but the longest request needs " << longest
+      << " tokens; shorten workload lengths or free memory";
+    throw InputError("deployment.kv_cache_memory_fraction", o.str());
+  }
+}
+
+}  // namespace moesim

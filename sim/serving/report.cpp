@@ -1,0 +1,91 @@
+#include "sim/serving/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace moesim {
+
+namespace {
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+std::string ms(double s) { return fmt("%.2f", s * 1e3); }
+std::string pct(double x) { return fmt("%.1f%%", x * 100.0); }
+std::string gib(double b) { return fmt("%.1f", b / (1024.0 * 1024.0 * 1024.0)); }
+
+void latency_row(std::ostringstream& o, const char* name, const LatencyStats& l) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  %-18s %10s %10s %10s %10s %10s\n", name, ms(l.mean).c_str(),
+                ms(l.p50).c_str(), ms(l.p95).c_str(), ms(l.p99).c_str(), ms(l.max).c_str());
+  o << buf;
+}
+}  // namespace
+
+std::vector<std::string> evaluate_alerts(const Report& r) {
+  std::vector<std::string> a;
+  const std::string p = fmt("P%g", r.sla_percentile);
+  if (r.sla_ttft_at_percentile > r.sla_ttft_s) {
+    a.push_back(p + " TTFT " + ms(r.sla_ttft_at_percentile) + " ms is over the SLA of " + ms(r.sla_ttft_s) + " ms");
+  }
+  if (r.sla_tpot_at_percentile > r.sla_tpot_s) {
+    a.push_back(p + " TPOT " + ms(r.sla_tpot_at_percentile) + " ms is over the SLA of " + ms(r.sla_tpot_s) + " ms");
+  }
+  if (r.steps > 0 && r.gpu_mean.busy < 0.30) {
+    a.push_back("GPU utilisation " + pct(r.gpu_mean.busy) + " is below 30%: the deployment is over-provisioned "
+                "or batches are too small");
+  }
+  if (r.memory.hbm > 0 && r.memory.used() / r.memory.hbm > 0.90) {
+    a.push_back("memory use " + pct(r.memory.used() / r.memory.hbm) + " of HBM is above 90%");
+  }
+  if (r.all_to_all_share() > 0.25) {
+    a.push_back("All-to-All takes " + pct(r.all_to_all_share()) +
+                " of step time (above 25%: expert load imbalance or batches too small)");
+  }
+  return a;
+}
+
+std::string format_summary(const Report& r) {
+  std::ostringstream o;
+  o << "moesim " << r.version << "  scenario " << r.scenario << "  seed " << r.seed << "  fingerprint "
+    << std::hex << r.fingerprint << std::dec << "\n";
+  o << "costs: " << r.cost_model << "  |  " << r.gpus << " GPUs, " << r.replicas << " replica(s)\n\n";
+  o << "Requests   arrived " << r.requests_arrived << ", finished " << r.requests_finished << ", dropped "
+    << r.requests_dropped << ", measured " << r.requests_measured << ", preemptions " << r.preemptions << "\n";
+  o << "Window     " << fmt("%.1f", r.window_s) << " s measured of " << fmt("%.1f", r.sim_end_s) << " s simulated\n\n";
+  o << "Throughput\n";
+  o << "  output tokens/s   " << fmt("%12.1f", r.output_tokens_per_s) << "   per GPU " << fmt("%10.1f", r.output_tokens_per_s_per_gpu) << "\n";
+  o << "  total tokens/s    " << fmt("%12.1f", r.total_tokens_per_s) << "   per GPU " << fmt("%10.1f", r.total_tokens_per_s_per_gpu) << "\n";
+  o << "  requests/s        " << fmt("%12.3f", r.requests_per_s) << "\n\n";
+  o << "Latency (ms)             mean        P50        P95        P99        max\n";
+  latency_row(o, "TTFT", r.ttft);
+  latency_row(o, "TPOT", r.tpot);
+  latency_row(o, "inter-token", r.itl);
+  latency_row(o, "end-to-end", r.e2e);
+  latency_row(o, "queueing", r.queueing);
+  o << "\nSLA        P" << fmt("%g", r.sla_percentile) << " TTFT <= " << ms(r.sla_ttft_s) << " ms, TPOT <= "
+    << ms(r.sla_tpot_s) << " ms: " << (r.sla_met ? "met" : "NOT met") << "; violations "
+    << pct(r.sla_violation_rate) << "; goodput " << fmt("%.3f", r.goodput_requests_per_s) << " req/s, "
+    << fmt("%.1f", r.goodput_tokens_per_s) << " tok/s\n\n";
+  o << "Step       " << r.steps << " steps, mean " << ms(r.mean_step_s) << " ms, mean batch "
+    << fmt("%.1f", r.mean_batch_tokens) << " tokens\n";
+  o << "  attention " << pct(r.attention_share) << ", dense FFN " << pct(r.dense_ffn_share) << ", experts "
+    << pct(r.experts_share) << ", dispatch " << pct(r.dispatch_share) << ", combine " << pct(r.combine_share)
+    << ", LM head " << pct(r.lm_head_share) << "\n";
+  o << "  All-to-All share " << pct(r.all_to_all_share()) << " (target < 20%)\n";
+  o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
+    << fmt("%.2f", r.expert_load_imbalance) << "\n";
+  o << "GPU (mean)   busy " << pct(r.gpu_mean.busy) << ", compute (MFU) " << pct(r.gpu_mean.compute_util)
+    << ", HBM bandwidth " << pct(r.gpu_mean.hbm_bw_util) << "\n";
+  o << "Memory/GPU   " << gib(r.memory.hbm) << " GiB HBM: weights " << gib(r.memory.weights) << " (routed experts "
+    << gib(r.memory.routed_expert_weights) << "), activations+overhead " << gib(r.memory.activations_and_overhead)
+    << ", KV pool " << gib(r.memory.kv_pool) << " (peak used " << gib(r.memory.kv_peak_used) << "), headroom "
+    << gib(r.memory.headroom()) << " GiB\n";
+  o << "\nAlerts\n";
+  if (r.alerts.empty()) o << "  none\n";
+  for (const auto& a : r.alerts) o << "  ! " << a << "\n";
+  return o.str();
+}
+
+}  // namespace moesim

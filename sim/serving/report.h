@@ -1,0 +1,106 @@
+// What a run produces: every metric of the serving report, in SI units (seconds, bytes), plus the
+// human-readable summary. JSON output lives in the scenario module.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moesim {
+
+struct LatencyStats {
+  double mean = 0;
+  double p50 = 0;
+  double p95 = 0;
+  double p99 = 0;
+  double max = 0;
+};
+
+struct GpuStats {
+  double compute_util = 0;  // achieved FLOP/s over peak (MFU)
+  double hbm_bw_util = 0;   // achieved HBM bytes/s over peak
+  double busy = 0;          // share of wall time executing kernels (what nvidia-smi calls utilisation)
+};
+
+struct MemoryStats {  // per GPU, bytes
+  double hbm = 0;
+  double weights = 0;
+  double routed_expert_weights = 0;
+  double activations_and_overhead = 0;
+  double kv_pool = 0;
+  double kv_peak_used = 0;
+  [[nodiscard]] double used() const { return weights + activations_and_overhead + kv_peak_used; }
+  [[nodiscard]] double headroom() const { return hbm - weights - activations_and_overhead - kv_pool; }
+};
+
+struct Report {
+  std::string scenario;
+  std::string version;
+  std::uint64_t seed = 0;
+  std::uint64_t fingerprint = 0;
+  std::uint64_t events = 0;
+  std::string cost_model;
+  int gpus = 0;
+  int replicas = 0;
+
+  std::int64_t requests_arrived = 0;
+  std::int64_t requests_finished = 0;
+  std::int64_t requests_dropped = 0;
+  std::int64_t requests_measured = 0;
+  std::int64_t preemptions = 0;
+  std::int64_t output_tokens = 0;  // emitted over the whole run
+  std::int64_t output_tokens_asked = 0;  // by the requests that finished
+  double sim_end_s = 0;
+  double window_s = 0;  // measurement window: from the end of warm-up to the end of the run
+
+  double output_tokens_per_s = 0;
+  double total_tokens_per_s = 0;
+  double requests_per_s = 0;
+  double output_tokens_per_s_per_gpu = 0;
+  double total_tokens_per_s_per_gpu = 0;
+
+  LatencyStats ttft;
+  LatencyStats tpot;
+  LatencyStats itl;
+  LatencyStats e2e;
+  LatencyStats queueing;
+
+  double sla_ttft_s = 0;
+  double sla_tpot_s = 0;
+  double sla_percentile = 99;
+  double sla_ttft_at_percentile = 0;
+  double sla_tpot_at_percentile = 0;
+  bool sla_met = false;
+  double sla_violation_rate = 0;  // share of measured requests over either limit
+  double goodput_requests_per_s = 0;
+  double goodput_tokens_per_s = 0;
+
+  std::int64_t steps = 0;
+  double mean_step_s = 0;
+  double mean_batch_tokens = 0;
+  double attention_share = 0;
+  double dense_ffn_share = 0;
+  double experts_share = 0;
+  double dispatch_share = 0;
+  double combine_share = 0;
+  double lm_head_share = 0;
+  [[nodiscard]] double all_to_all_share() const { return dispatch_share + combine_share; }
+  double nvlink_bytes_per_step = 0;
+  double nic_bytes_per_step = 0;
+  double gpu_load_imbalance = 1;     // max/mean routed tokens per GPU, mean over layers and steps
+  double expert_load_imbalance = 1;  // max/mean routed tokens per expert
+
+  std::vector<GpuStats> gpu;
+  GpuStats gpu_mean;
+  MemoryStats memory;
+  std::vector<std::string> alerts;
+};
+
+// The readable summary printed on stdout.
+std::string format_summary(const Report& r);
+
+// The seed's alert rules (section 8): P99 over SLA, GPU utilisation < 30%, memory > 90%,
+// All-to-All share > 25%.
+std::vector<std::string> evaluate_alerts(const Report& r);
+
+}  // namespace moesim

@@ -1,0 +1,52 @@
+// The serving simulation: replicas (entities) that run continuous-batching iterations costed by the step
+// planner, a request router, a lazily pulled request source, and the metrics recorder. One run is
+// single-threaded and deterministic: same scenario and seed, same report.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "hwmodels/gpu_cost_model.h"
+#include "sim/serving/report.h"
+#include "sim/serving/scenario_spec.h"
+#include "sim/serving/step_planner.h"
+
+namespace moesim {
+
+struct StepRecord {
+  int replica = 0;
+  double start_s = 0;
+  const StepPlan* plan = nullptr;
+  std::int64_t decode_seqs = 0;
+  std::int64_t prefill_tokens = 0;
+  std::int64_t running = 0;
+  std::int64_t waiting = 0;
+};
+
+struct RequestRecord {
+  std::int64_t id = 0;
+  double arrival_s = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t output_tokens = 0;
+  bool dropped = false;
+  double queueing_s = 0;
+  double ttft_s = 0;
+  double tpot_s = 0;
+  double e2e_s = 0;
+  int preemptions = 0;
+  int replica = 0;
+  int group = 0;
+};
+
+// Optional outputs (per-step CSV, per-request CSV, timeline traces) subscribe here.
+class SimulationObserver {
+ public:
+  virtual ~SimulationObserver() = default;
+  virtual void on_step(const StepRecord& step) = 0;
+  virtual void on_request(const RequestRecord& request) = 0;
+};
+
+// Runs a whole scenario; throws InputError if it does not fit on the cluster.
+Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer = nullptr);
+
+}  // namespace moesim

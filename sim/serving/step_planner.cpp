@@ -1,0 +1,242 @@
+#include "sim/serving/step_planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/engine/check.h"
+
+namespace moesim {
+
+StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
+                         const ExpertPopularity& popularity, Rng routing_rng)
+    : s_(s),
+      gpu_(gpu),
+      fabric_(fabric),
+      popularity_(popularity),
+      rng_(routing_rng),
+      gpus_(s.deployment.ep_size),
+      groups_(s.deployment.attention_dp),
+      tp_(s.deployment.attention_tp) {
+  const ModelSpec& m = s.model;
+  MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
+  const int per_gpu = (m.routed_experts + gpus_ - 1) / gpus_;
+  expert_gpu_.resize(static_cast<std::size_t>(m.routed_experts));
+  for (int e = 0; e < m.routed_experts; ++e) expert_gpu_[static_cast<std::size_t>(e)] = e / per_gpu;
+
+  // Expert cost by token count, precomputed up to the most tokens one expert can see in a step.
+  const auto max_tokens = s.deployment.max_batched_tokens * groups_;
+  ffn_table_.resize(static_cast<std::size_t>(max_tokens + 1));
+  for (std::int64_t t = 0; t <= max_tokens; ++t) {
+    ffn_table_[static_cast<std::size_t>(t)] = gpu_.expert_ffn(ExpertFfnWork{
+        .tokens = t, .hidden = m.hidden, .inter = m.expert_inter, .weights = s.precision.routed_experts});
+  }
+  expert_flops_per_token_ = 6.0 * double(m.hidden) * double(m.expert_inter);
+  expert_bytes_ = m.expert_params() * bytes_per_element(s.precision.routed_experts);
+
+  const auto g = static_cast<std::size_t>(gpus_);
+  counts_.resize(static_cast<std::size_t>(m.routed_experts));
+  gpu_pairs_.resize(g);
+  gpu_expert_time_.resize(g);
+  gpu_tokens_.resize(g);
+  busy_s_.resize(g);
+  flops_.resize(g);
+  bytes_.resize(g);
+  pre_moe_.resize(static_cast<std::size_t>(groups_));
+  dense_layer_.resize(static_cast<std::size_t>(groups_));
+  group_flops_moe_.resize(static_cast<std::size_t>(groups_));
+  group_bytes_moe_.resize(static_cast<std::size_t>(groups_));
+  const int nodes = std::max(1, (gpus_ + s.cluster.gpus_per_node - 1) / s.cluster.gpus_per_node);
+  traffic_.ranks = gpus_;
+  traffic_.ranks_per_node = std::min(gpus_, s.cluster.gpus_per_node);
+  traffic_.tokens_to_rank.assign(g * g, 0.0);
+  traffic_.pairs_to_rank.assign(g * g, 0.0);
+  traffic_.tokens_to_node.assign(g * static_cast<std::size_t>(nodes), 0.0);
+  traffic_.dispatch_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.dispatch);
+  traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
+}
+
+Duration StepPlanner::expert_time(std::int64_t tokens) const {
+  if (tokens < static_cast<std::int64_t>(ffn_table_.size())) return ffn_table_[static_cast<std::size_t>(tokens)];
+  const ModelSpec& m = s_.model;
+  return gpu_.expert_ffn(ExpertFfnWork{
+      .tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = s_.precision.routed_experts});
+}
+
+// Per-group costs that are the same for every layer: attention (projections + core), shared experts,
+// gate and TP all-reduces for MoE layers; attention and dense FFN for dense layers.
+void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
+  const ModelSpec& m = s_.model;
+  const PrecisionSpec& p = s_.precision;
+  const double tp = tp_;
+  const double kv_elem = m.kv_elements_per_token_per_layer() * bytes_per_element(p.kv_cache);
+  const double shard = m.attention == AttentionKind::kGqa ? 1.0 / tp : 1.0;
+  const std::int64_t attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp);
+  const bool tp_intra = tp_ <= s_.cluster.gpus_per_node;
+  for (int r = 0; r < groups_; ++r) {
+    const GroupBatch& b = groups[static_cast<std::size_t>(r)];
+    const auto ri = static_cast<std::size_t>(r);
+    const std::int64_t t = b.tokens();
+    if (t == 0) {
+      pre_moe_[ri] = dense_layer_[ri] = Duration::zero();
+      group_flops_moe_[ri] = group_bytes_moe_[ri] = 0;
+      continue;
+    }
+    const Duration proj = gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = p.attention});
+    const AttentionWork dec{.bytes = b.decode_context_tokens * kv_elem * shard,
+                            .flops = b.decode_context_tokens * m.attention_flops_per_pair(false) / tp,
+                            .is_prefill = false};
+    const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard,
+                            .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
+                            .is_prefill = true};
+    const Duration attn = proj + gpu_.attention(dec) + gpu_.attention(pre);
+    // Two all-reduces per layer under TP (after attention and after the FFN), BF16 activations.
+    const Duration ar = fabric_.all_reduce(double(t) * double(m.hidden) * 2.0, tp_, tp_intra) * 2;
+    Duration shared = Duration::zero();
+    if (m.shared_experts > 0) {
+      shared = gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
+                                             .hidden = m.hidden,
+                                             .inter = m.shared_expert_inter * m.shared_experts / tp_,
+                                             .weights = p.shared_experts});
+    }
+    const Duration gate =
+        gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = p.router});
+    pre_moe_[ri] = attn + shared + gate + ar;
+    const Duration dense = m.num_dense_layers > 0
+                               ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
+                                                               .hidden = m.hidden,
+                                                               .inter = m.dense_inter / tp_,
+                                                               .weights = p.dense_ffn})
+                               : Duration::zero();
+    dense_layer_[ri] = attn + dense + ar;
+    const double attn_flops = 2.0 * double(t) * m.attention_params_per_layer() / tp + dec.flops + pre.flops;
+    const double attn_bytes = m.attention_params_per_layer() / tp * bytes_per_element(p.attention) + dec.bytes + pre.bytes;
+    group_flops_moe_[ri] = attn_flops + 2.0 * double(t) * m.shared_expert_params() / tp;
+    group_bytes_moe_[ri] = attn_bytes + m.shared_expert_params() / tp * bytes_per_element(p.shared_experts);
+    // Dense layers: counted once per step for every GPU of the group.
+    for (int k = 0; k < tp_; ++k) {
+      const auto gi = static_cast<std::size_t>(r * tp_ + k);
+      busy_s_[gi] += dense_layer_[ri].seconds() * m.num_dense_layers;
+      flops_[gi] += (attn_flops + 2.0 * double(t) * m.dense_ffn_params() / tp) * m.num_dense_layers;
+      bytes_[gi] += (attn_bytes + m.dense_ffn_params() / tp * bytes_per_element(p.dense_ffn)) * m.num_dense_layers;
+    }
+  }
+}
+
+const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
+  MOESIM_CHECK(static_cast<int>(groups.size()) == groups_, "one batch per attention group expected");
+  const ModelSpec& m = s_.model;
+  plan_ = StepPlan{};
+  std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
+  std::fill(flops_.begin(), flops_.end(), 0.0);
+  std::fill(bytes_.begin(), bytes_.end(), 0.0);
+  cost_groups(groups);
+
+  std::int64_t total_tokens = 0;
+  std::int64_t sampled_max = 0;
+  Duration pre_moe_max = Duration::zero();
+  Duration dense_max = Duration::zero();
+  for (int r = 0; r < groups_; ++r) {
+    const GroupBatch& b = groups[static_cast<std::size_t>(r)];
+    total_tokens += b.tokens();
+    sampled_max = std::max(sampled_max, b.sampled_seqs);
+    pre_moe_max = max(pre_moe_max, pre_moe_[static_cast<std::size_t>(r)]);
+    dense_max = max(dense_max, dense_layer_[static_cast<std::size_t>(r)]);
+    // Under TP the group's tokens are split over its GPUs for dispatch (sequence parallel).
+    for (int k = 0; k < tp_; ++k) gpu_tokens_[static_cast<std::size_t>(r * tp_ + k)] = double(b.tokens()) / tp_;
+  }
+  plan_.tokens = total_tokens;
+  plan_.dense_ffn = dense_max * m.num_dense_layers;
+  plan_.attention = pre_moe_max * m.moe_layers();
+  if (total_tokens == 0) return plan_;
+
+  const int k = m.top_k;
+  const double slots = double(total_tokens) * k;
+  const int nodes = static_cast<int>(traffic_.tokens_to_node.size()) / gpus_;
+  const int per_node = traffic_.ranks_per_node;
+  double gpu_imb_sum = 0;
+  double expert_imb_sum = 0;
+  const double mean_pairs_gpu = slots / gpus_;
+  const double mean_pairs_expert = slots / m.routed_experts;
+  for (int layer = 0; layer < m.moe_layers(); ++layer) {
+    sample_routing_counts(popularity_.layer(layer), total_tokens, k, rng_, counts_);
+    std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
+    std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
+    std::int32_t max_count = 0;
+    for (int e = 0; e < m.routed_experts; ++e) {
+      const std::int32_t c = counts_[static_cast<std::size_t>(e)];
+      if (c == 0) continue;
+      const auto g = static_cast<std::size_t>(expert_gpu_[static_cast<std::size_t>(e)]);
+      gpu_pairs_[g] += c;
+      gpu_expert_time_[g] += expert_time(c);
+      bytes_[g] += expert_bytes_;
+      max_count = std::max(max_count, c);
+    }
+    Duration experts_max = Duration::zero();
+    double max_pairs = 0;
+    for (int g = 0; g < gpus_; ++g) {
+      const auto gi = static_cast<std::size_t>(g);
+      experts_max = max(experts_max, gpu_expert_time_[gi]);
+      max_pairs = std::max(max_pairs, gpu_pairs_[gi]);
+      busy_s_[gi] += gpu_expert_time_[gi].seconds();
+      flops_[gi] += gpu_pairs_[gi] * expert_flops_per_token_;
+    }
+    gpu_imb_sum += max_pairs / mean_pairs_gpu;
+    expert_imb_sum += max_count / mean_pairs_expert;
+
+    Duration dispatch = Duration::zero();
+    Duration combine = Duration::zero();
+    if (gpus_ > 1) {
+      // A token is sent once to each GPU (and node) holding at least one of its k experts. With each
+      // of its k choices landing on GPU d with probability q_d = pairs_d / (T k), the share of tokens
+      // that touch d is 1 - (1 - q_d)^k (choices treated as independent).
+      for (int node = 0; node < nodes; ++node) {
+        double q_node = 0;
+        for (int d = node * per_node; d < std::min(gpus_, (node + 1) * per_node); ++d) {
+          q_node += gpu_pairs_[static_cast<std::size_t>(d)] / slots;
+        }
+        const double touch_node = 1.0 - std::pow(1.0 - std::min(1.0, q_node), k);
+        for (int src = 0; src < gpus_; ++src) {
+          traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes + node)] =
+              gpu_tokens_[static_cast<std::size_t>(src)] * touch_node;
+        }
+      }
+      for (int d = 0; d < gpus_; ++d) {
+        const double q = gpu_pairs_[static_cast<std::size_t>(d)] / slots;
+        const double touch = 1.0 - std::pow(1.0 - std::min(1.0, q), k);
+        for (int src = 0; src < gpus_; ++src) {
+          const auto i = static_cast<std::size_t>(src * gpus_ + d);
+          const double t = gpu_tokens_[static_cast<std::size_t>(src)];
+          traffic_.tokens_to_rank[i] = t * touch;
+          traffic_.pairs_to_rank[i] = t * k * q;
+        }
+      }
+      const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);
+      dispatch = c.dispatch;
+      combine = c.combine;
+      plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
+      plan_.dispatch_nic_bytes += c.nic_bytes;
+    }
+    plan_.dispatch += dispatch;
+    plan_.combine += combine;
+    plan_.experts += experts_max;
+  }
+  for (int g = 0; g < gpus_; ++g) {
+    const auto gi = static_cast<std::size_t>(g);
+    const auto ri = static_cast<std::size_t>(g / tp_);
+    busy_s_[gi] += pre_moe_[ri].seconds() * m.moe_layers();
+    flops_[gi] += group_flops_moe_[ri] * m.moe_layers();
+    bytes_[gi] += group_bytes_moe_[ri] * m.moe_layers();
+  }
+  plan_.gpu_imbalance = m.moe_layers() > 0 ? gpu_imb_sum / m.moe_layers() : 1.0;
+  plan_.expert_imbalance = m.moe_layers() > 0 ? expert_imb_sum / m.moe_layers() : 1.0;
+  if (sampled_max > 0) {
+    plan_.lm_head = gpu_.gemm(GemmWork{.m = sampled_max,
+                                       .n = m.vocab / tp_,
+                                       .k = m.hidden,
+                                       .weights = s_.precision.embeddings});
+  }
+  plan_.total = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine + plan_.lm_head;
+  return plan_;
+}
+
+}  // namespace moesim

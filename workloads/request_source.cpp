@@ -1,0 +1,139 @@
+#include "workloads/request_source.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/engine/check.h"
+
+namespace moesim {
+
+namespace {
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+}  // namespace
+
+std::int64_t sample_length(const LengthSpec& spec, Rng& rng) {
+  return std::visit(
+      Overloaded{
+          [](const FixedLength& f) { return f.tokens; },
+          [&](const UniformLength& u) {
+            return u.min + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(u.max - u.min + 1)));
+          },
+          [&](const LognormalLength& l) {
+            const double mu = std::log(l.mean) - 0.5 * l.sigma * l.sigma;
+            for (int attempt = 0; attempt < 64; ++attempt) {
+              const auto x = static_cast<std::int64_t>(std::llround(sample_lognormal(rng, mu, l.sigma)));
+              if (x >= l.min && x <= l.max) return x;
+            }
+            return std::clamp(static_cast<std::int64_t>(std::llround(l.mean)), l.min, l.max);
+          },
+      },
+      spec);
+}
+
+std::int64_t max_length(const LengthSpec& spec) {
+  return std::visit(Overloaded{[](const FixedLength& f) { return f.tokens; },
+                               [](const UniformLength& u) { return u.max; },
+                               [](const LognormalLength& l) { return l.max; }},
+                    spec);
+}
+
+double mean_length(const LengthSpec& spec) {
+  return std::visit(Overloaded{[](const FixedLength& f) { return static_cast<double>(f.tokens); },
+                               [](const UniformLength& u) { return 0.5 * static_cast<double>(u.min + u.max); },
+                               [](const LognormalLength& l) { return l.mean; }},
+                    spec);
+}
+
+SyntheticSource::SyntheticSource(ArrivalSpec arrivals, LengthSpec prompt, LengthSpec output, RunLimits limits,
+                                 const RandomStreams& streams)
+    : arrivals_(arrivals),
+      prompt_(prompt),
+      output_(output),
+      limits_(limits),
+      arrival_rng_(streams.stream("workload.arrivals")),
+      length_rng_(streams.stream("workload.lengths")) {
+  if (const auto* c = std::get_if<ClosedLoop>(&arrivals_)) {
+    ready_.assign(static_cast<std::size_t>(c->users), Time::zero());
+  }
+}
+
+bool SyntheticSource::limit_reached(Time t) const {
+  if (limits_.max_requests > 0 && issued_ >= limits_.max_requests) return true;
+  return limits_.max_arrival_time > Duration::zero() && t.since_start() >= limits_.max_arrival_time;
+}
+
+RequestSpec SyntheticSource::make(Time t) {
+  ++issued_;
+  RequestSpec r;
+  r.arrival = t;
+  r.prompt_tokens = sample_length(prompt_, length_rng_);
+  r.output_tokens = sample_length(output_, length_rng_);
+  return r;
+}
+
+std::optional<RequestSpec> SyntheticSource::next() {
+  if (done_) return std::nullopt;
+  if (std::holds_alternative<ClosedLoop>(arrivals_)) {
+    if (ready_.empty()) return std::nullopt;
+    const Time t = ready_.front();
+    if (limit_reached(t)) {
+      done_ = true;
+      return std::nullopt;
+    }
+    ready_.erase(ready_.begin());
+    return make(t);
+  }
+  double gap_s;
+  if (const auto* p = std::get_if<PoissonArrivals>(&arrivals_)) {
+    gap_s = sample_exponential(arrival_rng_, p->rate_per_s);
+  } else {
+    const auto& g = std::get<GammaArrivals>(arrivals_);
+    const double shape = 1.0 / (g.cv * g.cv);
+    gap_s = sample_gamma(arrival_rng_, shape, 1.0 / (g.rate_per_s * shape));
+  }
+  const Time t = last_ + Duration::from_seconds(gap_s);
+  if (limit_reached(t)) {
+    done_ = true;
+    return std::nullopt;
+  }
+  last_ = t;
+  return make(t);
+}
+
+void SyntheticSource::on_finished(Time now) {
+  const auto* c = std::get_if<ClosedLoop>(&arrivals_);
+  if (c == nullptr || done_) return;
+  const Time t = now + Duration::from_seconds(c->think_time_s);
+  ready_.insert(std::upper_bound(ready_.begin(), ready_.end(), t), t);
+}
+
+bool SyntheticSource::exhausted() const { return done_; }
+
+TraceSource::TraceSource(std::vector<RequestSpec> rows, double speedup, RunLimits limits)
+    : rows_(std::move(rows)), speedup_(speedup), limits_(limits) {
+  MOESIM_CHECK(speedup_ > 0, "trace speedup must be positive");
+  if (rows_.empty()) return;
+  const Time first = rows_.front().arrival;
+  for (auto& r : rows_) r.arrival = Time::at((r.arrival - first).scaled(1.0 / speedup_));
+}
+
+std::optional<RequestSpec> TraceSource::next() {
+  if (exhausted()) return std::nullopt;
+  const RequestSpec& r = rows_[pos_];
+  if (limits_.max_arrival_time > Duration::zero() && r.arrival.since_start() >= limits_.max_arrival_time) {
+    pos_ = rows_.size();
+    return std::nullopt;
+  }
+  ++pos_;
+  return r;
+}
+
+bool TraceSource::exhausted() const {
+  return pos_ >= rows_.size() ||
+         (limits_.max_requests > 0 && static_cast<std::int64_t>(pos_) >= limits_.max_requests);
+}
+
+}  // namespace moesim

@@ -1,0 +1,109 @@
+// Where requests come from: open-loop arrival processes (Poisson, bursty Gamma), a closed loop of N users,
+// and recorded traces. Sources are pulled lazily, one arrival at a time, so memory stays O(in flight).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "sim/engine/random.h"
+#include "sim/engine/time.h"
+
+namespace moesim {
+
+struct RequestSpec {
+  Time arrival;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t output_tokens = 0;
+};
+
+struct FixedLength {
+  std::int64_t tokens = 0;
+};
+struct UniformLength {
+  std::int64_t min = 1;
+  std::int64_t max = 1;
+};
+// Lognormal with the given mean and log-space sigma, truncated to [min, max] by resampling.
+struct LognormalLength {
+  double mean = 1;
+  double sigma = 1;
+  std::int64_t min = 1;
+  std::int64_t max = 1;
+};
+using LengthSpec = std::variant<FixedLength, UniformLength, LognormalLength>;
+
+std::int64_t sample_length(const LengthSpec& spec, Rng& rng);
+std::int64_t max_length(const LengthSpec& spec);
+double mean_length(const LengthSpec& spec);  // untruncated mean for lognormal (for planning)
+
+struct PoissonArrivals {
+  double rate_per_s = 1;
+};
+// Gamma inter-arrival times with the given mean rate and coefficient of variation (cv > 1 is bursty).
+struct GammaArrivals {
+  double rate_per_s = 1;
+  double cv = 2;
+};
+struct ClosedLoop {
+  int users = 1;
+  double think_time_s = 0;
+};
+using ArrivalSpec = std::variant<PoissonArrivals, GammaArrivals, ClosedLoop>;
+
+class RequestSource {
+ public:
+  virtual ~RequestSource() = default;
+  // The next arrival if one is known now; nullopt when exhausted or (closed loop) waiting for a finish.
+  virtual std::optional<RequestSpec> next() = 0;
+  // Called when a request finishes or is dropped, at simulated time `now`.
+  virtual void on_finished(Time now) { (void)now; }
+  [[nodiscard]] virtual bool exhausted() const = 0;
+};
+
+// Limits of a synthetic run: whichever of the two ends first (0 = unlimited).
+struct RunLimits {
+  std::int64_t max_requests = 0;
+  Duration max_arrival_time = Duration::zero();
+};
+
+class SyntheticSource final : public RequestSource {
+ public:
+  SyntheticSource(ArrivalSpec arrivals, LengthSpec prompt, LengthSpec output, RunLimits limits,
+                  const RandomStreams& streams);
+  std::optional<RequestSpec> next() override;
+  void on_finished(Time now) override;
+  [[nodiscard]] bool exhausted() const override;
+
+ private:
+  bool limit_reached(Time t) const;
+  RequestSpec make(Time t);
+
+  ArrivalSpec arrivals_;
+  LengthSpec prompt_;
+  LengthSpec output_;
+  RunLimits limits_;
+  Rng arrival_rng_;
+  Rng length_rng_;
+  Time last_;
+  std::int64_t issued_ = 0;
+  std::vector<Time> ready_;  // closed loop: users ready to send, in time order
+  bool done_ = false;
+};
+
+// Replays recorded (arrival, prompt, output) rows in order; arrival times scaled by 1/speedup.
+class TraceSource final : public RequestSource {
+ public:
+  TraceSource(std::vector<RequestSpec> rows, double speedup, RunLimits limits);
+  std::optional<RequestSpec> next() override;
+  [[nodiscard]] bool exhausted() const override;
+
+ private:
+  std::vector<RequestSpec> rows_;
+  double speedup_;
+  RunLimits limits_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace moesim
