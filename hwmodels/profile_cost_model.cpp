@@ -1,0 +1,146 @@
+#include "hwmodels/profile_cost_model.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "hwmodels/roofline_cost_model.h"
+
+namespace moesim {
+
+namespace {
+constexpr std::array<std::pair<CostOp, std::string_view>, 6> kOpNames{{
+    {CostOp::kGemm, "gemm"},
+    {CostOp::kExpertFfn, "expert_ffn"},
+    {CostOp::kAttentionDecode, "attention_decode"},
+    {CostOp::kAttentionPrefill, "attention_prefill"},
+    {CostOp::kPermute, "permute"},
+    {CostOp::kUnpermute, "unpermute"},
+}};
+}  // namespace
+
+std::string_view to_string(CostOp op) {
+  for (const auto& [value, name] : kOpNames) {
+    if (value == op) return name;
+  }
+  return "?";
+}
+
+std::optional<CostOp> parse_cost_op(std::string_view s) {
+  for (const auto& [value, name] : kOpNames) {
+    if (name == s) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> GpuProfile::seconds(CostOp op, Precision p, std::int64_t shape_a, std::int64_t shape_b,
+                                          double bytes, double flops) const {
+  if (const OperationFit* exact = find_fit(op, p, shape_a, shape_b)) return exact->params.seconds(bytes, flops);
+  const OperationFit* base = find_fit(op, Precision::kBF16, shape_a, shape_b);
+  if (base == nullptr) return std::nullopt;
+  RooflineFit scaled = base->params;
+  scaled.flops_per_s *= rate_scale_of(p);
+  return scaled.seconds(bytes, flops);
+}
+
+double RooflineFit::seconds(double bytes, double flops) const {
+  const double mem = bytes / bytes_per_s;
+  const double compute = flops / flops_per_s;
+  const double hi = std::max(mem, compute);
+  if (hi <= 0) return fixed_s;
+  // (a^p + b^p)^(1/p) = hi * (1 + (lo/hi)^p)^(1/p): no overflow for large p.
+  const double lo = std::min(mem, compute);
+  return fixed_s + hi * std::pow(1.0 + std::pow(lo / hi, sharpness), 1.0 / sharpness);
+}
+
+const OperationFit* GpuProfile::find_fit(CostOp op, Precision p, std::int64_t shape_a,
+                                        std::int64_t shape_b) const {
+  const OperationFit* any_shape = nullptr;
+  for (const auto& f : fits) {
+    if (f.op != op || f.precision != p) continue;
+    if (f.shape_a == 0 && f.shape_b == 0) any_shape = &f;
+    if (f.shape_a == shape_a && f.shape_b == shape_b) return &f;
+  }
+  return any_shape;
+}
+
+double GpuProfile::rate_scale_of(Precision p) const {
+  for (const auto& [prec, scale] : rate_scale) {
+    if (prec == p) return scale;
+  }
+  return 1.0;
+}
+
+BytesFlops work_bytes_flops(const GemmWork& w) {
+  const double m = static_cast<double>(w.m);
+  const double n = static_cast<double>(w.n);
+  const double k = static_cast<double>(w.k);
+  return {.bytes = k * n * bytes_per_element(w.weights) + 2.0 * (m * k + m * n), .flops = gemm_flops(w)};
+}
+
+BytesFlops work_bytes_flops(const ExpertFfnWork& w) {
+  const double t = static_cast<double>(w.tokens);
+  const double h = static_cast<double>(w.hidden);
+  const double i = static_cast<double>(w.inter);
+  return {.bytes = expert_ffn_weight_bytes(w) + 2.0 * (2.0 * t * h + 3.0 * t * i),
+          .flops = expert_ffn_flops(w)};
+}
+
+AttentionWork decode_attention_work(double batch, double context, double q_heads, double kv_heads,
+                                    double head_dim) {
+  // K and V of every cached token, Q in and O out, BF16; QK^T and PV: 2 * 2 * L * Hq * D per sequence.
+  const double kv = batch * context * 2.0 * kv_heads * head_dim * 2.0;
+  const double qo = batch * 2.0 * q_heads * head_dim * 2.0;
+  return {.bytes = kv + qo, .flops = 4.0 * batch * context * q_heads * head_dim, .is_prefill = false};
+}
+
+AttentionWork prefill_attention_work(double context, double q_heads, double kv_heads, double head_dim) {
+  const double bytes = context * (2.0 * kv_heads + 2.0 * q_heads) * head_dim * 2.0;
+  // Causal: half of the full 4 * L^2 * Hq * D.
+  return {.bytes = bytes, .flops = 2.0 * context * context * q_heads * head_dim, .is_prefill = true};
+}
+
+ProfileCostModel::ProfileCostModel(GpuProfile profile, GpuSpec fallback, std::string name)
+    : profile_(std::move(profile)), fallback_(std::move(fallback)), name_(std::move(name)) {}
+
+Duration ProfileCostModel::gemm(const GemmWork& w) const {
+  if (w.m <= 0) return Duration::zero();
+  const BytesFlops bf = work_bytes_flops(w);
+  if (auto s = profile_.seconds(CostOp::kGemm, w.weights, w.n, w.k, bf.bytes, bf.flops)) {
+    return Duration::from_seconds(*s);
+  }
+  return RooflineCostModel(fallback_).gemm(w);
+}
+
+Duration ProfileCostModel::expert_ffn(const ExpertFfnWork& w) const {
+  if (w.tokens <= 0) return Duration::zero();
+  const BytesFlops bf = work_bytes_flops(w);
+  if (auto s = profile_.seconds(CostOp::kExpertFfn, w.weights, w.hidden, w.inter, bf.bytes, bf.flops)) {
+    return Duration::from_seconds(*s);
+  }
+  return RooflineCostModel(fallback_).expert_ffn(w);
+}
+
+Duration ProfileCostModel::attention(const AttentionWork& w) const {
+  if (w.bytes <= 0 && w.flops <= 0) return Duration::zero();
+  const CostOp op = w.is_prefill ? CostOp::kAttentionPrefill : CostOp::kAttentionDecode;
+  if (auto s = profile_.seconds(op, Precision::kBF16, 0, 0, w.bytes, w.flops)) {
+    return Duration::from_seconds(*s);
+  }
+  return RooflineCostModel(fallback_).attention(w);
+}
+
+std::string ProfileCostModel::source() const {
+  std::string s = "profile " + name_;
+  std::string missing;
+  for (CostOp op : {CostOp::kGemm, CostOp::kExpertFfn, CostOp::kAttentionDecode, CostOp::kAttentionPrefill}) {
+    if (profile_.find_fit(op, Precision::kBF16) == nullptr) {
+      missing += missing.empty() ? "" : ", ";
+      missing += to_string(op);
+    }
+  }
+  if (!missing.empty()) s += " (roofline for " + missing + ")";
+  return s;
+}
+
+}  // namespace moesim
