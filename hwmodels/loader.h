@@ -1,0 +1,79 @@
+// Expert loaders: bandwidth servers with a FIFO queue for host DRAM -> GPU copies (PCIe) and NVMe reads,
+// shared by the GPUs that sit behind the same host link or drive array. Pure queue arithmetic: given a
+// request (bytes, arrival time) they return its completion time; the step planner drives them and no
+// engine event is scheduled here.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/engine/time.h"
+
+namespace moesim {
+
+// Where an expert copy lives when it is not being computed on.
+enum class Tier : std::uint8_t { kHbm, kHostDram, kNvme };
+
+// One FIFO, work-conserving server: requests are served one after another at the full bandwidth, so
+// concurrent requests share it by serialisation. A request occupies the server for bytes / bandwidth; the
+// fixed latency (setup, DMA descriptor, first byte) delays its completion but does not occupy the server.
+class BandwidthServer final {
+ public:
+  BandwidthServer(double bytes_per_s, Duration fixed_latency);
+
+  [[nodiscard]] Duration transfer_time(std::int64_t bytes) const;
+  [[nodiscard]] Duration service_time(std::int64_t bytes) const { return transfer_time(bytes) + latency_; }
+  // Arrivals must come in non-decreasing time (FIFO order is arrival order). Returns the completion time.
+  Time submit(Time arrival, std::int64_t bytes);
+  // Same, but the transfer may not start before `earliest_start` (a later stage of a pipeline).
+  Time submit_not_before(Time arrival, Time earliest_start, std::int64_t bytes);
+
+  [[nodiscard]] Time busy_until() const { return busy_until_; }
+  [[nodiscard]] double bytes_per_s() const { return bytes_per_s_; }
+  [[nodiscard]] std::int64_t bytes_served() const { return bytes_served_; }
+  [[nodiscard]] Duration busy_time() const { return busy_time_; }
+
+ private:
+  double bytes_per_s_;
+  Duration latency_;
+  Time busy_until_;
+  Time last_arrival_;
+  std::int64_t bytes_served_ = 0;
+  Duration busy_time_;
+};
+
+struct LoaderSpec {
+  // Host -> GPU over PCIe Gen5 x16, pinned: 54.9 GB/s at 512 MiB and ~10 us fixed cost, from a two-point fit
+  // of shared/calibration/h200/platform.json (1 MiB in 29.1 us, 512 MiB in 9.78 ms).
+  double host_link_bytes_per_s = 54.9e9;
+  Duration host_latency = Duration::from_us(10);
+  int gpus_per_host_link = 1;  // GPUs behind one host link (e.g. 2 behind a PCIe switch share it)
+  // NVMe: 3-7 GB/s sequential per drive (seed section 4; PM9A3-class Gen4 6.5 GB/s in COMPONENT_FIGURES
+  // section 6), striped over `nvme_drives` (bandwidths add). Latency: an assumption (~100 us, NVMe read).
+  double nvme_drive_bytes_per_s = 6.5e9;
+  int nvme_drives = 1;
+  int gpus_per_nvme_array = 8;  // GPUs that share one striped array (one node)
+  Duration nvme_latency = Duration::from_us(100);
+};
+
+// The loaders of a set of GPUs: one host-link server per gpus_per_host_link GPUs, one NVMe array per
+// gpus_per_nvme_array GPUs. An NVMe load streams through the host link (cut-through: the PCIe copy may
+// not finish before the last byte is read, and is served in its link's FIFO).
+class ExpertLoader final {
+ public:
+  ExpertLoader(const LoaderSpec& spec, int gpus);
+  // Completion time of loading `bytes` from `source` into GPU `gpu`'s HBM, for a request at `arrival`.
+  // Requests to one server must arrive in non-decreasing time. A load from kHbm is free.
+  Time load(int gpu, Tier source, std::int64_t bytes, Time arrival);
+  // Load time with idle servers.
+  [[nodiscard]] Duration uncontended_time(Tier source, std::int64_t bytes) const;
+  [[nodiscard]] const BandwidthServer& host_link(int gpu) const;
+  [[nodiscard]] const BandwidthServer& nvme_array(int gpu) const;
+
+ private:
+  LoaderSpec spec_;
+  std::vector<BandwidthServer> host_links_;
+  std::vector<BandwidthServer> nvme_arrays_;
+};
+
+}  // namespace moesim
