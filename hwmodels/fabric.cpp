@@ -20,24 +20,38 @@ Fabric::Fabric(FabricSpec spec) : spec_(spec), topology_(spec_) {
   load_.assign(static_cast<std::size_t>(topology_.link_count()), 0.0);
 }
 
-void Fabric::add_nvlink(int src_gpu, int dst_gpu, double units) const {
-  load_[static_cast<std::size_t>(topology_.nvlink_out(src_gpu))] += units;
-  load_[static_cast<std::size_t>(topology_.nvlink_in(dst_gpu))] += units;
-  nvl_units_ += units;
+// The O(ranks^2) passes below only sum rows and columns (sequential reads, no scattered writes);
+// scatter_ranks() then puts the per-rank sums on the links of each rank's GPU, NIC and leaf.
+void Fabric::reset_ranks(const AllToAllTraffic& t) const {
+  const auto r = static_cast<std::size_t>(t.ranks);
+  for (auto* v : {&row_nvl_, &col_nvl_, &row_nic_, &col_nic_, &row_leaf_, &col_leaf_}) v->assign(r, 0.0);
+  rank_leaf_.resize(r);
+  rank_node_.resize(r);
+  for (int k = 0; k < t.ranks; ++k) {
+    rank_leaf_[static_cast<std::size_t>(k)] = topology_.leaf_of(gpu_of(t, k));
+    rank_node_[static_cast<std::size_t>(k)] = k / t.ranks_per_node;
+  }
 }
 
-void Fabric::add_nic(int src_gpu, int dst_gpu, double units) const {
-  load_[static_cast<std::size_t>(topology_.pcie_up(src_gpu))] += units;
-  load_[static_cast<std::size_t>(topology_.nic_out(src_gpu))] += units;
-  load_[static_cast<std::size_t>(topology_.nic_in(dst_gpu))] += units;
-  load_[static_cast<std::size_t>(topology_.pcie_down(dst_gpu))] += units;
-  const int a = topology_.leaf_of(src_gpu);
-  const int b = topology_.leaf_of(dst_gpu);
-  if (a != b) {
-    load_[static_cast<std::size_t>(topology_.leaf_up(a))] += units;
-    load_[static_cast<std::size_t>(topology_.leaf_down(b))] += units;
+void Fabric::scatter_ranks(const AllToAllTraffic& t) const {
+  std::fill(load_.begin(), load_.end(), 0.0);
+  nvl_units_ = 0;
+  nic_units_ = 0;
+  for (int k = 0; k < t.ranks; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    const int g = gpu_of(t, k);
+    const int leaf = rank_leaf_[i];
+    load_[static_cast<std::size_t>(topology_.nvlink_out(g))] += row_nvl_[i];
+    load_[static_cast<std::size_t>(topology_.nvlink_in(g))] += col_nvl_[i];
+    load_[static_cast<std::size_t>(topology_.pcie_up(g))] += row_nic_[i];
+    load_[static_cast<std::size_t>(topology_.nic_out(g))] += row_nic_[i];
+    load_[static_cast<std::size_t>(topology_.nic_in(g))] += col_nic_[i];
+    load_[static_cast<std::size_t>(topology_.pcie_down(g))] += col_nic_[i];
+    load_[static_cast<std::size_t>(topology_.leaf_up(leaf))] += row_nic_[i] - row_leaf_[i];
+    load_[static_cast<std::size_t>(topology_.leaf_down(leaf))] += col_nic_[i] - col_leaf_[i];
+    nvl_units_ += row_nvl_[i];
+    nic_units_ += row_nic_[i];
   }
-  nic_units_ += units;
 }
 
 // DeepEP normal kernels (internode.cu): a token crosses the NIC once per destination node, landing on
@@ -45,42 +59,71 @@ void Fabric::add_nic(int src_gpu, int dst_gpu, double units) const {
 // of that node. Tokens for the sender's own node take the NVLink hop directly. Intranode-only groups
 // reduce to direct NVLink copies.
 void Fabric::load_high_throughput(const AllToAllTraffic& t) const {
+  reset_ranks(t);
   const int r = t.ranks;
   const int per_node = t.ranks_per_node;
   const int nodes = (r + per_node - 1) / per_node;
   for (int s = 0; s < r; ++s) {
     const int local = s % per_node;
-    const int s_node = s / per_node;
-    for (int d = 0; d < r; ++d) {
-      const int fwd = (d / per_node) * per_node + local;
-      const double units = t.tokens_to_rank[static_cast<std::size_t>(s * r + d)];
-      if (fwd == d || units <= 0) continue;
-      add_nvlink(gpu_of(t, fwd), gpu_of(t, d), units);
-    }
+    const double* row = t.tokens_to_rank.data() + static_cast<std::ptrdiff_t>(s) * r;
     for (int node = 0; node < nodes; ++node) {
-      const int fwd = node * per_node + local;
-      if (node == s_node || fwd >= r) continue;
-      const double units = t.tokens_to_node[static_cast<std::size_t>(s * nodes + node)];
-      if (units > 0) add_nic(gpu_of(t, s), gpu_of(t, fwd), units);
+      const int begin = node * per_node;
+      const int end = std::min(r, begin + per_node);
+      const int fwd = begin + local;
+      double forwarded = 0;
+      for (int d = begin; d < end; ++d) {
+        const double u = d == fwd ? 0.0 : row[d];
+        forwarded += u;
+        col_nvl_[static_cast<std::size_t>(d)] += u;
+      }
+      if (fwd < end) row_nvl_[static_cast<std::size_t>(fwd)] += forwarded;
+      if (node == s / per_node || fwd >= end) continue;
+      const double u = t.tokens_to_node[static_cast<std::size_t>(s * nodes + node)];
+      const auto si = static_cast<std::size_t>(s);
+      const auto fi = static_cast<std::size_t>(fwd);
+      row_nic_[si] += u;
+      col_nic_[fi] += u;
+      if (rank_leaf_[si] == rank_leaf_[fi]) {
+        row_leaf_[si] += u;
+        col_leaf_[fi] += u;
+      }
     }
   }
+  scatter_ranks(t);
 }
 
 // Direct kernels (DeepEP low-latency, one-sided NVLink): every unit goes straight to its rank.
 void Fabric::load_direct(const AllToAllTraffic& t, const std::vector<double>& units, bool intranode_nvlink) const {
+  reset_ranks(t);
   const int r = t.ranks;
+  const int* node = rank_node_.data();
+  const int* leaf = rank_leaf_.data();
   for (int s = 0; s < r; ++s) {
+    const auto si = static_cast<std::size_t>(s);
+    const double* row = units.data() + static_cast<std::ptrdiff_t>(s) * r;
+    double nvl = 0;
+    double nic = 0;
+    double same_leaf = 0;
     for (int d = 0; d < r; ++d) {
-      const double u = units[static_cast<std::size_t>(s * r + d)];
-      if (d == s || u <= 0) continue;
-      const bool same_node = s / t.ranks_per_node == d / t.ranks_per_node;
-      if (same_node && intranode_nvlink) {
-        add_nvlink(gpu_of(t, s), gpu_of(t, d), u);
+      const double u = d == s ? 0.0 : row[d];
+      const auto di = static_cast<std::size_t>(d);
+      if (intranode_nvlink && node[si] == node[di]) {
+        nvl += u;
+        col_nvl_[di] += u;
       } else {
-        add_nic(gpu_of(t, s), gpu_of(t, d), u);
+        nic += u;
+        col_nic_[di] += u;
+        if (leaf[si] == leaf[di]) {
+          same_leaf += u;
+          col_leaf_[di] += u;
+        }
       }
     }
+    row_nvl_[si] += nvl;
+    row_nic_[si] += nic;
+    row_leaf_[si] += same_leaf;
   }
+  scatter_ranks(t);
 }
 
 // Fair sharing of a link among the flows crossing it is work-conserving, so transfers that start
@@ -176,9 +219,6 @@ AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode, std
     return all_to_all(t, use_ll ? AllToAllMode::kLowLatency : AllToAllMode::kHighThroughput, rank_dispatch,
                       rank_combine);
   }
-  std::fill(load_.begin(), load_.end(), 0.0);
-  nvl_units_ = 0;
-  nic_units_ = 0;
   switch (mode) {
     case AllToAllMode::kHighThroughput:
       MOESIM_CHECK(t.tokens_to_node.size() == r * static_cast<std::size_t>(nodes),

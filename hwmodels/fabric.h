@@ -78,8 +78,8 @@ class Fabric {
  private:
   void load_high_throughput(const AllToAllTraffic& t) const;
   void load_direct(const AllToAllTraffic& t, const std::vector<double>& units, bool intranode_nvlink) const;
-  void add_nvlink(int src_gpu, int dst_gpu, double units) const;
-  void add_nic(int src_gpu, int dst_gpu, double units) const;
+  void reset_ranks(const AllToAllTraffic& t) const;
+  void scatter_ranks(const AllToAllTraffic& t) const;
   [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllKernel& k, AllToAllMode mode,
                                         std::span<Duration> rank_dispatch, std::span<Duration> rank_combine) const;
   [[nodiscard]] int gpu_of(const AllToAllTraffic& t, int rank) const {
@@ -88,10 +88,12 @@ class Fabric {
 
   FabricSpec spec_;
   Topology topology_;
-  // Scratch for all_to_all: units (tokens or pairs) per directed link, per-rank seconds per byte.
+  // Scratch for all_to_all: units (tokens or pairs) per directed link.
   mutable std::vector<double> load_;
-  mutable std::vector<double> rank_nvl_, rank_nic_;
-  mutable std::vector<LinkKind> rank_kind_;
+  // Per rank: units sent (row) and received (col) over NVLink and the NIC, and the NIC units whose
+  // other end sits on the same leaf (they never reach the spine).
+  mutable std::vector<double> row_nvl_, col_nvl_, row_nic_, col_nic_, row_leaf_, col_leaf_;
+  mutable std::vector<int> rank_leaf_, rank_node_;
   mutable double nvl_units_ = 0;
   mutable double nic_units_ = 0;
 };
