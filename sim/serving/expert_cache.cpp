@@ -1,0 +1,167 @@
+#include "sim/serving/expert_cache.h"
+
+#include "sim/engine/check.h"
+
+namespace moesim {
+
+ExpertCache::ExpertCache(int layers, int experts, const ExpertCacheSpec& spec)
+    : experts_(experts), spec_(spec),
+      index_(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts), -1) {
+  MOESIM_CHECK(spec.prefetch_window_batches >= 1, "the prefetch window must be at least one batch");
+  MOESIM_CHECK(spec.hbm_bytes >= 0 && spec.staging_bytes >= 0, "cache capacities must be non-negative");
+}
+
+int ExpertCache::checked_id(ExpertKey key) const {
+  const int c = id(key);
+  MOESIM_CHECK(c >= 0, "expert copy not held by this GPU");
+  return c;
+}
+
+void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precision precision, Hotness hotness) {
+  MOESIM_CHECK(id(key) < 0, "expert copy registered twice");
+  const int c = static_cast<int>(key_.size());
+  index_[static_cast<std::size_t>(key.layer) * static_cast<std::size_t>(experts_) + static_cast<std::size_t>(key.expert)] = c;
+  key_.push_back(key);
+  bytes_.push_back(bytes);
+  home_.push_back(home);
+  precision_.push_back(precision);
+  hotness_.push_back(hotness);
+  resident_.push_back(0);
+  staged_.push_back(0);
+  prev_.push_back(-1);
+  next_.push_back(-1);
+  window_.resize(window_.size() + static_cast<std::size_t>(spec_.prefetch_window_batches), 0);
+  window_sum_.push_back(0);
+  if (home == Tier::kHbm) {
+    MOESIM_CHECK(hotness != Hotness::kCold, "a cold copy cannot live in HBM");
+    MOESIM_CHECK(hbm_used_ + bytes <= spec_.hbm_bytes, "HBM-resident copies exceed the expert HBM budget");
+    resident_.back() = 1;
+    hbm_used_ += bytes;
+    if (hotness == Hotness::kWarm) lru_push_front(c);
+  }
+}
+
+bool ExpertCache::is_resident(ExpertKey key) const { return resident_[static_cast<std::size_t>(checked_id(key))] != 0; }
+Hotness ExpertCache::hotness(ExpertKey key) const { return hotness_[static_cast<std::size_t>(checked_id(key))]; }
+Precision ExpertCache::precision(ExpertKey key) const { return precision_[static_cast<std::size_t>(checked_id(key))]; }
+std::int64_t ExpertCache::bytes(ExpertKey key) const { return bytes_[static_cast<std::size_t>(checked_id(key))]; }
+std::int64_t ExpertCache::window_count(ExpertKey key) const {
+  return window_sum_[static_cast<std::size_t>(checked_id(key))];
+}
+
+void ExpertCache::lru_unlink(int c) {
+  const auto u = static_cast<std::size_t>(c);
+  if (prev_[u] >= 0) next_[static_cast<std::size_t>(prev_[u])] = next_[u]; else head_ = next_[u];
+  if (next_[u] >= 0) prev_[static_cast<std::size_t>(next_[u])] = prev_[u]; else tail_ = prev_[u];
+  prev_[u] = next_[u] = -1;
+}
+
+void ExpertCache::lru_push_front(int c) {
+  const auto u = static_cast<std::size_t>(c);
+  prev_[u] = -1;
+  next_[u] = head_;
+  if (head_ >= 0) prev_[static_cast<std::size_t>(head_)] = c; else tail_ = c;
+  head_ = c;
+}
+
+void ExpertCache::evict(int c, std::vector<ExpertKey>& evicted) {
+  const auto u = static_cast<std::size_t>(c);
+  if (hotness_[u] == Hotness::kWarm) lru_unlink(c);
+  resident_[u] = 0;
+  hbm_used_ -= bytes_[u];  // freed at once
+  evicted.push_back(key_[u]);
+}
+
+bool ExpertCache::make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted) {
+  // Only warm copies are evictable; check first so that a failed admission evicts nothing.
+  std::int64_t evictable = 0;
+  for (int c = tail_; c >= 0 && hbm_used_ - evictable + bytes > spec_.hbm_bytes; c = prev_[static_cast<std::size_t>(c)]) {
+    evictable += bytes_[static_cast<std::size_t>(c)];
+  }
+  if (hbm_used_ - evictable + bytes > spec_.hbm_bytes) return false;
+  while (hbm_used_ + bytes > spec_.hbm_bytes) evict(tail_, evicted);
+  return true;
+}
+
+void ExpertCache::set_hotness(ExpertKey key, Hotness h, std::vector<ExpertKey>& evicted) {
+  const int c = checked_id(key);
+  const auto u = static_cast<std::size_t>(c);
+  const Hotness old = hotness_[u];
+  if (old == h) return;
+  if (resident_[u] && old == Hotness::kWarm) lru_unlink(c);
+  hotness_[u] = h;
+  if (!resident_[u]) return;
+  if (h == Hotness::kWarm) lru_push_front(c);
+  if (h == Hotness::kCold) {
+    resident_[u] = 0;
+    hbm_used_ -= bytes_[u];
+    evicted.push_back(key);
+  }
+}
+
+CacheAccess ExpertCache::admit(ExpertKey key, std::vector<ExpertKey>& evicted) {
+  const int c = checked_id(key);
+  const auto u = static_cast<std::size_t>(c);
+  if (resident_[u]) return {};
+  if (hotness_[u] == Hotness::kCold || !make_room(bytes_[u], evicted)) {
+    return {.outcome = CacheOutcome::kNoRoom, .source = home_[u], .bytes = 0};
+  }
+  resident_[u] = 1;
+  hbm_used_ += bytes_[u];
+  if (hotness_[u] == Hotness::kWarm) lru_push_front(c);
+  return {.outcome = CacheOutcome::kLoaded, .source = home_[u], .bytes = bytes_[u]};
+}
+
+CacheAccess ExpertCache::access(ExpertKey key, std::int32_t routed, std::vector<ExpertKey>& evicted) {
+  const int c = checked_id(key);
+  const auto u = static_cast<std::size_t>(c);
+  record_routed(key, routed);
+  if (resident_[u] || staged_[u]) {
+    ++hits_;
+    if (resident_[u] && hotness_[u] == Hotness::kWarm) {
+      lru_unlink(c);
+      lru_push_front(c);
+    }
+    return {};
+  }
+  ++misses_;
+  if (hotness_[u] != Hotness::kCold) {
+    const CacheAccess a = admit(key, evicted);
+    if (a.outcome == CacheOutcome::kLoaded) return a;
+  }
+  if (staging_used_ + bytes_[u] > spec_.staging_bytes) {
+    return {.outcome = CacheOutcome::kNoRoom, .source = home_[u], .bytes = bytes_[u]};
+  }
+  staging_used_ += bytes_[u];
+  staged_[u] = 1;
+  return {.outcome = CacheOutcome::kStaged, .source = home_[u], .bytes = bytes_[u]};
+}
+
+void ExpertCache::record_routed(ExpertKey key, std::int32_t routed) {
+  const auto u = static_cast<std::size_t>(checked_id(key));
+  window_[u * static_cast<std::size_t>(spec_.prefetch_window_batches) + static_cast<std::size_t>(window_pos_)] += routed;
+  window_sum_[u] += routed;
+}
+
+void ExpertCache::prefetch_candidates(std::vector<ExpertKey>& out) const {
+  out.clear();
+  for (std::size_t u = 0; u < key_.size(); ++u) {
+    if (hotness_[u] == Hotness::kWarm && !resident_[u] && window_sum_[u] >= spec_.prefetch_threshold) {
+      out.push_back(key_[u]);
+    }
+  }
+}
+
+void ExpertCache::end_batch() {
+  staging_used_ = 0;
+  const auto n = static_cast<std::size_t>(spec_.prefetch_window_batches);
+  window_pos_ = (window_pos_ + 1) % spec_.prefetch_window_batches;
+  const auto pos = static_cast<std::size_t>(window_pos_);
+  for (std::size_t u = 0; u < key_.size(); ++u) {
+    staged_[u] = 0;
+    window_sum_[u] -= window_[u * n + pos];
+    window_[u * n + pos] = 0;
+  }
+}
+
+}  // namespace moesim

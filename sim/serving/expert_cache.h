@@ -1,0 +1,124 @@
+// Tiered expert storage on one GPU: which expert copies are resident in HBM, where the others live (host
+// DRAM, NVMe) and at what precision; LRU eviction of warm copies, pinned hot copies, cold copies streamed
+// through a small staging area; prefetch of warm copies whose recent routed count passes a threshold.
+// A pure data structure and policy: it returns what to load and evict; the planner drives the loaders.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "hwmodels/loader.h"
+#include "hwmodels/precision.h"
+#include "sim/serving/expert_stats.h"
+
+namespace moesim {
+
+struct ExpertCacheSpec {
+  std::int64_t hbm_bytes = 0;       // HBM set aside for expert weights on this GPU
+  std::int64_t staging_bytes = 0;   // transient area for cold experts, emptied at end_batch()
+  int prefetch_window_batches = 8;  // N: routed counts are summed over the last N batches
+  std::int64_t prefetch_threshold = 1;  // routed (token, expert) pairs over the window that trigger a prefetch
+};
+
+struct ExpertKey {
+  int layer = 0;
+  int expert = 0;
+  friend bool operator==(const ExpertKey&, const ExpertKey&) = default;
+};
+
+enum class CacheOutcome : std::uint8_t {
+  kHit,     // resident in HBM (or already staged in this batch): nothing to load
+  kLoaded,  // loaded into HBM now (evictions listed); on the critical path unless prefetched earlier
+  kStaged,  // cold (or no HBM room): loaded into the staging area for this batch only
+  kNoRoom,  // neither HBM nor staging can take it: the caller must wait or serialise
+};
+
+struct CacheAccess {
+  CacheOutcome outcome = CacheOutcome::kHit;
+  Tier source = Tier::kHbm;   // where the bytes come from when something is loaded
+  std::int64_t bytes = 0;     // bytes to load (0 on a hit)
+};
+
+class ExpertCache final {
+ public:
+  ExpertCache(int layers, int experts, const ExpertCacheSpec& spec);
+
+  // Registers a copy served by this GPU: its size at its precision and its home tier (kHbm for a copy that
+  // is simply resident, e.g. hot experts at start). Not resident until admitted unless home is kHbm.
+  // Setup-time call (allocates).
+  void add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precision precision, Hotness hotness);
+
+  [[nodiscard]] bool holds(ExpertKey key) const { return id(key) >= 0; }
+  [[nodiscard]] bool is_resident(ExpertKey key) const;
+  [[nodiscard]] Hotness hotness(ExpertKey key) const;
+  [[nodiscard]] Precision precision(ExpertKey key) const;
+  [[nodiscard]] std::int64_t bytes(ExpertKey key) const;
+
+  // Changes a copy's class. Hot pins a resident copy (it leaves the LRU); warm makes a resident copy
+  // evictable; cold evicts it at once (cold copies never stay in HBM). Evictions are appended to `evicted`.
+  void set_hotness(ExpertKey key, Hotness h, std::vector<ExpertKey>& evicted);
+
+  // The copy is used in this batch by `routed` (token, expert) pairs: counts it for prefetch, refreshes its
+  // LRU position and says what must be loaded. Non-resident hot/warm copies are admitted to HBM (evicting
+  // least-recently-used warm copies, memory freed at once); if that cannot make room they are staged.
+  // Appends evictions to `evicted` (reuse the vector: no allocation once it has grown). O(1) + evictions.
+  CacheAccess access(ExpertKey key, std::int32_t routed, std::vector<ExpertKey>& evicted);
+
+  // Counts routed pairs for prefetch without using the copy (e.g. routing seen ahead of this layer). O(1).
+  void record_routed(ExpertKey key, std::int32_t routed);
+
+  // Makes a non-resident hot or warm copy resident (prefetch, or pinning a newly hot copy), evicting LRU
+  // warm copies as needed. kHit if already resident, kNoRoom if pinned copies leave no room or it is cold.
+  CacheAccess admit(ExpertKey key, std::vector<ExpertKey>& evicted);
+
+  // Warm, non-resident copies whose routed count over the last N batches reaches the threshold, in
+  // registration order. O(copies).
+  void prefetch_candidates(std::vector<ExpertKey>& out) const;
+
+  // Ends a batch: empties the staging area and moves the prefetch window on. O(copies).
+  void end_batch();
+
+  [[nodiscard]] std::int64_t hbm_used() const { return hbm_used_; }
+  [[nodiscard]] std::int64_t hbm_free() const { return spec_.hbm_bytes - hbm_used_; }
+  [[nodiscard]] std::int64_t staging_used() const { return staging_used_; }
+  [[nodiscard]] std::int64_t window_count(ExpertKey key) const;
+  [[nodiscard]] std::int64_t hits() const { return hits_; }
+  [[nodiscard]] std::int64_t misses() const { return misses_; }
+
+ private:
+  [[nodiscard]] int id(ExpertKey key) const {
+    return index_[static_cast<std::size_t>(key.layer) * static_cast<std::size_t>(experts_) +
+                  static_cast<std::size_t>(key.expert)];
+  }
+  [[nodiscard]] int checked_id(ExpertKey key) const;
+  void lru_unlink(int c);
+  void lru_push_front(int c);
+  void evict(int c, std::vector<ExpertKey>& evicted);
+  bool make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted);
+
+  int experts_;
+  ExpertCacheSpec spec_;
+  std::vector<int> index_;  // [layer][expert] -> copy id or -1
+  // Per copy (flat arrays, indexed by copy id).
+  std::vector<ExpertKey> key_;
+  std::vector<std::int64_t> bytes_;
+  std::vector<Tier> home_;
+  std::vector<Precision> precision_;
+  std::vector<Hotness> hotness_;
+  std::vector<char> resident_;
+  std::vector<char> staged_;
+  std::vector<int> prev_;  // LRU list of resident warm copies; head = most recently used
+  std::vector<int> next_;
+  std::vector<std::int32_t> window_;  // [copy][N] ring of routed counts
+  std::vector<std::int64_t> window_sum_;
+  int head_ = -1;
+  int tail_ = -1;
+  int window_pos_ = 0;
+  std::int64_t hbm_used_ = 0;
+  std::int64_t staging_used_ = 0;
+  std::int64_t hits_ = 0;
+  std::int64_t misses_ = 0;
+};
+
+}  // namespace moesim

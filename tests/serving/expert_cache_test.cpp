@@ -1,0 +1,105 @@
+// Tiered expert cache: LRU over warm copies only, pinned hot copies, cold copies through staging,
+// memory freed at once, prefetch by routed count over a window.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "sim/serving/expert_cache.h"
+
+namespace moesim {
+namespace {
+constexpr std::int64_t kB = 100;  // bytes per copy in these tests
+}
+
+TEST_CASE("the least recently used warm expert is evicted when HBM is short, and its memory is free at once") {
+  ExpertCache cache(1, 8, {.hbm_bytes = 3 * kB, .staging_bytes = kB});
+  for (int e = 0; e < 4; ++e) cache.add_copy({0, e}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
+  std::vector<ExpertKey> evicted;
+  for (int e = 0; e < 3; ++e) CHECK(cache.access({0, e}, 5, evicted).outcome == CacheOutcome::kLoaded);
+  CHECK(cache.hbm_used() == 3 * kB);
+  CHECK(cache.access({0, 0}, 5, evicted).outcome == CacheOutcome::kHit);  // 0 becomes most recent
+  const CacheAccess a = cache.access({0, 3}, 5, evicted);
+  CHECK(a.outcome == CacheOutcome::kLoaded);
+  CHECK(a.source == Tier::kHostDram);
+  CHECK(a.bytes == kB);
+  REQUIRE(evicted.size() == 1);
+  CHECK(evicted[0] == ExpertKey{0, 1});  // 1 was used least recently
+  CHECK_FALSE(cache.is_resident({0, 1}));
+  CHECK(cache.hbm_used() == 3 * kB);
+  CHECK(cache.hits() == 1);
+  CHECK(cache.misses() == 4);
+}
+
+TEST_CASE("hot experts are pinned: a warm miss that finds only hot experts goes through staging") {
+  ExpertCache cache(1, 4, {.hbm_bytes = 2 * kB, .staging_bytes = kB});
+  cache.add_copy({0, 0}, kB, Tier::kHbm, Precision::kBF16, Hotness::kHot);
+  cache.add_copy({0, 1}, kB, Tier::kHbm, Precision::kBF16, Hotness::kHot);
+  cache.add_copy({0, 2}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
+  std::vector<ExpertKey> evicted;
+  const CacheAccess a = cache.access({0, 2}, 3, evicted);
+  CHECK(a.outcome == CacheOutcome::kStaged);
+  CHECK(evicted.empty());
+  CHECK(cache.is_resident({0, 0}));
+  CHECK(cache.is_resident({0, 1}));
+  CHECK(cache.admit({0, 2}, evicted).outcome == CacheOutcome::kNoRoom);
+}
+
+TEST_CASE("cold experts are staged for one batch, never evict warm ones and never stay resident") {
+  ExpertCache cache(1, 4, {.hbm_bytes = kB, .staging_bytes = kB});
+  cache.add_copy({0, 0}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
+  cache.add_copy({0, 1}, kB, Tier::kNvme, Precision::kINT4, Hotness::kCold);
+  cache.add_copy({0, 2}, kB, Tier::kNvme, Precision::kINT4, Hotness::kCold);
+  std::vector<ExpertKey> evicted;
+  CHECK(cache.access({0, 0}, 1, evicted).outcome == CacheOutcome::kLoaded);
+  const CacheAccess c = cache.access({0, 1}, 1, evicted);
+  CHECK(c.outcome == CacheOutcome::kStaged);
+  CHECK(c.source == Tier::kNvme);
+  CHECK(cache.access({0, 1}, 1, evicted).outcome == CacheOutcome::kHit);     // still staged this batch
+  CHECK(cache.access({0, 2}, 1, evicted).outcome == CacheOutcome::kNoRoom);  // staging full
+  CHECK(evicted.empty());
+  CHECK(cache.is_resident({0, 0}));
+  cache.end_batch();
+  CHECK(cache.staging_used() == 0);
+  CHECK(cache.access({0, 2}, 1, evicted).outcome == CacheOutcome::kStaged);
+  CHECK_FALSE(cache.is_resident({0, 1}));
+}
+
+TEST_CASE("a resident expert that turns cold leaves HBM at once") {
+  ExpertCache cache(1, 2, {.hbm_bytes = 2 * kB});
+  cache.add_copy({0, 0}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
+  std::vector<ExpertKey> evicted;
+  CHECK(cache.admit({0, 0}, evicted).outcome == CacheOutcome::kLoaded);
+  cache.set_hotness({0, 0}, Hotness::kCold, evicted);
+  CHECK_FALSE(cache.is_resident({0, 0}));
+  CHECK(cache.hbm_used() == 0);
+  REQUIRE(evicted.size() == 1);
+}
+
+TEST_CASE("a warm expert is a prefetch candidate while its routed count over the last N batches passes the threshold") {
+  ExpertCache cache(2, 2, {.hbm_bytes = kB, .staging_bytes = 0, .prefetch_window_batches = 3, .prefetch_threshold = 10});
+  cache.add_copy({1, 0}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
+  cache.add_copy({1, 1}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
+  std::vector<ExpertKey> out;
+  cache.record_routed({1, 1}, 4);
+  cache.end_batch();
+  cache.record_routed({1, 1}, 4);
+  cache.prefetch_candidates(out);
+  CHECK(out.empty());  // 8 < 10
+  cache.end_batch();
+  cache.record_routed({1, 1}, 4);
+  cache.prefetch_candidates(out);
+  REQUIRE(out.size() == 1);  // 12 over the last 3 batches
+  CHECK(out[0] == ExpertKey{1, 1});
+  cache.end_batch();  // the first 4 leaves the window: 8
+  CHECK(cache.window_count({1, 1}) == 8);
+  cache.prefetch_candidates(out);
+  CHECK(out.empty());
+  // A resident copy is never a candidate.
+  std::vector<ExpertKey> evicted;
+  cache.record_routed({1, 0}, 20);
+  CHECK(cache.admit({1, 0}, evicted).outcome == CacheOutcome::kLoaded);
+  cache.prefetch_candidates(out);
+  CHECK(out.empty());
+}
+
+}  // namespace moesim
