@@ -50,8 +50,9 @@ Topology::Topology(const FabricSpec& s) {
   require(s.nodes > 0 && s.gpus_per_node > 0, "nodes and gpus_per_node must be positive");
   const int nics = s.nics_in_node();
   require(nics > 0 && s.gpus_per_node % nics == 0, "nics_per_node must divide gpus_per_node");
-  require(s.gpus_per_host_link > 0 && s.gpus_per_node % s.gpus_per_host_link == 0,
-          "gpus_per_host_link must divide gpus_per_node");
+  // A node smaller than a PCIe switch (a 1-GPU test cluster) has its GPUs on one host link.
+  const int per_host = std::min(s.gpus_per_host_link, s.gpus_per_node);
+  require(per_host > 0 && s.gpus_per_node % per_host == 0, "gpus_per_host_link must divide gpus_per_node");
   require(s.nodes_per_leaf_group > 0, "nodes_per_leaf_group must be positive");
   require(s.oversubscription >= 1.0, "oversubscription must be >= 1");
   require(s.nvlink_bytes_per_s > 0 && s.nic_bytes_per_s > 0 && s.pcie_bytes_per_s > 0 &&
@@ -68,7 +69,7 @@ Topology::Topology(const FabricSpec& s) {
   leaves_ = rail ? groups * nics : groups;
   const int nodes_per_leaf = std::min(s.nodes, s.nodes_per_leaf_group);
   const int downlinks_per_leaf = rail ? nodes_per_leaf : nodes_per_leaf * nics;
-  const int host_links_per_node = s.gpus_per_node / s.gpus_per_host_link;
+  const int host_links_per_node = s.gpus_per_node / per_host;
 
   Graph g;
   auto add_vertex = [&g](VertexKind k) { return boost::add_vertex(VertexProps{.kind = k}, g); };
@@ -114,7 +115,7 @@ Topology::Topology(const FabricSpec& s) {
       connect(host, pcie_v[static_cast<std::size_t>(h)], h2d, s.host_link_latency);
       connect(pcie_v[static_cast<std::size_t>(h)], host, d2h, s.host_link_latency);
       host_link_link_.push_back(h2d);
-      gpus_on_host_.push_back(s.gpus_per_host_link);
+      gpus_on_host_.push_back(per_host);
     }
     for (int k = 0; k < nics; ++k) {
       const Vertex nic = add_vertex(VertexKind::kNic);
@@ -124,7 +125,7 @@ Topology::Topology(const FabricSpec& s) {
       connect(nic, leaf_v[static_cast<std::size_t>(leaf)], out, s.nic_latency);
       connect(leaf_v[static_cast<std::size_t>(leaf)], nic, in, s.nic_latency);
       const int first_gpu = k * gpus_per_nic_;
-      const Vertex sw = pcie_v[static_cast<std::size_t>(first_gpu / s.gpus_per_host_link)];
+      const Vertex sw = pcie_v[static_cast<std::size_t>(first_gpu / per_host)];
       connect(sw, nic, -1, Duration::zero());
       connect(nic, sw, -1, Duration::zero());
       for (int j = first_gpu; j < first_gpu + gpus_per_nic_; ++j) {
@@ -140,7 +141,7 @@ Topology::Topology(const FabricSpec& s) {
       nvl_in_[gi] = add_link(LinkKind::kNvlinkIn, s.nvlink_bytes_per_s, s.nvlink_latency / 2);
       connect(gpu_v[gi], nvswitch, nvl_out_[gi], s.nvlink_latency);
       connect(nvswitch, gpu_v[gi], nvl_in_[gi], s.nvlink_latency);
-      const int h = j / s.gpus_per_host_link;
+      const int h = j / per_host;
       pcie_up_[gi] = add_link(LinkKind::kPcie, s.pcie_bytes_per_s, Duration::zero());
       pcie_down_[gi] = add_link(LinkKind::kPcie, s.pcie_bytes_per_s, Duration::zero());
       connect(gpu_v[gi], pcie_v[static_cast<std::size_t>(h)], pcie_up_[gi], Duration::zero());

@@ -118,3 +118,13 @@ TEST_CASE("route latencies add up to the end-to-end latencies of the spec") {
 }
 
 }  // namespace moesim
+
+namespace moesim {
+
+TEST_CASE("a one-GPU node still wires: its GPU has the host link to itself") {
+  const Topology t(FabricSpec{.nodes = 1, .gpus_per_node = 1});
+  CHECK(t.gpus() == 1);
+  CHECK(t.gpus_on_host_link(t.host_link_of(0)) == 1);
+}
+
+}  // namespace moesim
