@@ -1,0 +1,477 @@
+#include "sim/scenario/profile_io.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "hwmodels/roofline_cost_model.h"
+
+namespace moesim {
+
+namespace {
+
+using nlohmann::json;
+
+// A JSON value with the file and JSON path it came from, so every error names both.
+class Node {
+ public:
+  Node(const json& j, std::string path, const std::string& file) : j_(j), path_(std::move(path)), file_(file) {}
+
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw ProfileError(file_ + ": " + (path_.empty() ? "(top level)" : path_) + ": " + msg);
+  }
+  [[nodiscard]] bool has(const char* key) const { return j_.is_object() && j_.contains(key); }
+  [[nodiscard]] Node at(const std::string& key) const {
+    if (!j_.is_object()) fail("expected an object");
+    if (!j_.contains(key)) Node(j_, join(key), file_).fail("missing");
+    return {j_.at(key), join(key), file_};
+  }
+  [[nodiscard]] std::vector<Node> items() const {
+    if (!j_.is_array()) fail("expected an array");
+    std::vector<Node> out;
+    for (std::size_t i = 0; i < j_.size(); ++i) out.emplace_back(j_[i], path_ + "[" + std::to_string(i) + "]", file_);
+    return out;
+  }
+  [[nodiscard]] std::vector<std::pair<std::string, Node>> members() const {
+    if (!j_.is_object()) fail("expected an object");
+    std::vector<std::pair<std::string, Node>> out;
+    for (const auto& [k, v] : j_.items()) out.emplace_back(k, Node(v, join(k), file_));
+    return out;
+  }
+  [[nodiscard]] double number() const {
+    if (!j_.is_number()) fail("expected a number");
+    return j_.get<double>();
+  }
+  [[nodiscard]] double positive() const {
+    const double v = number();
+    if (!(v > 0)) fail(std::to_string(v) + " is not positive");
+    return v;
+  }
+  [[nodiscard]] std::string str() const {
+    if (!j_.is_string()) fail("expected a string");
+    return j_.get<std::string>();
+  }
+  [[nodiscard]] bool boolean() const {
+    if (!j_.is_boolean()) fail("expected true or false");
+    return j_.get<bool>();
+  }
+  // Strict objects: a misspelled key is an error, never ignored.
+  void only(std::initializer_list<std::string_view> keys) const {
+    for (const auto& [k, v] : members()) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) v.fail("unknown key");
+    }
+  }
+  [[nodiscard]] const json& raw() const { return j_; }
+
+ private:
+  [[nodiscard]] std::string join(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const json& j_;
+  std::string path_;
+  const std::string& file_;
+};
+
+json parse_json(std::string_view text, const std::string& file) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    throw ProfileError(file + ": not valid JSON: " + e.what());
+  }
+}
+
+Precision precision_of(const Node& n) {
+  const auto p = parse_precision(n.str());
+  if (!p) n.fail("unknown precision '" + n.str() + "'");
+  return *p;
+}
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+void add_platform(Measurements& m, const Node& root) {
+  const Node c = root.at("ceilings");
+  m.copy_bytes_per_s = c.at("d2d_copy_GBps").positive() * 1e9;
+  m.bf16_flops_per_s = c.at("bf16_gemm_8192_TFLOPs").positive() * 1e12;
+  // FP8 weights on Hopper run on the FP8 tensor-core path: scale by the measured ceiling ratio. The INT8
+  // figure in platform.json comes from a slow library path (122 TOP/s), so INT8 keeps the BF16 rate.
+  if (c.has("fp8_gemm_8192_TFLOPs")) {
+    m.rate_scale.emplace_back(Precision::kFP8, c.at("fp8_gemm_8192_TFLOPs").positive() * 1e12 / m.bf16_flops_per_s);
+  }
+}
+
+Precision file_precision(const Node& root) {
+  return root.has("precision") ? precision_of(root.at("precision")) : Precision::kBF16;
+}
+
+void add_expert_ffn(Measurements& m, const Node& root) {
+  const Precision prec = file_precision(root);
+  for (const auto& [name, shape] : root.at("shapes").members()) {
+    const auto hidden = static_cast<std::int64_t>(shape.at("hidden").positive());
+    const auto inter = static_cast<std::int64_t>(shape.at("inter").positive());
+    const std::string sweep = "expert_ffn " + name + " H=" + std::to_string(hidden) + " I=" + std::to_string(inter);
+    for (const Node& row : shape.at("rows").items()) {
+      const auto tokens = static_cast<std::int64_t>(row.at("T").positive());
+      const BytesFlops bf = work_bytes_flops(ExpertFfnWork{.tokens = tokens, .hidden = hidden, .inter = inter, .weights = prec});
+      m.points.push_back({.op = CostOp::kExpertFfn,
+                          .precision = prec,
+                          .sweep = sweep,
+                          .label = "T=" + std::to_string(tokens),
+                          .shape_a = hidden,
+                          .shape_b = inter,
+                          .bytes = bf.bytes,
+                          .flops = bf.flops,
+                          .seconds = row.at("ffn_ms").positive() * 1e-3,
+                          .parts_s = {row.at("up_ms").positive() * 1e-3, row.at("down_ms").positive() * 1e-3},
+                          .is_anomaly = false});
+    }
+  }
+}
+
+void add_gemm(Measurements& m, const Node& root) {
+  const Precision prec = file_precision(root);
+  for (const Node& row : root.at("rows").items()) {
+    const GemmWork w{.m = static_cast<std::int64_t>(row.at("M").positive()),
+                     .n = static_cast<std::int64_t>(row.at("N").positive()),
+                     .k = static_cast<std::int64_t>(row.at("K").positive()),
+                     .weights = prec};
+    const BytesFlops bf = work_bytes_flops(w);
+    m.points.push_back({.op = CostOp::kGemm,
+                        .precision = prec,
+                        .sweep = "gemm N=" + std::to_string(w.n) + " K=" + std::to_string(w.k),
+                        .label = "M=" + std::to_string(w.m),
+                        .shape_a = w.n,
+                        .shape_b = w.k,
+                        .bytes = bf.bytes,
+                        .flops = bf.flops,
+                        .seconds = row.at("ms").positive() * 1e-3,
+                        .parts_s = {},
+                        .is_anomaly = false});
+  }
+}
+
+// Reads "Hq=32" style figures from the attention file's note (the file states its shape only there).
+double note_figure(const Node& note, const std::string& key) {
+  const std::string s = note.str();
+  const auto pos = s.find(" " + key + "=");
+  if (pos == std::string::npos) note.fail("does not state " + key + "=");
+  return std::stod(s.substr(pos + key.size() + 2));
+}
+
+void add_attention(Measurements& m, const Node& root) {
+  const Node note = root.at("note");
+  const double hq = note_figure(note, "Hq");
+  const double hkv = note_figure(note, "Hkv");
+  const double d = note_figure(note, "D");
+  const std::string shape = "Hq=" + fmt(hq) + " Hkv=" + fmt(hkv) + " D=" + fmt(d);
+  if (root.has("decode")) {
+    for (const Node& row : root.at("decode").items()) {
+      const double b = row.at("B").positive();
+      const double l = row.at("L").positive();
+      const AttentionWork w = decode_attention_work(b, l, hq, hkv, d);
+      m.points.push_back({.op = CostOp::kAttentionDecode,
+                          .precision = Precision::kBF16,
+                          .sweep = "attention_decode " + shape,
+                          .label = "B=" + fmt(b) + " L=" + fmt(l),
+                          .shape_a = 0,
+                          .shape_b = 0,
+                          .bytes = w.bytes,
+                          .flops = w.flops,
+                          .seconds = row.at("ms").positive() * 1e-3,
+                          .parts_s = {},
+                          .is_anomaly = false});
+    }
+  }
+  if (root.has("prefill")) {
+    for (const Node& row : root.at("prefill").items()) {
+      const double l = row.at("L").positive();
+      const AttentionWork w = prefill_attention_work(l, hq, hkv, d);
+      m.points.push_back({.op = CostOp::kAttentionPrefill,
+                          .precision = Precision::kBF16,
+                          .sweep = "attention_prefill " + shape,
+                          .label = "L=" + fmt(l),
+                          .shape_a = 0,
+                          .shape_b = 0,
+                          .bytes = w.bytes,
+                          .flops = w.flops,
+                          .seconds = row.at("ms").positive() * 1e-3,
+                          .parts_s = {},
+                          .is_anomaly = false});
+    }
+  }
+}
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream s(line);
+  while (std::getline(s, cell, sep)) out.push_back(cell);
+  return out;
+}
+
+// The CSV of hwmodels/cuda/calibrate_harness.cu: one line per (kernel, precision, shape, tokens), times of
+// one launch covering `experts` experts. Expert FFN points are per expert (the fixed cost is shared by the
+// group, as in a grouped launch); permute/unpermute move 2 * tokens * hidden BF16 elements.
+void add_harness_csv(Measurements& m, std::string_view text, const std::string& file) {
+  std::istringstream in{std::string(text)};
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split(line, ',');
+  const std::vector<std::string> want = {"kernel", "precision", "experts", "tokens_per_expert", "hidden",
+                                         "inter", "median_us"};
+  if (header.size() < want.size() || !std::equal(want.begin(), want.end(), header.begin())) {
+    throw ProfileError(file + ":1: header must start with kernel,precision,experts,tokens_per_expert,hidden,inter,median_us");
+  }
+  int line_no = 1;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    const auto where = file + ":" + std::to_string(line_no) + ": ";
+    const std::vector<std::string> c = split(line, ',');
+    if (c.size() < want.size()) throw ProfileError(where + "expected at least 7 columns");
+    const auto op = parse_cost_op(c[0]);
+    const auto prec = parse_precision(c[1]);
+    if (!op) throw ProfileError(where + "unknown kernel '" + c[0] + "'");
+    if (!prec) throw ProfileError(where + "unknown precision '" + c[1] + "'");
+    std::int64_t experts = 0, tokens = 0, hidden = 0, inter = 0;
+    double us = 0;
+    try {
+      experts = std::stoll(c[2]);
+      tokens = std::stoll(c[3]);
+      hidden = std::stoll(c[4]);
+      inter = std::stoll(c[5]);
+      us = std::stod(c[6]);
+    } catch (const std::exception&) {
+      throw ProfileError(where + "expected numbers in columns 3-7");
+    }
+    if (experts <= 0 || tokens <= 0 || hidden <= 0 || !(us > 0)) throw ProfileError(where + "values must be positive");
+    CalibrationPoint p;
+    p.op = *op;
+    p.precision = *prec;
+    p.label = "T=" + std::to_string(tokens);
+    if (*op == CostOp::kExpertFfn) {
+      const BytesFlops bf = work_bytes_flops(ExpertFfnWork{.tokens = tokens, .hidden = hidden, .inter = inter, .weights = *prec});
+      p.shape_a = hidden;
+      p.shape_b = inter;
+      p.sweep = "ours expert_ffn H=" + std::to_string(hidden) + " I=" + std::to_string(inter) + " E=" + std::to_string(experts);
+      p.bytes = bf.bytes;
+      p.flops = bf.flops;
+      p.seconds = us * 1e-6 / static_cast<double>(experts);
+    } else {
+      p.sweep = "ours " + c[0] + " H=" + std::to_string(hidden);
+      p.bytes = 2.0 * 2.0 * static_cast<double>(tokens * experts * hidden);
+      p.seconds = us * 1e-6;
+    }
+    m.points.push_back(std::move(p));
+  }
+}
+
+std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ProfileError(file.string() + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+CalibrationPoint parse_point(const Node& n) {
+  n.only({"op", "precision", "sweep", "label", "shape", "bytes", "flops", "time_us", "parts_us", "anomaly"});
+  const auto op = parse_cost_op(n.at("op").str());
+  if (!op) n.at("op").fail("unknown operation '" + n.at("op").str() + "'");
+  CalibrationPoint p{.op = *op,
+                     .precision = precision_of(n.at("precision")),
+                     .sweep = n.at("sweep").str(),
+                     .label = n.at("label").str(),
+                     .shape_a = 0,
+                     .shape_b = 0,
+                     .bytes = n.at("bytes").number(),
+                     .flops = n.at("flops").number(),
+                     .seconds = n.at("time_us").positive() * 1e-6,
+                     .parts_s = {},
+                     .is_anomaly = false};
+  if (n.has("shape")) {
+    const auto shape = n.at("shape").items();
+    if (shape.size() != 2) n.at("shape").fail("expected two numbers");
+    p.shape_a = static_cast<std::int64_t>(shape[0].number());
+    p.shape_b = static_cast<std::int64_t>(shape[1].number());
+  }
+  if (n.has("parts_us")) {
+    for (const Node& part : n.at("parts_us").items()) p.parts_s.push_back(part.positive() * 1e-6);
+  }
+  if (n.has("anomaly")) p.is_anomaly = n.at("anomaly").boolean();
+  return p;
+}
+
+OperationFit parse_fit(const Node& n) {
+  n.only({"op", "precision", "shape", "fixed_us", "mem_gb_per_s", "compute_tflop_per_s", "sharpness"});
+  const auto op = parse_cost_op(n.at("op").str());
+  if (!op) n.at("op").fail("unknown operation '" + n.at("op").str() + "'");
+  const double fixed_us = n.at("fixed_us").number();
+  if (fixed_us < 0) n.at("fixed_us").fail("must not be negative");
+  const double sharpness = n.at("sharpness").number();
+  if (!(sharpness >= 1)) n.at("sharpness").fail("must be at least 1");
+  std::int64_t a = 0;
+  std::int64_t b = 0;
+  if (n.has("shape")) {
+    const auto shape = n.at("shape").items();
+    if (shape.size() != 2) n.at("shape").fail("expected two numbers");
+    a = static_cast<std::int64_t>(shape[0].positive());
+    b = static_cast<std::int64_t>(shape[1].positive());
+  }
+  return {.op = *op,
+          .precision = precision_of(n.at("precision")),
+          .shape_a = a,
+          .shape_b = b,
+          .params = {.fixed_s = fixed_us * 1e-6,
+                     .bytes_per_s = n.at("mem_gb_per_s").positive() * 1e9,
+                     .flops_per_s = n.at("compute_tflop_per_s").positive() * 1e12,
+                     .sharpness = sharpness}};
+}
+
+constexpr std::string_view kModelText =
+    "t = fixed_us + (t_mem^p + t_compute^p)^(1/p), t_mem = bytes / mem_gb_per_s, t_compute = flops / "
+    "compute_tflop_per_s, p = sharpness (hwmodels/profile_cost_model.h)";
+
+}  // namespace
+
+void add_measurements(Measurements& m, std::string_view text, const std::string& file_name) {
+  if (text.substr(0, 7) == "kernel,") {
+    add_harness_csv(m, text, file_name);
+    m.origin.push_back(file_name + ": CUDA harness timings");
+    return;
+  }
+  const json j = parse_json(text, file_name);
+  const Node root(j, "", file_name);
+  if (!j.is_object()) root.fail("expected an object");
+  std::string what;
+  if (root.has("ceilings")) {
+    add_platform(m, root);
+    what = "platform ceilings";
+  } else if (root.has("shapes")) {
+    add_expert_ffn(m, root);
+    what = "expert FFN sweeps";
+  } else if (root.has("decode") || root.has("prefill")) {
+    add_attention(m, root);
+    what = "attention sweeps";
+  } else if (root.has("rows")) {
+    add_gemm(m, root);
+    what = "GEMM grid";
+  } else {
+    root.fail("not a measurement file (no ceilings, shapes, rows, decode or prefill)");
+  }
+  std::string line = std::filesystem::path(file_name).filename().string() + ": " + what;
+  if (root.has("meta")) {
+    const Node meta = root.at("meta");
+    if (meta.has("name")) line += ", " + meta.at("name").str();
+    if (meta.has("date")) line += ", " + meta.at("date").str();
+    if (meta.has("torch")) line += ", torch " + meta.at("torch").str();
+  }
+  m.origin.push_back(line);
+}
+
+Measurements read_measurements(const std::vector<std::filesystem::path>& files) {
+  Measurements m;
+  for (const auto& f : files) add_measurements(m, read_text(f), f.string());
+  return m;
+}
+
+GpuProfile parse_profile(std::string_view json_text, const std::string& file_name) {
+  const json j = parse_json(json_text, file_name);
+  const Node root(j, "", file_name);
+  root.only({"gpu", "origin", "model", "compute_rate_scale", "fits", "points"});
+  GpuProfile p;
+  p.gpu = root.at("gpu").str();
+  if (root.has("origin")) {
+    for (const Node& line : root.at("origin").items()) p.origin += (p.origin.empty() ? "" : "\n") + line.str();
+  }
+  if (root.has("compute_rate_scale")) {
+    for (const auto& [name, v] : root.at("compute_rate_scale").members()) {
+      const auto prec = parse_precision(name);
+      if (!prec) v.fail("unknown precision");
+      p.rate_scale.emplace_back(*prec, v.positive());
+    }
+  }
+  for (const Node& f : root.at("fits").items()) p.fits.push_back(parse_fit(f));
+  if (root.has("points")) {
+    for (const Node& pt : root.at("points").items()) p.points.push_back(parse_point(pt));
+  }
+  return p;
+}
+
+std::string profile_to_json(const GpuProfile& profile) {
+  json j = json::object();
+  j["gpu"] = profile.gpu;
+  json origin = json::array();
+  std::istringstream lines(profile.origin);
+  for (std::string line; std::getline(lines, line);) origin.push_back(line);
+  j["origin"] = origin;
+  j["model"] = kModelText;
+  json scale = json::object();
+  for (const auto& [prec, s] : profile.rate_scale) scale[std::string(to_string(prec))] = s;
+  j["compute_rate_scale"] = scale;
+  json fits = json::array();
+  for (const auto& f : profile.fits) {
+    fits.push_back({{"op", to_string(f.op)},
+                    {"precision", to_string(f.precision)},
+                    {"fixed_us", f.params.fixed_s * 1e6},
+                    {"mem_gb_per_s", f.params.bytes_per_s * 1e-9},
+                    {"compute_tflop_per_s", f.params.flops_per_s * 1e-12},
+                    {"sharpness", f.params.sharpness}});
+    if (f.shape_a != 0 || f.shape_b != 0) fits.back()["shape"] = {f.shape_a, f.shape_b};
+  }
+  j["fits"] = fits;
+  json points = json::array();
+  for (const auto& p : profile.points) {
+    json pt = {{"op", to_string(p.op)},     {"precision", to_string(p.precision)},
+               {"sweep", p.sweep},          {"label", p.label},
+               {"bytes", p.bytes},          {"flops", p.flops},
+               {"time_us", p.seconds * 1e6}, {"anomaly", p.is_anomaly}};
+    if (p.shape_a != 0 || p.shape_b != 0) pt["shape"] = {p.shape_a, p.shape_b};
+    if (!p.parts_s.empty()) {
+      json parts = json::array();
+      for (double s : p.parts_s) parts.push_back(s * 1e6);
+      pt["parts_us"] = parts;
+    }
+    points.push_back(pt);
+  }
+  j["points"] = points;
+  return j.dump(1) + "\n";
+}
+
+GpuProfile read_profile_file(const std::filesystem::path& file) {
+  return parse_profile(read_text(file), file.string());
+}
+
+void write_profile_file(const std::filesystem::path& file, const GpuProfile& profile) {
+  std::ofstream out(file, std::ios::binary);
+  if (!out) throw ProfileError(file.string() + ": cannot write");
+  out << profile_to_json(profile);
+  if (!out) throw ProfileError(file.string() + ": write failed");
+}
+
+std::optional<GpuProfile> find_profile(std::string_view gpu_name) {
+  std::string normal(gpu_name);
+  std::transform(normal.begin(), normal.end(), normal.begin(), [](unsigned char c) {
+    return c == ' ' ? '-' : static_cast<char>(std::tolower(c));
+  });
+  for (const std::string& name : {std::string(gpu_name), normal}) {
+    const std::string key = "hwmodels/profiles/" + name + ".json";
+    for (const auto& [path, text] : embedded_files()) {
+      if (path == key) return parse_profile(text, key);
+    }
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<GpuCostModel> make_gpu_cost_model(const GpuSpec& gpu) {
+  if (auto profile = find_profile(gpu.name)) {
+    std::string name = "hwmodels/profiles/" + profile->gpu + ".json";
+    return std::make_unique<ProfileCostModel>(std::move(*profile), gpu, std::move(name));
+  }
+  return std::make_unique<RooflineCostModel>(gpu);
+}
+
+}  // namespace moesim
