@@ -1,0 +1,85 @@
+#include "workloads/popularity_drift.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "sim/engine/check.h"
+
+namespace moesim {
+
+DriftingPopularity::DriftingPopularity(const ExpertPopularity& base, DriftSpec spec, Rng rng)
+    : layers_(base.layers()), n_(static_cast<std::size_t>(base.experts())), spec_(std::move(spec)), rng_(rng) {
+  MOESIM_CHECK(spec_.half_life_s >= 0 && spec_.update_interval_s >= 0, "drift times must be non-negative");
+  MOESIM_CHECK(std::is_sorted(spec_.phase_times_s.begin(), spec_.phase_times_s.end()), "phase times must ascend");
+  if (spec_.update_interval_s == 0) spec_.update_interval_s = spec_.half_life_s / 64;
+  const std::size_t total = static_cast<std::size_t>(layers_) * n_;
+  sorted_.resize(total);
+  score_.resize(total);
+  probs_.resize(total);
+  order_.resize(n_);
+  std::vector<double> draws(n_);
+  for (int l = 0; l < layers_; ++l) {
+    const auto row = base.layer(l);
+    const std::size_t off = static_cast<std::size_t>(l) * n_;
+    std::copy(row.begin(), row.end(), probs_.begin() + static_cast<std::ptrdiff_t>(off));
+    std::copy(row.begin(), row.end(), sorted_.begin() + static_cast<std::ptrdiff_t>(off));
+    std::sort(sorted_.begin() + static_cast<std::ptrdiff_t>(off),
+              sorted_.begin() + static_cast<std::ptrdiff_t>(off + n_), std::greater<>());
+    // Initial scores: standard normals, the largest given to the most popular expert, so the ranking by
+    // score is the base's ranking (ties in the base: lower id ranks first).
+    for (double& d : draws) d = sample_normal(rng_);
+    std::sort(draws.begin(), draws.end(), std::greater<>());
+    std::iota(order_.begin(), order_.end(), 0);
+    std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) {
+      return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)];
+    });
+    for (std::size_t r = 0; r < n_; ++r) score_[off + static_cast<std::size_t>(order_[r])] = draws[r];
+  }
+  next_update_ = spec_.half_life_s > 0 ? spec_.update_interval_s : std::numeric_limits<double>::infinity();
+}
+
+void DriftingPopularity::step_scores(double dt) {
+  if (spec_.half_life_s <= 0 || dt <= 0) return;
+  // Exact OU transition over dt: x <- a x + sqrt(1 - a^2) N(0, 1), a = 2^(-dt / half_life).
+  const double a = std::exp2(-dt / spec_.half_life_s);
+  const double b = std::sqrt(1.0 - a * a);
+  for (double& x : score_) x = a * x + b * sample_normal(rng_);
+}
+
+void DriftingPopularity::redraw_scores() {
+  for (double& x : score_) x = sample_normal(rng_);
+}
+
+void DriftingPopularity::rerank() {
+  for (int l = 0; l < layers_; ++l) {
+    const std::size_t off = static_cast<std::size_t>(l) * n_;
+    std::iota(order_.begin(), order_.end(), 0);
+    std::sort(order_.begin(), order_.end(), [&](int a, int b) {
+      const double sa = score_[off + static_cast<std::size_t>(a)];
+      const double sb = score_[off + static_cast<std::size_t>(b)];
+      return sa > sb || (sa == sb && a < b);
+    });
+    for (std::size_t r = 0; r < n_; ++r) probs_[off + static_cast<std::size_t>(order_[r])] = sorted_[off + r];
+  }
+  ++version_;
+}
+
+void DriftingPopularity::advance_to(double t_seconds) {
+  MOESIM_CHECK(t_seconds >= now_, "time does not go backwards");
+  now_ = t_seconds;
+  const bool phase_due = next_phase_ < spec_.phase_times_s.size() && spec_.phase_times_s[next_phase_] <= t_seconds;
+  if (!phase_due && t_seconds < next_update_) return;
+  while (next_phase_ < spec_.phase_times_s.size() && spec_.phase_times_s[next_phase_] <= t_seconds) {
+    const double tp = spec_.phase_times_s[next_phase_++];
+    redraw_scores();  // a new domain: what happened before the switch no longer matters
+    last_step_ = tp;
+  }
+  step_scores(t_seconds - last_step_);
+  last_step_ = t_seconds;
+  if (spec_.half_life_s > 0) next_update_ = t_seconds + spec_.update_interval_s;
+  rerank();
+}
+
+}  // namespace moesim
