@@ -21,7 +21,7 @@ struct DriftSpec {
   // comparison when nothing is due. The OU step is exact for any elapsed time.
   double update_interval_s = 0;
   // Ascending times at which every layer switches to fresh, independent scores (a new domain).
-  std::vector<double> phase_times_s;
+  std::vector<double> phase_times_s{};
 };
 
 class DriftingPopularity final {
