@@ -1,6 +1,7 @@
 #include "workloads/expert_popularity.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -83,35 +84,151 @@ ExpertPopularity::ExpertPopularity(const PopularitySpec& spec, int moe_layers, i
   }
 }
 
+namespace {
+
+// Inverse standard-normal CDF (Acklam's rational approximation, relative error < 1.2e-9).
+double inverse_normal_cdf(double p) {
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                                 1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                 6.680131188771972e+01,  -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                 -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                 3.754408661907416e+00};
+  const double lo = 0.02425;
+  if (p < lo) {
+    const double q = std::sqrt(-2 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  if (p > 1 - lo) return -inverse_normal_cdf(1 - p);
+  const double q = p - 0.5;
+  const double r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+struct NormalTable {
+  std::array<double, 4096> z{};
+  NormalTable() {
+    for (std::size_t i = 0; i < z.size(); ++i) z[i] = inverse_normal_cdf((static_cast<double>(i) + 0.5) / 4096.0);
+  }
+};
+const NormalTable kNormalTable;
+
+// e^-m for 0 <= m < kColdMean: e^-(m/8) by its Taylor series (|m/8| < 1, 9 terms, error < 3e-7
+// relative), then cubed by squaring three times. Plain arithmetic: the same bits on every machine.
+double exp_neg_small(double m) {
+  const double x = -m * 0.125;
+  double t = 1.0 + x * (1.0 + x * (0.5 + x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (1.0 / 720 + x * (1.0 / 5040 + x / 40320)))))));
+  t *= t;
+  t *= t;
+  return t * t;
+}
+
+// Poisson(m) by inversion for small m.
+std::int32_t poisson_small(double m, Rng& rng) {
+  double u = rng.uniform();
+  double prob = exp_neg_small(m);
+  std::int32_t k = 0;
+  while (u > prob && k < 64) {
+    u -= prob;
+    ++k;
+    prob *= m / k;
+  }
+  return k;
+}
+
+}  // namespace
+
+double table_normal(std::uint64_t bits12) { return kNormalTable.z[bits12 & 4095]; }
+
+RoutingSampler::RoutingSampler(int experts)
+    : x_(static_cast<std::size_t>(experts)), hot_(static_cast<std::size_t>(experts)) {}
+
+void RoutingSampler::sample(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
+                            std::span<std::int32_t> counts) {
+  MOESIM_CHECK(counts.size() == probs.size() && probs.size() <= x_.size(), "routing sampler size mismatch");
+  const std::size_t n = probs.size();
+  const std::int64_t slots = tokens * top_k;
+  const double nd = static_cast<double>(slots);
+  const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
+  if (slots == 0) {
+    std::fill(counts.begin(), counts.end(), 0);
+    return;
+  }
+  // Cold experts: independent Poisson counts. Hot experts: collected for the Gaussian part.
+  std::int64_t cold_total = 0;
+  double hot_mass = 0;
+  std::size_t hot = 0;
+  for (std::size_t e = 0; e < n; ++e) {
+    const double m = nd * probs[e];
+    if (m < kColdMean) {
+      const std::int32_t c = std::min(poisson_small(m, rng), cap);
+      counts[e] = c;
+      cold_total += c;
+    } else {
+      hot_[hot++] = static_cast<int>(e);
+      hot_mass += probs[e];
+    }
+  }
+  std::int64_t hot_slots = slots - cold_total;
+  if (hot == 0 || hot_mass <= 0) {
+    hot_slots = 0;
+  } else {
+    // X_e = n p_e + sqrt(n p_e) z_e - p_e sum_j sqrt(n p_j) z_j  (p renormalised over the hot set).
+    const double nh = static_cast<double>(std::max<std::int64_t>(hot_slots, 0));
+    double s = 0;
+    std::uint64_t bits = 0;
+    for (std::size_t i = 0; i < hot; ++i) {
+      if ((i & 3) == 0) bits = rng.next_u64();
+      const double a = std::sqrt(nh * probs[static_cast<std::size_t>(hot_[i])] / hot_mass);
+      const double az = a * table_normal(bits >> 52);
+      bits <<= 16;
+      x_[i] = az;
+      s += az;
+    }
+    std::int64_t assigned = 0;
+    for (std::size_t i = 0; i < hot; ++i) {
+      const double p = probs[static_cast<std::size_t>(hot_[i])] / hot_mass;
+      const double x = nh * p + x_[i] - p * s;
+      const auto c = static_cast<std::int32_t>(std::clamp(std::floor(x + 0.5), 0.0, static_cast<double>(cap)));
+      counts[static_cast<std::size_t>(hot_[i])] = c;
+      assigned += c;
+    }
+    hot_slots -= assigned;  // residual from rounding and clamping, spread below
+  }
+  // Spread the residual by +-1 over the experts, starting at a random one (hot first, then all).
+  std::int64_t residual = hot_slots;
+  for (int pass = 0; pass < 2 && residual != 0; ++pass) {
+    const std::size_t m = pass == 0 ? hot : n;
+    if (m == 0) continue;
+    std::size_t start = rng.below(m);
+    for (std::size_t sweep = 0; sweep < 64 && residual != 0; ++sweep) {
+      bool moved = false;
+      for (std::size_t j = 0; j < m && residual != 0; ++j) {
+        const std::size_t e = pass == 0 ? static_cast<std::size_t>(hot_[(start + j) % m]) : (start + j) % m;
+        if (residual > 0 && counts[e] < cap) {
+          ++counts[e];
+          --residual;
+          moved = true;
+        } else if (residual < 0 && counts[e] > 0) {
+          --counts[e];
+          ++residual;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+  }
+  MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
+}
+
 void sample_routing_counts(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
                            std::span<std::int32_t> counts) {
-  MOESIM_CHECK(counts.size() == probs.size(), "counts and probabilities differ in size");
-  std::int64_t left = tokens * top_k;
-  double mass_left = 1.0;
-  std::int64_t carry = 0;  // slots pushed on because an expert was already chosen by every token
-  const std::size_t n = probs.size();
-  for (std::size_t e = 0; e < n; ++e) {
-    std::int64_t c;
-    if (e + 1 == n || mass_left <= 0) {
-      c = left;
-    } else {
-      const double p = std::clamp(probs[e] / mass_left, 0.0, 1.0);
-      c = sample_binomial(rng, left, p);
-    }
-    mass_left -= probs[e];
-    left -= c;
-    c += carry;
-    carry = std::max<std::int64_t>(0, c - tokens);
-    c -= carry;
-    counts[e] = static_cast<std::int32_t>(c);
-  }
-  // Any carry left at the end goes to experts with room, from the first one.
-  for (std::size_t e = 0; carry > 0 && e < n; ++e) {
-    const std::int64_t room = tokens - counts[e];
-    const std::int64_t add = std::min(room, carry);
-    counts[e] = static_cast<std::int32_t>(counts[e] + add);
-    carry -= add;
-  }
+  RoutingSampler sampler(static_cast<int>(probs.size()));
+  sampler.sample(probs, tokens, top_k, rng, counts);
 }
 
 }  // namespace moesim

@@ -53,9 +53,29 @@ class ExpertPopularity {
 };
 
 // Draws how many tokens go to each expert in one layer and step: a multinomial of tokens * top_k slots
-// over the experts, by conditional binomials in O(experts); each count is at most `tokens` and the
-// counts sum to exactly tokens * top_k.
+// over the experts, in O(experts) with no per-expert transcendental call. Experts expecting fewer than
+// kColdMean slots get independent Poisson counts (inversion); the others share the remaining slots as the
+// Gaussian approximation of a multinomial (independent normals projected onto the fixed total, so the
+// covariance is n (p_i d_ij - p_i p_j) exactly), rounded with the residual spread by +-1. Each count is
+// at most `tokens` (a token picks an expert once) and the counts sum to exactly tokens * top_k.
+class RoutingSampler {
+ public:
+  static constexpr double kColdMean = 8.0;
+  explicit RoutingSampler(int experts);
+  // `probs` must satisfy top_k * p <= 1 (see cap_for_top_k) and sum to 1.
+  void sample(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
+              std::span<std::int32_t> counts);
+
+ private:
+  std::vector<double> x_;    // continuous counts of the hot experts
+  std::vector<int> hot_;     // indices of the hot experts
+};
+
+// Convenience wrapper (allocates a sampler per call; for tests and one-off use).
 void sample_routing_counts(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
                            std::span<std::int32_t> counts);
+
+// A standard normal from 12 random bits (inverse-CDF table at bin midpoints): cheap, |z| <= 3.4.
+double table_normal(std::uint64_t bits12);
 
 }  // namespace moesim

@@ -42,12 +42,24 @@ Rng RandomStreams::stream(std::string_view name, std::uint64_t index) const {
 
 double sample_exponential(Rng& rng, double rate) { return -std::log(rng.uniform_pos()) / rate; }
 
-double sample_normal(Rng& rng) {
+double sample_normal(Rng& rng) { return rng.normal(); }
+
+double Rng::normal() {
+  // Marsaglia polar method; each accepted pair gives two independent normals, the second is kept.
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
   for (;;) {
-    const double u = 2.0 * rng.uniform() - 1.0;
-    const double v = 2.0 * rng.uniform() - 1.0;
+    const double u = 2.0 * uniform() - 1.0;
+    const double v = 2.0 * uniform() - 1.0;
     const double s = u * u + v * v;
-    if (s > 0.0 && s < 1.0) return u * std::sqrt(-2.0 * std::log(s) / s);
+    if (s > 0.0 && s < 1.0) {
+      const double f = std::sqrt(-2.0 * std::log(s) / s);
+      spare_ = v * f;
+      has_spare_ = true;
+      return u * f;
+    }
   }
 }
 
@@ -83,23 +95,33 @@ std::int64_t sample_binomial(Rng& rng, std::int64_t n, double p) {
   const bool flip = p > 0.5;
   const double q = flip ? 1.0 - p : p;
   const double nd = static_cast<double>(n);
-  std::int64_t k;
-  if (nd * q < 16.0) {
-    // Inversion: walk the CDF from k = 0 (expected n*q + 1 iterations).
-    const double s = q / (1.0 - q);
-    double prob = std::pow(1.0 - q, nd);
-    double u = rng.uniform();
-    k = 0;
-    while (u > prob && k < n) {
-      u -= prob;
-      prob *= s * static_cast<double>(n - k) / static_cast<double>(k + 1);
-      ++k;
-    }
-  } else {
-    const double mean = nd * q;
+  const double mean = nd * q;
+  std::int64_t k = 0;
+  if (mean >= 16.0) {
     const double sd = std::sqrt(mean * (1.0 - q));
     const double x = std::floor(mean + sd * sample_normal(rng) + 0.5);
     k = static_cast<std::int64_t>(std::clamp(x, 0.0, nd));
+  } else {
+    // Inversion: walk the CDF from k = 0 (about mean + 1 steps). For large n the Poisson limit
+    // (P0 = e^-mean) replaces the exact (1-q)^n, which is costly and equal to it within O(q).
+    double u = rng.uniform();
+    if (n < 64) {
+      const double s = q / (1.0 - q);
+      double prob = std::pow(1.0 - q, nd);
+      while (u > prob && k < n) {
+        u -= prob;
+        prob *= s * static_cast<double>(n - k) / static_cast<double>(k + 1);
+        ++k;
+      }
+    } else {
+      double prob = std::exp(-mean);
+      while (u > prob && k < n) {
+        u -= prob;
+        ++k;
+        prob *= mean / static_cast<double>(k);
+        if (prob <= 0.0) break;
+      }
+    }
   }
   return flip ? n - k : k;
 }

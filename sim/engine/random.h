@@ -19,9 +19,13 @@ class Rng {
   double uniform_pos() { return (static_cast<double>(gen_() >> 11) + 1.0) * 0x1.0p-53; }
   // Uniform integer in [0, n).
   std::uint64_t below(std::uint64_t n);
+  // Standard normal (Marsaglia polar method, pairs cached).
+  double normal();
 
  private:
   std::mt19937_64 gen_;
+  double spare_ = 0;
+  bool has_spare_ = false;
 };
 
 // Derives per-name streams from a run seed.
@@ -44,8 +48,9 @@ double sample_exponential(Rng& rng, double rate);
 double sample_normal(Rng& rng);  // standard normal, Marsaglia polar method
 double sample_lognormal(Rng& rng, double mu, double sigma);
 double sample_gamma(Rng& rng, double shape, double scale);  // Marsaglia-Tsang (2000)
-// Binomial(n, p): exact inversion when n*min(p,1-p) < 16, else the normal approximation with continuity
-// correction, clamped to [0, n] (error O(1/sqrt(n p (1-p))), below the resolution of a step cost).
+// Binomial(n, p): inversion when n*min(p,1-p) < 16 (exact for n < 64, its Poisson limit above), else the
+// normal approximation rounded to the nearest integer and clamped to [0, n] (error O(1/sqrt(n p (1-p))),
+// below the resolution of a step cost).
 std::int64_t sample_binomial(Rng& rng, std::int64_t n, double p);
 
 }  // namespace moesim

@@ -7,6 +7,14 @@
 
 namespace moesim {
 
+namespace {
+double ipow(double x, int k) {
+  double r = 1.0;
+  for (int i = 0; i < k; ++i) r *= x;
+  return r;
+}
+}  // namespace
+
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
                          const ExpertPopularity& popularity, Rng routing_rng)
     : s_(s),
@@ -14,6 +22,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       fabric_(fabric),
       popularity_(popularity),
       rng_(routing_rng),
+      sampler_(s.model.routed_experts),
       gpus_(s.deployment.ep_size),
       groups_(s.deployment.attention_dp),
       tp_(s.deployment.attention_tp) {
@@ -158,7 +167,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
   const double mean_pairs_gpu = slots / gpus_;
   const double mean_pairs_expert = slots / m.routed_experts;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
-    sample_routing_counts(popularity_.layer(layer), total_tokens, k, rng_, counts_);
+    sampler_.sample(popularity_.layer(layer), total_tokens, k, rng_, counts_);
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
     std::int32_t max_count = 0;
@@ -194,7 +203,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
         for (int d = node * per_node; d < std::min(gpus_, (node + 1) * per_node); ++d) {
           q_node += gpu_pairs_[static_cast<std::size_t>(d)] / slots;
         }
-        const double touch_node = 1.0 - std::pow(1.0 - std::min(1.0, q_node), k);
+        const double touch_node = 1.0 - ipow(1.0 - std::min(1.0, q_node), k);
         for (int src = 0; src < gpus_; ++src) {
           traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes + node)] =
               gpu_tokens_[static_cast<std::size_t>(src)] * touch_node;
@@ -202,7 +211,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
       }
       for (int d = 0; d < gpus_; ++d) {
         const double q = gpu_pairs_[static_cast<std::size_t>(d)] / slots;
-        const double touch = 1.0 - std::pow(1.0 - std::min(1.0, q), k);
+        const double touch = 1.0 - ipow(1.0 - std::min(1.0, q), k);
         for (int src = 0; src < gpus_; ++src) {
           const auto i = static_cast<std::size_t>(src * gpus_ + d);
           const double t = gpu_tokens_[static_cast<std::size_t>(src)];

@@ -68,6 +68,7 @@ class StepPlanner {
   const Fabric& fabric_;
   const ExpertPopularity& popularity_;
   Rng rng_;
+  RoutingSampler sampler_;
   int gpus_;
   int groups_;
   int tp_;
