@@ -121,7 +121,9 @@ bool does_more(const CalibrationPoint& big, const CalibrationPoint& small) {
          (big.bytes >= 2 * small.bytes || big.flops >= 2 * small.flops);
 }
 
-bool same_kind(const CalibrationPoint& a, const CalibrationPoint& b) { return a.op == b.op && a.precision == b.precision; }
+bool same_kind(const CalibrationPoint& a, const CalibrationPoint& b) {
+  return a.op == b.op && a.precision == b.precision;
+}
 
 }  // namespace
 
@@ -185,11 +187,13 @@ std::vector<OperationFit> fit_all(const std::vector<CalibrationPoint>& points, c
   // Kinds (op, precision) in order of first appearance, GEMM first: the expert FFN prior needs its fit.
   std::vector<const CalibrationPoint*> kinds;
   for (const auto& p : points) {
-    if (std::none_of(kinds.begin(), kinds.end(), [&](const CalibrationPoint* k) { return same_kind(*k, p); })) {
+    if (std::none_of(kinds.begin(), kinds.end(),
+                     [&](const CalibrationPoint* k) { return same_kind(*k, p); })) {
       kinds.push_back(&p);
     }
   }
-  std::stable_partition(kinds.begin(), kinds.end(), [](const CalibrationPoint* k) { return k->op == CostOp::kGemm; });
+  std::stable_partition(kinds.begin(), kinds.end(),
+                        [](const CalibrationPoint* k) { return k->op == CostOp::kGemm; });
 
   std::vector<OperationFit> fits;
   for (const CalibrationPoint* kind : kinds) {
@@ -231,9 +235,13 @@ std::vector<OperationFit> fit_all(const std::vector<CalibrationPoint>& points, c
       for (const auto& q : same) {
         if (q.shape_a == a && q.shape_b == b) one.push_back(q);
       }
-      const auto usable = std::count_if(one.begin(), one.end(), [](const CalibrationPoint& q) { return !q.is_anomaly; });
+      const auto usable =
+          std::count_if(one.begin(), one.end(), [](const CalibrationPoint& q) { return !q.is_anomaly; });
       if (usable < 4) continue;
-      fits.push_back({.op = kind->op, .precision = kind->precision, .shape_a = a, .shape_b = b,
+      fits.push_back({.op = kind->op,
+                      .precision = kind->precision,
+                      .shape_a = a,
+                      .shape_b = b,
                       .params = fit_operation(one, shape_opt)});
     }
   }
@@ -284,22 +292,26 @@ SweepResidual leave_one_out(const std::vector<CalibrationPoint>& points, std::st
   std::vector<CalibrationPoint> test;
   for (const auto& p : points) (p.sweep == sweep ? test : train).push_back(p);
   if (test.empty()) throw std::invalid_argument("leave-one-out: no sweep named '" + std::string(sweep) + "'");
-  if (std::none_of(train.begin(), train.end(), [&](const CalibrationPoint& p) { return same_kind(p, test.front()); })) {
-    throw std::invalid_argument("leave-one-out: nothing left to fit " + std::string(to_string(test.front().op)));
+  if (std::none_of(train.begin(), train.end(),
+                   [&](const CalibrationPoint& p) { return same_kind(p, test.front()); })) {
+    throw std::invalid_argument("leave-one-out: nothing left to fit " +
+                                std::string(to_string(test.front().op)));
   }
   GpuProfile profile;
   profile.fits = fit_all(train, opt);
   // The held-out shape has no fit of its own unless another sweep measured the same shape: drop such fits so
   // the all-shapes fit predicts it.
   std::erase_if(profile.fits, [&](const OperationFit& f) {
-    return f.shape_a == test.front().shape_a && f.shape_b == test.front().shape_b && (f.shape_a != 0 || f.shape_b != 0);
+    return f.shape_a == test.front().shape_a && f.shape_b == test.front().shape_b &&
+           (f.shape_a != 0 || f.shape_b != 0);
   });
   return residual_report(profile, test).front();
 }
 
 std::string format_residuals(const std::vector<SweepResidual>& rows) {
-  std::string out = "operation          precision  sweep                                          points"
-                    "  median    max  worst      anomalies (max incl.)\n";
+  std::string out =
+      "operation          precision  sweep                                          points"
+      "  median    max  worst      anomalies (max incl.)\n";
   for (const auto& r : rows) {
     std::array<char, 256> line{};
     std::snprintf(line.data(), line.size(), "%-18s %-10s %-46s %6d  %5.1f%%  %5.1f%%  %-10s %d",

@@ -57,10 +57,10 @@ struct SweepResidual {
   std::string sweep;
   int points = 0;
   int anomalies = 0;
-  double median_rel_error = 0;      // over all points, anomalies included
-  double max_rel_error = 0;         // over points that are not anomalies
-  std::string worst_label;          // the point of max_rel_error
-  double max_rel_error_all = 0;     // over all points, anomalies included
+  double median_rel_error = 0;   // over all points, anomalies included
+  double max_rel_error = 0;      // over points that are not anomalies
+  std::string worst_label;       // the point of max_rel_error
+  double max_rel_error_all = 0;  // over all points, anomalies included
 };
 [[nodiscard]] std::vector<SweepResidual> residual_report(const GpuProfile& profile,
                                                          const std::vector<CalibrationPoint>& points);

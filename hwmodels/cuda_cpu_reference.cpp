@@ -26,14 +26,16 @@ float round_to_bf16(float v) {
 }
 
 RoutingIndex routing_index(const std::vector<int>& topk_expert, int tokens, int top_k, int experts) {
-  MOESIM_CHECK(static_cast<int>(topk_expert.size()) == tokens * top_k, "topk_expert must hold tokens * top_k ids");
+  MOESIM_CHECK(static_cast<int>(topk_expert.size()) == tokens * top_k,
+               "topk_expert must hold tokens * top_k ids");
   RoutingIndex r;
   r.offsets.assign(static_cast<std::size_t>(experts) + 1, 0);
   for (int e : topk_expert) {
     MOESIM_CHECK(e >= 0 && e < experts, "expert id out of range");
     ++r.offsets[static_cast<std::size_t>(e) + 1];
   }
-  for (int e = 0; e < experts; ++e) r.offsets[static_cast<std::size_t>(e) + 1] += r.offsets[static_cast<std::size_t>(e)];
+  for (int e = 0; e < experts; ++e)
+    r.offsets[static_cast<std::size_t>(e) + 1] += r.offsets[static_cast<std::size_t>(e)];
   std::vector<int> next(r.offsets.begin(), r.offsets.end() - 1);
   r.src_token.assign(topk_expert.size(), 0);
   r.row_of.assign(topk_expert.size(), 0);
@@ -52,7 +54,8 @@ std::vector<float> expert_ffn_reference(const std::vector<float>& x, const std::
                                         const std::vector<std::vector<float>>& w13,
                                         const std::vector<std::vector<float>>& w2, int hidden, int inter) {
   const int rows = offsets.back();
-  MOESIM_CHECK(x.size() == static_cast<std::size_t>(rows) * static_cast<std::size_t>(hidden), "x must be [rows, hidden]");
+  MOESIM_CHECK(x.size() == static_cast<std::size_t>(rows) * static_cast<std::size_t>(hidden),
+               "x must be [rows, hidden]");
   std::vector<float> y(x.size(), 0.0f);
   const ConstMap xs(x.data(), rows, hidden);
   Eigen::Map<RowMatrix> ys(y.data(), rows, hidden);
@@ -65,18 +68,21 @@ std::vector<float> expert_ffn_reference(const std::vector<float>& x, const std::
     const RowMatrix ab = xs.middleRows(begin, n) * up;
     const auto a = ab.leftCols(inter).array();
     const auto b = ab.rightCols(inter).array();
-    const RowMatrix act = (a / (1.0f + (-a).exp()) * b).unaryExpr([](float v) { return round_to_bf16(v); }).matrix();
+    const RowMatrix act =
+        (a / (1.0f + (-a).exp()) * b).unaryExpr([](float v) { return round_to_bf16(v); }).matrix();
     ys.middleRows(begin, n) = (act * down).unaryExpr([](float v) { return round_to_bf16(v); });
   }
   return y;
 }
 
-std::vector<float> permute_reference(const std::vector<float>& x, const std::vector<int>& src_token, int hidden) {
+std::vector<float> permute_reference(const std::vector<float>& x, const std::vector<int>& src_token,
+                                     int hidden) {
   const auto h = static_cast<Eigen::Index>(hidden);
   const ConstMap xs(x.data(), static_cast<Eigen::Index>(x.size()) / h, h);
   std::vector<float> out(src_token.size() * static_cast<std::size_t>(hidden));
   Eigen::Map<RowMatrix> os(out.data(), static_cast<Eigen::Index>(src_token.size()), h);
-  for (std::size_t r = 0; r < src_token.size(); ++r) os.row(static_cast<Eigen::Index>(r)) = xs.row(src_token[r]);
+  for (std::size_t r = 0; r < src_token.size(); ++r)
+    os.row(static_cast<Eigen::Index>(r)) = xs.row(src_token[r]);
   return out;
 }
 

@@ -20,19 +20,21 @@ struct RoutingIndex {
   std::vector<int> src_token;  // rows = tokens * top_k
   std::vector<int> row_of;     // tokens * top_k
 };
-[[nodiscard]] RoutingIndex routing_index(const std::vector<int>& topk_expert, int tokens, int top_k, int experts);
+[[nodiscard]] RoutingIndex routing_index(const std::vector<int>& topk_expert, int tokens, int top_k,
+                                         int experts);
 
 // Expert FFN of every expert on its rows of x ([rows, hidden], grouped by `offsets`):
 // y = round(round(silu(x W13[:, :I]) * (x W13[:, I:])) W2). w13[e] is [hidden, 2*inter] row-major, w2[e]
 // is [inter, hidden] row-major, already dequantised (FP8 values times their scale).
-[[nodiscard]] std::vector<float> expert_ffn_reference(const std::vector<float>& x, const std::vector<int>& offsets,
+[[nodiscard]] std::vector<float> expert_ffn_reference(const std::vector<float>& x,
+                                                      const std::vector<int>& offsets,
                                                       const std::vector<std::vector<float>>& w13,
                                                       const std::vector<std::vector<float>>& w2, int hidden,
                                                       int inter);
 
 // out[r, :] = x[src_token[r], :].
-[[nodiscard]] std::vector<float> permute_reference(const std::vector<float>& x, const std::vector<int>& src_token,
-                                                   int hidden);
+[[nodiscard]] std::vector<float> permute_reference(const std::vector<float>& x,
+                                                   const std::vector<int>& src_token, int hidden);
 
 // y[t, :] = round(sum_j weight[t*k+j] * expert_out[row_of[t*k+j], :]).
 [[nodiscard]] std::vector<float> unpermute_reference(const std::vector<float>& expert_out,

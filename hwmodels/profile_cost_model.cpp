@@ -35,7 +35,8 @@ std::optional<CostOp> parse_cost_op(std::string_view s) {
 
 std::optional<double> GpuProfile::seconds(CostOp op, Precision p, std::int64_t shape_a, std::int64_t shape_b,
                                           double bytes, double flops) const {
-  if (const OperationFit* exact = find_fit(op, p, shape_a, shape_b)) return exact->params.seconds(bytes, flops);
+  if (const OperationFit* exact = find_fit(op, p, shape_a, shape_b))
+    return exact->params.seconds(bytes, flops);
   const OperationFit* base = find_fit(op, Precision::kBF16, shape_a, shape_b);
   if (base == nullptr) return std::nullopt;
   RooflineFit scaled = base->params;
@@ -54,7 +55,7 @@ double RooflineFit::seconds(double bytes, double flops) const {
 }
 
 const OperationFit* GpuProfile::find_fit(CostOp op, Precision p, std::int64_t shape_a,
-                                        std::int64_t shape_b) const {
+                                         std::int64_t shape_b) const {
   const OperationFit* any_shape = nullptr;
   for (const auto& f : fits) {
     if (f.op != op || f.precision != p) continue;

@@ -29,12 +29,13 @@ enum class CostOp : std::uint8_t {
 [[nodiscard]] std::optional<CostOp> parse_cost_op(std::string_view s);
 
 // The per-operation model, fitted by calibration_fit:
-//   t = fixed + (t_mem^p + t_compute^p)^(1/p),  t_mem = bytes / bytes_per_s,  t_compute = flops / flops_per_s.
+//   t = fixed + (t_mem^p + t_compute^p)^(1/p),  t_mem = bytes / bytes_per_s,  t_compute = flops /
+//   flops_per_s.
 // Source: the roofline (Williams, Waterman, Patterson, "Roofline", CACM 52(4), 2009) takes the larger of
-// t_mem and t_compute; the p-norm (generalised mean) is the usual smooth maximum, so one parameter `sharpness`
-// = p captures the partial overlap near the ridge point (p = 1: no overlap, the sum; p -> inf: the max).
-// `fixed` is the per-kernel cost (launch inside a CUDA graph, pipeline fill, tail wave) that shows at small
-// sizes (shared/calibration/h200/README.md: "a fixed cost of a few microseconds per kernel").
+// t_mem and t_compute; the p-norm (generalised mean) is the usual smooth maximum, so one parameter
+// `sharpness` = p captures the partial overlap near the ridge point (p = 1: no overlap, the sum; p -> inf:
+// the max). `fixed` is the per-kernel cost (launch inside a CUDA graph, pipeline fill, tail wave) that shows
+// at small sizes (shared/calibration/h200/README.md: "a fixed cost of a few microseconds per kernel").
 struct RooflineFit {
   double fixed_s = 0;
   double bytes_per_s = 1;
@@ -59,8 +60,8 @@ struct OperationFit {
 struct CalibrationPoint {
   CostOp op = CostOp::kGemm;
   Precision precision = Precision::kBF16;
-  std::string sweep;  // points of one sweep differ only in size, e.g. "gemm N=4096 K=7168"
-  std::string label;  // e.g. "M=128"
+  std::string sweep;         // points of one sweep differ only in size, e.g. "gemm N=4096 K=7168"
+  std::string label;         // e.g. "M=128"
   std::int64_t shape_a = 0;  // as OperationFit: GEMM N, K; expert FFN hidden, inter; else 0
   std::int64_t shape_b = 0;
   double bytes = 0;
@@ -85,8 +86,8 @@ struct GpuProfile {
   [[nodiscard]] double rate_scale_of(Precision p) const;
   // Predicted seconds: the fit of (op, p, shape), else the BF16 fit of that shape with its compute rate
   // scaled by rate_scale_of(p); nullopt when the profile has no fit for `op`.
-  [[nodiscard]] std::optional<double> seconds(CostOp op, Precision p, std::int64_t shape_a, std::int64_t shape_b,
-                                              double bytes, double flops) const;
+  [[nodiscard]] std::optional<double> seconds(CostOp op, Precision p, std::int64_t shape_a,
+                                              std::int64_t shape_b, double bytes, double flops) const;
 };
 
 // Work conventions shared by the fitter (turning measurements into bytes and flops) and the cost model.

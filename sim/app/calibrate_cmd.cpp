@@ -52,16 +52,18 @@ std::string run_harness(const std::string& harness) {
 void calibrate(const CalibrateOptions& o) {
   std::vector<std::filesystem::path> files(o.fit_files.begin(), o.fit_files.end());
   if (!o.harness.empty()) {
-    if (!has_gpu()) throw std::runtime_error("calibrate: --harness needs a GPU and none was found (/dev/nvidia0)");
+    if (!has_gpu())
+      throw std::runtime_error("calibrate: --harness needs a GPU and none was found (/dev/nvidia0)");
     files.emplace_back(run_harness(o.harness));
   }
   if (files.empty()) {
     throw std::runtime_error(
-        has_gpu() ? "calibrate: nothing to fit. On this GPU machine run hwmodels/cuda/run_on_device.sh (or "
-                    "`moesim calibrate --harness PATH`), then `moesim calibrate --fit FILE...`"
-                  : "calibrate: no GPU here and no measurements given. Fit stored measurements with "
-                    "`moesim calibrate --fit FILE...` (e.g. ../shared/calibration/h200/*.json); time the kernels "
-                    "on a GPU machine with hwmodels/cuda/run_on_device.sh (see CALIBRATION.md)");
+        has_gpu()
+            ? "calibrate: nothing to fit. On this GPU machine run hwmodels/cuda/run_on_device.sh (or "
+              "`moesim calibrate --harness PATH`), then `moesim calibrate --fit FILE...`"
+            : "calibrate: no GPU here and no measurements given. Fit stored measurements with "
+              "`moesim calibrate --fit FILE...` (e.g. ../shared/calibration/h200/*.json); time the kernels "
+              "on a GPU machine with hwmodels/cuda/run_on_device.sh (see CALIBRATION.md)");
   }
   Measurements m = read_measurements(files);
   FitOptions opt;
@@ -80,12 +82,13 @@ void calibrate(const CalibrateOptions& o) {
 
   std::cout << "Fitted parameters (t = fixed + (t_mem^p + t_compute^p)^(1/p)):\n";
   for (const auto& f : profile.fits) {
-    const std::string shape =
-        f.shape_a == 0 && f.shape_b == 0 ? "all shapes" : std::to_string(f.shape_a) + "x" + std::to_string(f.shape_b);
+    const std::string shape = f.shape_a == 0 && f.shape_b == 0
+                                  ? "all shapes"
+                                  : std::to_string(f.shape_a) + "x" + std::to_string(f.shape_b);
     std::printf("  %-18s %-5s %-12s fixed %7.2f us  mem %7.0f GB/s  compute %6.0f TFLOP/s  p %5.2f\n",
-                std::string(to_string(f.op)).c_str(), std::string(to_string(f.precision)).c_str(), shape.c_str(),
-                f.params.fixed_s * 1e6, f.params.bytes_per_s * 1e-9, f.params.flops_per_s * 1e-12,
-                f.params.sharpness);
+                std::string(to_string(f.op)).c_str(), std::string(to_string(f.precision)).c_str(),
+                shape.c_str(), f.params.fixed_s * 1e6, f.params.bytes_per_s * 1e-9,
+                f.params.flops_per_s * 1e-12, f.params.sharpness);
   }
   std::cout << "\nResiduals (relative error per sweep; max excludes anomalies, shown in brackets):\n"
             << format_residuals(residual_report(profile, m.points));
@@ -112,21 +115,25 @@ void calibrate(const CalibrateOptions& o) {
 
 void add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "calibrate",
-      "Fit a GPU cost profile from measurements and print the residual report.\n"
-      "Example: moesim calibrate --fit ../shared/calibration/h200/*.json --out hwmodels/profiles/h200-sxm.json "
-      "--leave-out all");
-  cmd->add_option("--fit", o->fit_files,
-                  "Measurement files: shared/calibration/<gpu>/*.json (platform, expert FFN, GEMM, attention) "
-                  "and/or the CSV written by hwmodels/cuda's harness")
+  CLI::App* cmd =
+      app.add_subcommand("calibrate",
+                         "Fit a GPU cost profile from measurements and print the residual report.\n"
+                         "Example: moesim calibrate --fit ../shared/calibration/h200/*.json --out "
+                         "hwmodels/profiles/h200-sxm.json "
+                         "--leave-out all");
+  cmd->add_option(
+         "--fit", o->fit_files,
+         "Measurement files: shared/calibration/<gpu>/*.json (platform, expert FFN, GEMM, attention) "
+         "and/or the CSV written by hwmodels/cuda's harness")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--harness", o->harness, "On a GPU machine: run this calibrate_harness binary and fit its CSV")
+  cmd->add_option("--harness", o->harness,
+                  "On a GPU machine: run this calibrate_harness binary and fit its CSV")
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out, "Write the profile JSON here (e.g. hwmodels/profiles/h200-sxm.json)");
   cmd->add_option("--gpu", o->gpu, "GPU catalog name stored in the profile (default: the --out file name)");
-  cmd->add_option("--leave-out", o->leave_out,
-                  "Sweep to leave out of the fit and predict, e.g. \"gemm N=4096 K=7168\" (repeatable), or all");
+  cmd->add_option(
+      "--leave-out", o->leave_out,
+      "Sweep to leave out of the fit and predict, e.g. \"gemm N=4096 K=7168\" (repeatable), or all");
   cmd->add_option("--anomaly-tolerance", o->anomaly_tolerance,
                   "Flag a point slower than a point with at least twice the work by more than this fraction")
       ->check(CLI::Range(0.0, 10.0));

@@ -17,7 +17,8 @@ using nlohmann::json;
 // A JSON value with the file and JSON path it came from, so every error names both.
 class Node {
  public:
-  Node(const json& j, std::string path, const std::string& file) : j_(j), path_(std::move(path)), file_(file) {}
+  Node(const json& j, std::string path, const std::string& file)
+      : j_(j), path_(std::move(path)), file_(file) {}
 
   [[noreturn]] void fail(const std::string& msg) const {
     throw ProfileError(file_ + ": " + (path_.empty() ? "(top level)" : path_) + ": " + msg);
@@ -31,7 +32,8 @@ class Node {
   [[nodiscard]] std::vector<Node> items() const {
     if (!j_.is_array()) fail("expected an array");
     std::vector<Node> out;
-    for (std::size_t i = 0; i < j_.size(); ++i) out.emplace_back(j_[i], path_ + "[" + std::to_string(i) + "]", file_);
+    for (std::size_t i = 0; i < j_.size(); ++i)
+      out.emplace_back(j_[i], path_ + "[" + std::to_string(i) + "]", file_);
     return out;
   }
   [[nodiscard]] std::vector<std::pair<std::string, Node>> members() const {
@@ -66,7 +68,9 @@ class Node {
   [[nodiscard]] const json& raw() const { return j_; }
 
  private:
-  [[nodiscard]] std::string join(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  [[nodiscard]] std::string join(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
   const json& j_;
   std::string path_;
   const std::string& file_;
@@ -99,7 +103,8 @@ void add_platform(Measurements& m, const Node& root) {
   // FP8 weights on Hopper run on the FP8 tensor-core path: scale by the measured ceiling ratio. The INT8
   // figure in platform.json comes from a slow library path (122 TOP/s), so INT8 keeps the BF16 rate.
   if (c.has("fp8_gemm_8192_TFLOPs")) {
-    m.rate_scale.emplace_back(Precision::kFP8, c.at("fp8_gemm_8192_TFLOPs").positive() * 1e12 / m.bf16_flops_per_s);
+    m.rate_scale.emplace_back(Precision::kFP8,
+                              c.at("fp8_gemm_8192_TFLOPs").positive() * 1e12 / m.bf16_flops_per_s);
   }
 }
 
@@ -112,10 +117,12 @@ void add_expert_ffn(Measurements& m, const Node& root) {
   for (const auto& [name, shape] : root.at("shapes").members()) {
     const auto hidden = static_cast<std::int64_t>(shape.at("hidden").positive());
     const auto inter = static_cast<std::int64_t>(shape.at("inter").positive());
-    const std::string sweep = "expert_ffn " + name + " H=" + std::to_string(hidden) + " I=" + std::to_string(inter);
+    const std::string sweep =
+        "expert_ffn " + name + " H=" + std::to_string(hidden) + " I=" + std::to_string(inter);
     for (const Node& row : shape.at("rows").items()) {
       const auto tokens = static_cast<std::int64_t>(row.at("T").positive());
-      const BytesFlops bf = work_bytes_flops(ExpertFfnWork{.tokens = tokens, .hidden = hidden, .inter = inter, .weights = prec});
+      const BytesFlops bf = work_bytes_flops(
+          ExpertFfnWork{.tokens = tokens, .hidden = hidden, .inter = inter, .weights = prec});
       m.points.push_back({.op = CostOp::kExpertFfn,
                           .precision = prec,
                           .sweep = sweep,
@@ -220,10 +227,12 @@ void add_harness_csv(Measurements& m, std::string_view text, const std::string& 
   std::string line;
   std::getline(in, line);
   const std::vector<std::string> header = split(line, ',');
-  const std::vector<std::string> want = {"kernel", "precision", "experts", "tokens_per_expert", "hidden",
-                                         "inter", "median_us"};
+  const std::vector<std::string> want = {"kernel", "precision", "experts",  "tokens_per_expert",
+                                         "hidden", "inter",     "median_us"};
   if (header.size() < want.size() || !std::equal(want.begin(), want.end(), header.begin())) {
-    throw ProfileError(file + ":1: header must start with kernel,precision,experts,tokens_per_expert,hidden,inter,median_us");
+    throw ProfileError(
+        file +
+        ":1: header must start with kernel,precision,experts,tokens_per_expert,hidden,inter,median_us");
   }
   int line_no = 1;
   while (std::getline(in, line)) {
@@ -247,16 +256,19 @@ void add_harness_csv(Measurements& m, std::string_view text, const std::string& 
     } catch (const std::exception&) {
       throw ProfileError(where + "expected numbers in columns 3-7");
     }
-    if (experts <= 0 || tokens <= 0 || hidden <= 0 || !(us > 0)) throw ProfileError(where + "values must be positive");
+    if (experts <= 0 || tokens <= 0 || hidden <= 0 || !(us > 0))
+      throw ProfileError(where + "values must be positive");
     CalibrationPoint p;
     p.op = *op;
     p.precision = *prec;
     p.label = "T=" + std::to_string(tokens);
     if (*op == CostOp::kExpertFfn) {
-      const BytesFlops bf = work_bytes_flops(ExpertFfnWork{.tokens = tokens, .hidden = hidden, .inter = inter, .weights = *prec});
+      const BytesFlops bf = work_bytes_flops(
+          ExpertFfnWork{.tokens = tokens, .hidden = hidden, .inter = inter, .weights = *prec});
       p.shape_a = hidden;
       p.shape_b = inter;
-      p.sweep = "ours expert_ffn H=" + std::to_string(hidden) + " I=" + std::to_string(inter) + " E=" + std::to_string(experts);
+      p.sweep = "ours expert_ffn H=" + std::to_string(hidden) + " I=" + std::to_string(inter) +
+                " E=" + std::to_string(experts);
       p.bytes = bf.bytes;
       p.flops = bf.flops;
       p.seconds = us * 1e-6 / static_cast<double>(experts);
@@ -385,7 +397,8 @@ GpuProfile parse_profile(std::string_view json_text, const std::string& file_nam
   GpuProfile p;
   p.gpu = root.at("gpu").str();
   if (root.has("origin")) {
-    for (const Node& line : root.at("origin").items()) p.origin += (p.origin.empty() ? "" : "\n") + line.str();
+    for (const Node& line : root.at("origin").items())
+      p.origin += (p.origin.empty() ? "" : "\n") + line.str();
   }
   if (root.has("compute_rate_scale")) {
     for (const auto& [name, v] : root.at("compute_rate_scale").members()) {
@@ -425,9 +438,9 @@ std::string profile_to_json(const GpuProfile& profile) {
   j["fits"] = fits;
   json points = json::array();
   for (const auto& p : profile.points) {
-    json pt = {{"op", to_string(p.op)},     {"precision", to_string(p.precision)},
-               {"sweep", p.sweep},          {"label", p.label},
-               {"bytes", p.bytes},          {"flops", p.flops},
+    json pt = {{"op", to_string(p.op)},      {"precision", to_string(p.precision)},
+               {"sweep", p.sweep},           {"label", p.label},
+               {"bytes", p.bytes},           {"flops", p.flops},
                {"time_us", p.seconds * 1e6}, {"anomaly", p.is_anomaly}};
     if (p.shape_a != 0 || p.shape_b != 0) pt["shape"] = {p.shape_a, p.shape_b};
     if (!p.parts_s.empty()) {
@@ -454,9 +467,8 @@ void write_profile_file(const std::filesystem::path& file, const GpuProfile& pro
 
 std::optional<GpuProfile> find_profile(std::string_view gpu_name) {
   std::string normal(gpu_name);
-  std::transform(normal.begin(), normal.end(), normal.begin(), [](unsigned char c) {
-    return c == ' ' ? '-' : static_cast<char>(std::tolower(c));
-  });
+  std::transform(normal.begin(), normal.end(), normal.begin(),
+                 [](unsigned char c) { return c == ' ' ? '-' : static_cast<char>(std::tolower(c)); });
   for (const std::string& name : {std::string(gpu_name), normal}) {
     const std::string key = "hwmodels/profiles/" + name + ".json";
     for (const auto& [path, text] : embedded_files()) {

@@ -1,12 +1,12 @@
 // The calibration fitter: recovers known parameters from synthetic points, flags anomalies, reports
 // residuals and leave-one-out errors.
-#include <catch2/catch.hpp>
+#include "hwmodels/calibration_fit.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <string>
-
-#include "hwmodels/calibration_fit.h"
 
 namespace moesim {
 namespace {
@@ -100,7 +100,10 @@ TEST_CASE("anomalies are left out of the fit and out of the max, but not of the 
   GpuProfile profile;
   FitOptions opt;
   opt.prior_weight = 0;
-  profile.fits = {{.op = CostOp::kGemm, .precision = Precision::kBF16, .shape_a = 0, .shape_b = 0,
+  profile.fits = {{.op = CostOp::kGemm,
+                   .precision = Precision::kBF16,
+                   .shape_a = 0,
+                   .shape_b = 0,
                    .params = fit_operation(pts, opt)}};
   const auto rows = residual_report(profile, pts);
   CHECK(rows[0].anomalies == 1);
@@ -123,14 +126,18 @@ TEST_CASE("an unknown sweep or too few points is an error") {
   CHECK_THROWS_AS(fit_operation(one, FitOptions{}), std::invalid_argument);
 }
 
-TEST_CASE("the expert FFN fit takes its prior from the GEMM fit when one shape cannot separate fixed cost "
-          "from bandwidth") {
+TEST_CASE(
+    "the expert FFN fit takes its prior from the GEMM fit when one shape cannot separate fixed cost "
+    "from bandwidth") {
   // One expert shape, memory-bound only: fixed + bytes / bandwidth is one number per shape.
   auto pts = three_shapes();
-  const RooflineFit ffn{.fixed_s = 2 * kTruth.fixed_s, .bytes_per_s = kTruth.bytes_per_s,
-                        .flops_per_s = kTruth.flops_per_s, .sharpness = 3};
+  const RooflineFit ffn{.fixed_s = 2 * kTruth.fixed_s,
+                        .bytes_per_s = kTruth.bytes_per_s,
+                        .flops_per_s = kTruth.flops_per_s,
+                        .sharpness = 3};
   for (std::int64_t t = 1; t <= 8192; t *= 2) {
-    const BytesFlops bf = work_bytes_flops(ExpertFfnWork{.tokens = t, .hidden = 7168, .inter = 2048, .weights = Precision::kBF16});
+    const BytesFlops bf = work_bytes_flops(
+        ExpertFfnWork{.tokens = t, .hidden = 7168, .inter = 2048, .weights = Precision::kBF16});
     CalibrationPoint p;
     p.op = CostOp::kExpertFfn;
     p.sweep = "expert_ffn H=7168 I=2048";

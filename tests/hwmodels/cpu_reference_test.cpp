@@ -20,7 +20,7 @@ std::vector<float> random_bf16(std::size_t n, std::mt19937& rng, float scale) {
 
 TEST_CASE("bf16 rounding keeps 8 significant bits and rounds ties to even") {
   CHECK(round_to_bf16(1.0f) == 1.0f);
-  CHECK(round_to_bf16(1.0f + 1.0f / 256) == 1.0f);              // tie, even neighbour is 1
+  CHECK(round_to_bf16(1.0f + 1.0f / 256) == 1.0f);               // tie, even neighbour is 1
   CHECK(round_to_bf16(1.0f + 3.0f / 256) == 1.0f + 4.0f / 256);  // tie, rounds up to even
   CHECK(round_to_bf16(1.0f + 1.5f / 256) == 1.0f + 2.0f / 256);
   CHECK(round_to_bf16(-3.14159f) == -3.140625f);

@@ -1,8 +1,9 @@
 // The profile cost model: times from fitted parameters, shape and precision lookup, roofline fallback.
+#include "hwmodels/profile_cost_model.h"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "hwmodels/profile_cost_model.h"
 #include "hwmodels/roofline_cost_model.h"
 
 namespace moesim {
@@ -22,7 +23,8 @@ const RooflineFit kGemm{.fixed_s = 5e-6, .bytes_per_s = 4e12, .flops_per_s = 750
 GpuProfile profile() {
   GpuProfile p;
   p.gpu = "test-gpu";
-  p.fits.push_back({.op = CostOp::kGemm, .precision = Precision::kBF16, .shape_a = 0, .shape_b = 0, .params = kGemm});
+  p.fits.push_back(
+      {.op = CostOp::kGemm, .precision = Precision::kBF16, .shape_a = 0, .shape_b = 0, .params = kGemm});
   p.rate_scale = {{Precision::kFP8, 1.8}};
   return p;
 }
@@ -72,7 +74,8 @@ TEST_CASE("a precision without a measured scale runs at the BF16 rate") {
 TEST_CASE("a shape-specific fit wins for its shape only") {
   GpuProfile p = profile();
   const RooflineFit slow{.fixed_s = 50e-6, .bytes_per_s = 1e12, .flops_per_s = 100e12, .sharpness = 2};
-  p.fits.push_back({.op = CostOp::kGemm, .precision = Precision::kBF16, .shape_a = 2048, .shape_b = 2048, .params = slow});
+  p.fits.push_back(
+      {.op = CostOp::kGemm, .precision = Precision::kBF16, .shape_a = 2048, .shape_b = 2048, .params = slow});
   const ProfileCostModel m(p, spec(), "test.json");
   const GemmWork own{.m = 64, .n = 2048, .k = 2048, .weights = Precision::kBF16};
   const GemmWork other{.m = 64, .n = 2048, .k = 4096, .weights = Precision::kBF16};
@@ -95,9 +98,11 @@ TEST_CASE("operations the profile lacks are costed by the roofline, and the sour
 
 TEST_CASE("no work costs nothing") {
   GpuProfile p = profile();
-  p.fits.push_back({.op = CostOp::kExpertFfn, .precision = Precision::kBF16, .shape_a = 0, .shape_b = 0, .params = kGemm});
+  p.fits.push_back(
+      {.op = CostOp::kExpertFfn, .precision = Precision::kBF16, .shape_a = 0, .shape_b = 0, .params = kGemm});
   const ProfileCostModel m(p, spec(), "test.json");
-  CHECK(m.expert_ffn(ExpertFfnWork{.tokens = 0, .hidden = 7168, .inter = 2048, .weights = Precision::kBF16}) == Duration::zero());
+  CHECK(m.expert_ffn(ExpertFfnWork{
+            .tokens = 0, .hidden = 7168, .inter = 2048, .weights = Precision::kBF16}) == Duration::zero());
   CHECK(m.gemm(GemmWork{.m = 0, .n = 4096, .k = 7168, .weights = Precision::kBF16}) == Duration::zero());
   CHECK(m.attention(AttentionWork{}) == Duration::zero());
 }

@@ -1,12 +1,13 @@
 // Profile and measurement I/O, the choice between profile and roofline, and the committed H200 profile
 // checked against the shared measurements it was fitted from.
-#include <catch2/catch.hpp>
+#include "sim/scenario/profile_io.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
 
 #include "hwmodels/calibration_fit.h"
-#include "sim/scenario/profile_io.h"
 
 namespace moesim {
 namespace {
@@ -23,10 +24,17 @@ GpuProfile small_profile() {
   p.gpu = "test-gpu";
   p.origin = "line one\nline two";
   p.rate_scale = {{Precision::kFP8, 1.8}};
-  p.fits.push_back({.op = CostOp::kGemm, .precision = Precision::kBF16, .shape_a = 0, .shape_b = 0,
+  p.fits.push_back({.op = CostOp::kGemm,
+                    .precision = Precision::kBF16,
+                    .shape_a = 0,
+                    .shape_b = 0,
                     .params = {.fixed_s = 5e-6, .bytes_per_s = 4e12, .flops_per_s = 7.5e14, .sharpness = 3}});
-  p.fits.push_back({.op = CostOp::kExpertFfn, .precision = Precision::kFP8, .shape_a = 7168, .shape_b = 2048,
-                    .params = {.fixed_s = 1.2e-5, .bytes_per_s = 3.6e12, .flops_per_s = 1.2e15, .sharpness = 2.5}});
+  p.fits.push_back(
+      {.op = CostOp::kExpertFfn,
+       .precision = Precision::kFP8,
+       .shape_a = 7168,
+       .shape_b = 2048,
+       .params = {.fixed_s = 1.2e-5, .bytes_per_s = 3.6e12, .flops_per_s = 1.2e15, .sharpness = 2.5}});
   CalibrationPoint pt;
   pt.op = CostOp::kGemm;
   pt.sweep = "gemm N=1 K=2";
@@ -89,8 +97,10 @@ TEST_CASE("bad measurement files name the file and the place") {
   CHECK_THROWS_WITH(add_measurements(m, "{\"rows\": [{\"M\": 1, \"N\": 2}]}", "g.json"),
                     Catch::Contains("g.json: rows[0].K: missing"));
   CHECK_THROWS_WITH(add_measurements(m, "{\"hello\": 1}", "x.json"), Catch::Contains("x.json"));
-  CHECK_THROWS_WITH(add_measurements(m, "kernel,precision,experts,tokens_per_expert,hidden,inter,median_us\n"
-                                        "expert_ffn,bf16,8,x,7168,2048,10\n", "k.csv"),
+  CHECK_THROWS_WITH(add_measurements(m,
+                                     "kernel,precision,experts,tokens_per_expert,hidden,inter,median_us\n"
+                                     "expert_ffn,bf16,8,x,7168,2048,10\n",
+                                     "k.csv"),
                     Catch::Contains("k.csv:2:"));
 }
 
@@ -102,7 +112,8 @@ TEST_CASE("harness CSV rows become per-expert points") {
                    "permute,bf16,8,64,7168,0,12,11,13,20\n",
                    "k.csv");
   REQUIRE(m.points.size() == 2);
-  const BytesFlops bf = work_bytes_flops(ExpertFfnWork{.tokens = 64, .hidden = 7168, .inter = 2048, .weights = Precision::kFP8});
+  const BytesFlops bf = work_bytes_flops(
+      ExpertFfnWork{.tokens = 64, .hidden = 7168, .inter = 2048, .weights = Precision::kFP8});
   CHECK(m.points[0].op == CostOp::kExpertFfn);
   CHECK(m.points[0].precision == Precision::kFP8);
   CHECK(m.points[0].seconds == Approx(400e-6 / 8));
@@ -124,7 +135,8 @@ TEST_CASE("the shared H200 files are read with the work conventions of the cost 
                       [](const CalibrationPoint& p) { return p.op == CostOp::kExpertFfn; }) == 28);
 }
 
-TEST_CASE("the committed H200 profile reproduces the shared measurements: median <= 5%, max <= 15% per sweep") {
+TEST_CASE(
+    "the committed H200 profile reproduces the shared measurements: median <= 5%, max <= 15% per sweep") {
   const auto profile = find_profile("h200-sxm");
   REQUIRE(profile.has_value());
   Measurements m = h200_measurements();
@@ -169,9 +181,10 @@ TEST_CASE("leaving one expert or GEMM shape out, the rest predict it within 10% 
   opt.prior_bytes_per_s = m.copy_bytes_per_s;
   opt.prior_flops_per_s = m.bf16_flops_per_s;
   flag_anomalies(m.points, opt.anomaly_tolerance);
-  for (const char* sweep : {"expert_ffn deepseek_v3 H=7168 I=2048", "expert_ffn mixtral_8x7b H=4096 I=14336",
-                            "gemm N=4096 K=7168", "gemm N=7168 K=2048", "gemm N=1536 K=7168", "gemm N=24576 K=1536",
-                            "gemm N=7168 K=16384", "gemm N=2048 K=2048", "gemm N=129280 K=7168"}) {
+  for (const char* sweep :
+       {"expert_ffn deepseek_v3 H=7168 I=2048", "expert_ffn mixtral_8x7b H=4096 I=14336",
+        "gemm N=4096 K=7168", "gemm N=7168 K=2048", "gemm N=1536 K=7168", "gemm N=24576 K=1536",
+        "gemm N=7168 K=16384", "gemm N=2048 K=2048", "gemm N=129280 K=7168"}) {
     INFO(sweep);
     CHECK(leave_one_out(m.points, sweep, opt).median_rel_error <= 0.10);
   }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Run on a machine with an H200 (nvcc, CMake and Python there; no Eigen/JSON/Boost). From the repo root:
+#   OUT=/some/dir hwmodels/cuda/run_on_device.sh [--quick]
+# 1. builds the harness with nvcc alone, 2. checks every kernel against the harness's CPU loop on random
+# inputs, 3. times the kernels over the grid (writes $OUT/kernels.csv), 4. prints and writes
+# $OUT/compare_cublas.txt: our expert FFN against the cuBLAS figures in shared/calibration/h200.
+# Afterwards, on any machine: moesim calibrate --fit ../shared/calibration/h200/*.json $OUT/kernels.csv ...
+set -euo pipefail
+OUT=${OUT:-out/calibration}
+mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SHARED=${SHARED_DIR:-}
+for d in "$ROOT/shared" "$ROOT/../shared"; do
+  if [[ -z "$SHARED" && -d "$d/calibration/h200" ]]; then SHARED=$d; fi
+done
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/nvidia_smi.txt" || true
+nvcc --version | tail -2
+time nvcc -O3 -std=c++17 -arch=sm_90 -I"$ROOT" "$ROOT/hwmodels/cuda/calibrate_harness.cu" -o "$OUT/calibrate_harness"
+
+"$OUT/calibrate_harness" --csv "$OUT/kernels.csv" "$@" 2>&1 | tee "$OUT/harness.log"
+
+if [[ -n "$SHARED" ]]; then
+  python3 - "$OUT/kernels.csv" "$SHARED/calibration/h200/expert_ffn_bf16.json" <<'PY' | tee "$OUT/compare_cublas.txt"
+import csv, json, sys
+ours = {}
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["kernel"] == "expert_ffn":
+        key = (r["precision"], int(r["hidden"]), int(r["inter"]), int(r["tokens_per_expert"]))
+        ours[key] = float(r["median_us"]) / int(r["experts"])
+ref = json.load(open(sys.argv[2]))
+print("expert FFN, us per expert: ours (moesim reference kernel) vs cuBLAS/PyTorch (shared/calibration/h200)")
+print(f"{'shape':<28}{'T':>6}{'cuBLAS bf16':>13}{'ours bf16':>11}{'ratio':>8}{'ours fp8':>10}{'ratio':>8}")
+for name, s in ref["shapes"].items():
+    h, i = s["hidden"], s["inter"]
+    for row in s["rows"]:
+        t = row["T"]; cub = row["ffn_ms"] * 1e3
+        b = ours.get(("bf16", h, i, t)); f = ours.get(("fp8", h, i, t))
+        fmt = lambda v: f"{v:10.1f}" if v is not None else f"{'-':>10}"
+        rat = lambda v: f"{v / cub:8.2f}" if v is not None else f"{'-':>8}"
+        print(f"{name + f' H={h} I={i}':<28}{t:>6}{cub:13.1f} {fmt(b)}{rat(b)}{fmt(f)}{rat(f)}")
+PY
+else
+  echo "shared/calibration/h200 not found: no cuBLAS comparison (set SHARED_DIR)"
+fi
+echo "results in $OUT"
