@@ -19,5 +19,6 @@ std::vector<std::string> effective_overrides(const ScenarioOptions& o);
 void add_run_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 }  // namespace moesim

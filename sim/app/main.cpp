@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   moesim::add_run_command(app);
   moesim::add_validate_command(app);
   moesim::add_sweep_command(app);
+  moesim::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,141 @@
+// The capacity review behind `moesim plan` (seed sections 1, 2, 3 and 8): memory from TOTAL parameters at
+// each weight precision, fit and node count, KV cache against concurrency, throughput from ACTIVE
+// parameters through the step planner and the GPU cost model, and the seed's topology advice. Pure
+// arithmetic on a ScenarioSpec plus optional simulated measurements; no JSON, no CLI.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hwmodels/gpu_cost_model.h"
+#include "sim/serving/memory_plan.h"
+#include "sim/serving/report.h"
+#include "sim/serving/scenario_spec.h"
+
+namespace moesim {
+
+struct PlanOptions {
+  std::int64_t context_tokens = 0;  // 0: workload prompt mean + output mean (4096 for traces)
+  std::int64_t concurrency = 0;     // concurrent sequences in the cluster; 0: max_batch_size x attention_dp
+  std::vector<std::int64_t> kv_table_concurrency{1, 8, 32, 64, 128, 256, 512};
+  std::vector<std::int64_t> decode_batch_sizes{1, 8, 32, 128, 512};  // sequences per attention group
+  int steps_per_estimate = 4;  // planner steps averaged per throughput point (routing is sampled)
+};
+
+// One weight-precision option. "bf16", "fp8", "int8", "int4": every weight at that precision (the seed's
+// arithmetic, total params x bytes). "scenario": each component at the scenario's own precision.
+struct PrecisionRow {
+  std::string label;
+  double bytes_per_param = 0;       // weights / total params (mixed for "scenario")
+  WeightBytes weights;              // whole model, by component (only routed_experts when shapes unknown)
+  double weight_bytes = 0;          // whole model
+  double weight_bytes_per_gpu = 0;  // over the scenario's cluster
+  double kv_bytes = 0;              // context x concurrency, whole cluster
+  double activation_overhead_bytes = 0;  // (activations + overhead) x GPUs of the scenario's cluster
+  double total_bytes = 0;           // weights + KV + activations + overhead on the scenario's cluster
+  double total_bytes_per_gpu = 0;
+  bool fits_one_node_by_weights = false;  // weights <= gpus_per_node x HBM (raw capacity, the seed's test)
+  int nodes_by_weights = 0;               // ceil(weights / (gpus_per_node x HBM))
+  int nodes_needed = 0;                   // ceil((weights + KV) / usable memory per node)
+  bool fits_scenario_cluster = false;     // nodes_needed <= cluster.nodes
+  std::int64_t max_concurrency = 0;       // at the context length, on the scenario's cluster (0: no fit)
+  std::int64_t max_concurrency_needed_nodes = 0;  // the same on nodes_needed nodes
+};
+
+struct KvRow {
+  std::int64_t concurrency = 0;
+  double kv_bytes = 0;          // whole cluster
+  double kv_bytes_per_gpu = 0;  // spread over the scenario's cluster
+  bool fits = false;            // with the scenario's weights on the scenario's cluster
+};
+
+struct ThroughputRow {
+  std::string phase;                 // "decode" or "prefill"
+  std::int64_t batch = 0;            // decode: sequences per attention group; prefill: tokens per group
+  std::int64_t replica_tokens = 0;   // tokens per step over the replica
+  double step_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double tokens_per_s_per_node = 0;
+  double tokens_per_s_cluster = 0;   // all replicas of the scenario's cluster
+  double ms_per_token = 0;           // decode: step time, the inter-token latency of every sequence
+  double flops_per_byte = 0;         // arithmetic intensity, mean over the replica's GPUs
+  double ridge_flops_per_byte = 0;   // the GPU's achievable compute / achievable bandwidth
+  double compute_util = 0;           // achieved FLOP/s over the peak (MFU)
+  double hbm_util = 0;               // achieved HBM bytes/s over the peak
+  double all_to_all_share = 0;       // dispatch + combine over step time
+  std::string regime;                // "memory-bound" or "compute-bound"
+};
+
+struct SimulatedBatch {
+  int max_batch_size = 0;
+  Report report;
+};
+
+struct SimulatedReview {
+  Report report;  // the scenario as configured
+  std::vector<SimulatedBatch> by_batch;
+};
+
+struct CapacityPlan {
+  std::string scenario;
+  std::string model;
+  bool architecture_known = true;
+  double total_params = 0;   // used for memory: from shapes, or the published total when unknown
+  double active_params = 0;  // used for throughput talk: from shapes, or the published figure
+  double shapes_total_params = 0;
+  double shapes_active_params = 0;
+  double published_total_params = 0;
+  double published_active_params = 0;
+  std::string attention;  // "MLA" or "GQA"
+  double kv_bytes_per_token = 0;  // all layers, at the scenario's KV precision
+  std::string kv_precision;
+
+  std::string gpu;
+  double hbm_bytes = 0;
+  int nodes = 0;
+  int gpus_per_node = 0;
+  int gpus = 0;
+  double node_hbm_bytes = 0;
+  double usable_bytes_per_gpu = 0;  // HBM x kv_cache_memory_fraction - activations - overhead
+  double activation_bytes = 0;
+  double overhead_bytes = 0;
+  double kv_cache_memory_fraction = 0;
+
+  std::int64_t context_tokens = 0;
+  std::string context_source;
+  std::int64_t concurrency = 0;
+  std::string concurrency_source;
+
+  std::vector<PrecisionRow> precisions;  // bf16, fp8, int8, int4, scenario
+  MemoryPlan deployment_memory;          // per GPU, the deployment as configured (replicated parts included)
+  std::vector<KvRow> kv_table;
+  std::vector<ThroughputRow> throughput;
+  double single_request_ms_per_token = 0;  // one sequence alone on the replica
+  std::string cost_model;
+  std::vector<std::string> advice;
+  std::vector<std::string> notes;
+  std::optional<SimulatedReview> simulated;
+
+  [[nodiscard]] const PrecisionRow& row(const std::string& label) const;
+};
+
+// Memory, fit and advice only (no cost model): instant.
+CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o);
+
+// The whole review without simulation: memory plus throughput estimates from the step planner.
+CapacityPlan plan_capacity(const ScenarioSpec& s, const GpuCostModel& gpu, const PlanOptions& o);
+
+// Runs the scenario as configured and once per max_batch_size in `batch_sizes`; fills plan.simulated.
+void add_simulation(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu,
+                    std::span<const int> batch_sizes);
+
+// Weights of the whole model (not per GPU) by component at the given precisions.
+WeightBytes model_weight_bytes(const ModelSpec& m, const PrecisionSpec& p);
+
+// Every weight component at `p` (router included: the seed's "total params x bytes").
+PrecisionSpec uniform_precision(Precision p, const PrecisionSpec& base);
+
+}  // namespace moesim
