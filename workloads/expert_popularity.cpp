@@ -152,59 +152,64 @@ void RoutingSampler::sample(std::span<const double> probs, std::int64_t tokens, 
   MOESIM_CHECK(counts.size() == probs.size() && probs.size() <= x_.size(), "routing sampler size mismatch");
   const std::size_t n = probs.size();
   const std::int64_t slots = tokens * top_k;
-  const double nd = static_cast<double>(slots);
+  const double t = static_cast<double>(tokens);
   const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
   if (slots == 0) {
     std::fill(counts.begin(), counts.end(), 0);
     return;
   }
-  // Cold experts: independent Poisson counts. Hot experts: collected for the Gaussian part.
+  // A token includes expert e with probability pi_e = k p_e, so a count is a sum of `tokens` Bernoulli
+  // trials: mean T pi, variance T pi (1 - pi). Rare experts (small mean and pi): Poisson. The others:
+  // Gaussian, conditioned on the total that the rare ones leave.
   std::int64_t cold_total = 0;
-  double hot_mass = 0;
+  double hot_mean = 0;
+  double hot_var = 0;
   std::size_t hot = 0;
   for (std::size_t e = 0; e < n; ++e) {
-    const double m = nd * probs[e];
-    if (m < kColdMean) {
+    const double pi = std::min(1.0, top_k * probs[e]);
+    const double m = t * pi;
+    if (m < kColdMean && pi < 0.1) {
       const std::int32_t c = std::min(poisson_small(m, rng), cap);
       counts[e] = c;
       cold_total += c;
     } else {
       hot_[hot++] = static_cast<int>(e);
-      hot_mass += probs[e];
+      hot_mean += m;
+      hot_var += m * (1.0 - pi);
     }
   }
-  std::int64_t hot_slots = slots - cold_total;
-  if (hot == 0 || hot_mass <= 0) {
-    hot_slots = 0;
-  } else {
-    // X_e = n p_e + sqrt(n p_e) z_e - p_e sum_j sqrt(n p_j) z_j  (p renormalised over the hot set).
-    const double nh = static_cast<double>(std::max<std::int64_t>(hot_slots, 0));
+  std::int64_t residual = slots - cold_total;
+  if (hot > 0) {
+    // X_e = m_e + w_e (H - sum m) + a_e z_e - w_e sum_j a_j z_j, w_e = var_e / sum var: the Gaussian
+    // with variances var_e conditioned on summing to H.
+    const double target = static_cast<double>(residual);
     double s = 0;
     std::uint64_t bits = 0;
     for (std::size_t i = 0; i < hot; ++i) {
       if ((i & 3) == 0) bits = rng.next_u64();
-      const double a = std::sqrt(nh * probs[static_cast<std::size_t>(hot_[i])] / hot_mass);
-      const double az = a * table_normal(bits >> 52);
+      const double pi = std::min(1.0, top_k * probs[static_cast<std::size_t>(hot_[i])]);
+      const double az = std::sqrt(t * pi * (1.0 - pi)) * table_normal(bits >> 52);
       bits <<= 16;
       x_[i] = az;
       s += az;
     }
     std::int64_t assigned = 0;
     for (std::size_t i = 0; i < hot; ++i) {
-      const double p = probs[static_cast<std::size_t>(hot_[i])] / hot_mass;
-      const double x = nh * p + x_[i] - p * s;
+      const double pi = std::min(1.0, top_k * probs[static_cast<std::size_t>(hot_[i])]);
+      const double m = t * pi;
+      const double w = hot_var > 0 ? m * (1.0 - pi) / hot_var : m / hot_mean;
+      const double x = m + w * (target - hot_mean) + x_[i] - w * s;
       const auto c = static_cast<std::int32_t>(std::clamp(std::floor(x + 0.5), 0.0, static_cast<double>(cap)));
       counts[static_cast<std::size_t>(hot_[i])] = c;
       assigned += c;
     }
-    hot_slots -= assigned;  // residual from rounding and clamping, spread below
+    residual -= assigned;
   }
-  // Spread the residual by +-1 over the experts, starting at a random one (hot first, then all).
-  std::int64_t residual = hot_slots;
+  // Spread the residual of rounding and clamping by +-1, starting at a random expert (hot first).
   for (int pass = 0; pass < 2 && residual != 0; ++pass) {
     const std::size_t m = pass == 0 ? hot : n;
     if (m == 0) continue;
-    std::size_t start = rng.below(m);
+    const std::size_t start = rng.below(m);
     for (std::size_t sweep = 0; sweep < 64 && residual != 0; ++sweep) {
       bool moved = false;
       for (std::size_t j = 0; j < m && residual != 0; ++j) {

@@ -52,12 +52,12 @@ class ExpertPopularity {
   std::vector<double> probs_;  // [layer][expert]
 };
 
-// Draws how many tokens go to each expert in one layer and step: a multinomial of tokens * top_k slots
-// over the experts, in O(experts) with no per-expert transcendental call. Experts expecting fewer than
-// kColdMean slots get independent Poisson counts (inversion); the others share the remaining slots as the
-// Gaussian approximation of a multinomial (independent normals projected onto the fixed total, so the
-// covariance is n (p_i d_ij - p_i p_j) exactly), rounded with the residual spread by +-1. Each count is
-// at most `tokens` (a token picks an expert once) and the counts sum to exactly tokens * top_k.
+// Draws how many tokens go to each expert in one layer and step, in O(experts) with no per-expert
+// transcendental call. A token includes expert e with probability pi_e = top_k p_e, so a count is a sum
+// of `tokens` Bernoulli trials (mean T pi, variance T pi (1 - pi)): rare experts (mean < kColdMean and
+// pi < 0.1) get independent Poisson counts; the others a Gaussian with those variances conditioned on
+// the total the rare ones leave, rounded, with the residual spread by +-1. Each count is at most
+// `tokens` and the counts sum to exactly tokens * top_k. Experts with pi = 1 get exactly T.
 class RoutingSampler {
  public:
   static constexpr double kColdMean = 8.0;

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "sim/app/calibrate_cmd.h"
 #include "sim/app/commands.h"
 #include "sim/engine/check.h"
 
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   moesim::add_run_command(app);
   moesim::add_validate_command(app);
   moesim::add_sweep_command(app);
+  moesim::add_calibrate_command(app);
   moesim::add_plan_command(app);
   try {
     app.parse(argc, argv);

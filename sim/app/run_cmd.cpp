@@ -6,7 +6,7 @@
 #include "sim/app/commands.h"
 #include "sim/app/outputs.h"
 #include "sim/engine/check.h"
-#include "hwmodels/roofline_cost_model.h"
+#include "sim/scenario/profile_io.h"
 #include "sim/scenario/report_json.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/memory_plan.h"
@@ -49,7 +49,7 @@ void run(const RunOptions& o) {
       o.out_dir.empty() ? std::filesystem::path("out") / sc.spec.name : std::filesystem::path(o.out_dir);
   std::filesystem::create_directories(dir);
   CsvOutputs outputs(o.requests_csv ? dir / "requests.csv" : "", o.steps_csv ? dir / "steps.csv" : "");
-  const auto gpu = std::make_unique<RooflineCostModel>(sc.spec.cluster.gpu);
+  const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
   const Report r = simulate(sc.spec, *gpu, outputs.active() ? &outputs : nullptr);
   write_file(dir / "report.json", report_to_json(r, sc.effective).dump(2) + "\n");
   if (!o.quiet) std::cout << format_summary(r);

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "hwmodels/roofline_cost_model.h"
+#include "sim/scenario/profile_io.h"
 #include "sim/app/commands.h"
 #include "sim/app/metrics_table.h"
 #include "sim/engine/check.h"
@@ -111,8 +111,8 @@ void sweep(const SweepOptions& o) {
     for (std::size_t i = next++; i < points.size(); i = next++) {
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        const RooflineCostModel gpu(loaded[i].spec.cluster.gpu);
-        points[i].report = simulate(loaded[i].spec, gpu);
+        const auto gpu = make_gpu_cost_model(loaded[i].spec.cluster.gpu);
+        points[i].report = simulate(loaded[i].spec, *gpu);
       } catch (const InputError& e) {
         points[i].error = e.what();
       }

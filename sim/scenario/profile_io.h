@@ -14,14 +14,16 @@
 #include <vector>
 
 #include "hwmodels/gpu_cost_model.h"
+#include "sim/engine/check.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/profile_cost_model.h"
 
 namespace moesim {
 
-class ProfileError : public std::runtime_error {
+// Bad profile or measurement input: an InputError, so the CLI reports it like any other bad input.
+class ProfileError : public InputError {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ProfileError(const std::string& what) : InputError("", what) {}
 };
 
 // Compiled-in data files (sim/scenario/embed.cmake); keys are paths relative to the repo root.

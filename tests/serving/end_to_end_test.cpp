@@ -1,0 +1,131 @@
+// End-to-end runs of scenarios/tiny/*.json: conservation, determinism, and a step time computed by hand.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include "hwmodels/roofline_cost_model.h"
+#include "sim/scenario/scenario_parser.h"
+#include "sim/serving/serving_simulation.h"
+
+using namespace moesim;
+
+namespace {
+std::string tiny(const char* name) { return std::string(MOESIM_SOURCE_DIR) + "/scenarios/tiny/" + name; }
+
+Report run(const std::string& file, const std::vector<std::string>& overrides = {}) {
+  const LoadedScenario sc = load_scenario(file, overrides);
+  const RooflineCostModel gpu(sc.spec.cluster.gpu);
+  return simulate(sc.spec, gpu);
+}
+
+// The roofline formula, written out independently of the cost model: overhead per kernel plus the
+// larger of memory time and compute time at the achievable fractions of the datasheet peaks.
+struct HandRoofline {
+  GpuSpec g;
+  [[nodiscard]] double time(double bytes, double flops, int kernels) const {
+    return kernels * g.kernel_overhead.seconds() +
+           std::max(bytes / (g.hbm_bytes_per_s * g.mem_efficiency), flops / (g.bf16_flops_per_s * g.compute_efficiency));
+  }
+  [[nodiscard]] double gemm(double m, double n, double k) const {
+    return time(2.0 * k * n + 2.0 * (m * k + m * n), 2.0 * m * n * k, 1);
+  }
+  [[nodiscard]] double ffn(double t, double h, double i) const {
+    return time(3.0 * h * i * 2.0 + 2.0 * (2.0 * t * h + 3.0 * t * i), 6.0 * t * h * i, 3);
+  }
+};
+}  // namespace
+
+TEST_CASE("a closed loop with fixed lengths and top-k = all experts matches the step time computed by hand") {
+  const LoadedScenario sc = load_scenario(tiny("tiny_model_closed_loop.json"), {});
+  const HandRoofline hr{sc.spec.cluster.gpu};
+  // Toy model: 2 MoE layers, hidden 1024, GQA 8 heads x 128 (8 KV heads), 4 experts of 512, top-4,
+  // vocab 1000, BF16 everywhere, one GPU. 4 users, prompt 32, output 8, think time 0.
+  const double h = 1024;
+  const double attn_n = (h * 1024 + 2 * h * 1024 + 1024 * h) / h;  // q, k, v, o projections / hidden
+  const double kv_bytes_per_token_layer = 2.0 * 8 * 128 * 2.0;
+  const double flops_per_pair = 4.0 * 8 * 128;
+  const int users = 4;
+  auto layer = [&](double tokens, double attn_bytes, double attn_flops) {
+    return hr.gemm(tokens, attn_n, h) + hr.time(attn_bytes, attn_flops, 1) + hr.gemm(tokens, 4, h) +
+           4.0 * hr.ffn(tokens, h, 512);
+  };
+  const double lm_head = hr.gemm(users, 1000, h);
+  // Prefill step: 4 prompts of 32 tokens; causal pairs 32*33/2 per prompt.
+  const double prefill = 2.0 * layer(4 * 32, 4 * 32 * kv_bytes_per_token_layer, 4 * 528 * flops_per_pair) + lm_head;
+  // Decode step j = 1..7 reads a context of 32 + j tokens per sequence.
+  double decode_sum = 0;
+  for (int j = 1; j <= 7; ++j) {
+    const double ctx = users * (32.0 + j);
+    decode_sum += 2.0 * layer(users, ctx * kv_bytes_per_token_layer, ctx * flops_per_pair) + lm_head;
+  }
+  const RooflineCostModel gpu(sc.spec.cluster.gpu);
+  const Report r = simulate(sc.spec, gpu);
+  REQUIRE(r.requests_finished == 40);
+  REQUIRE(r.steps == 10 * 8);
+  CHECK(r.ttft.mean == Approx(prefill).epsilon(1e-6));
+  CHECK(r.tpot.mean == Approx(decode_sum / 7).epsilon(1e-6));
+  CHECK(r.e2e.mean == Approx(prefill + decode_sum).epsilon(1e-6));
+  CHECK(r.sim_end_s == Approx(10 * (prefill + decode_sum)).epsilon(1e-6));
+  CHECK(r.all_to_all_share() == 0.0);
+}
+
+TEST_CASE("every request finishes or is dropped and output tokens equal tokens asked") {
+  for (const char* f : {"tiny_poisson_ep4.json", "tiny_two_nodes.json", "tiny_model_closed_loop.json"}) {
+    const Report r = run(tiny(f));
+    INFO(f);
+    REQUIRE(r.requests_arrived > 0);
+    REQUIRE(r.requests_finished + r.requests_dropped == r.requests_arrived);
+    REQUIRE(r.output_tokens == r.output_tokens_asked);
+    REQUIRE(r.steps > 0);
+  }
+}
+
+TEST_CASE("the same seed gives the same report and fingerprint; another seed does not") {
+  const Report a = run(tiny("tiny_poisson_ep4.json"));
+  const Report b = run(tiny("tiny_poisson_ep4.json"));
+  REQUIRE(a.fingerprint == b.fingerprint);
+  REQUIRE(a.ttft.p99 == b.ttft.p99);
+  REQUIRE(a.output_tokens_per_s == b.output_tokens_per_s);
+  REQUIRE(a.mean_step_s == b.mean_step_s);
+  const Report c = run(tiny("tiny_poisson_ep4.json"), {"run.seed=12"});
+  REQUIRE(c.fingerprint != a.fingerprint);
+}
+
+TEST_CASE("crossing nodes puts All-to-All on the critical path") {
+  const Report r = run(tiny("tiny_two_nodes.json"));
+  REQUIRE(r.all_to_all_share() > 0.0);
+  REQUIRE(r.nic_bytes_per_step > 0.0);
+  REQUIRE(r.dispatch_share > 0.0);
+  REQUIRE(r.combine_share > 0.0);
+}
+
+TEST_CASE("a KV cache too small for the load preempts and still finishes every request") {
+  // Squeeze the KV pool: the 30B model's weights take ~15 GB per GPU of 4; leave a few thousand tokens.
+  const Report r = run(tiny("tiny_poisson_ep4.json"),
+                       {"deployment.kv_cache_memory_fraction=0.36", "workload.arrival.rate_per_s=200"});
+  REQUIRE(r.preemptions > 0);
+  REQUIRE(r.requests_finished + r.requests_dropped == r.requests_arrived);
+  REQUIRE(r.output_tokens == r.output_tokens_asked);
+}
+
+TEST_CASE("a bounded waiting queue drops requests and reports them") {
+  const Report r = run(tiny("tiny_poisson_ep4.json"),
+                       {"deployment.max_waiting_requests=1", "workload.arrival.rate_per_s=2000"});
+  REQUIRE(r.requests_dropped > 0);
+  REQUIRE(r.requests_finished + r.requests_dropped == r.requests_arrived);
+}
+
+TEST_CASE("SLA violations are counted against the configured limits") {
+  const Report loose = run(tiny("tiny_poisson_ep4.json"), {"sla.ttft_ms=100000", "sla.tpot_ms=100000"});
+  REQUIRE(loose.sla_violation_rate == 0.0);
+  REQUIRE(loose.sla_met);
+  REQUIRE(loose.goodput_requests_per_s == Approx(static_cast<double>(loose.requests_measured) / loose.window_s));
+  const Report tight = run(tiny("tiny_poisson_ep4.json"), {"sla.tpot_ms=0.001"});
+  REQUIRE(tight.sla_violation_rate == 1.0);
+  REQUIRE_FALSE(tight.sla_met);
+  REQUIRE(tight.goodput_requests_per_s == 0.0);
+  REQUIRE(std::find_if(tight.alerts.begin(), tight.alerts.end(), [](const std::string& a) {
+            return a.find("TPOT") != std::string::npos;
+          }) != tight.alerts.end());
+}

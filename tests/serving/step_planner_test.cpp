@@ -1,0 +1,88 @@
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "hwmodels/roofline_cost_model.h"
+#include "sim/scenario/scenario_parser.h"
+#include "sim/serving/step_planner.h"
+
+using namespace moesim;
+
+namespace {
+// Two GPUs in one node, 4 experts of which every token picks 2 (top-2), one attention group per GPU.
+ScenarioSpec two_gpu_spec() {
+  const Json j = Json::parse(R"({
+    "model": {"num_layers": 1, "hidden": 1024, "vocab": 1000, "attention": "gqa", "num_heads": 8,
+              "num_kv_heads": 8, "head_dim": 128, "routed_experts": 4, "top_k": 2, "expert_inter": 512},
+    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 2},
+    "deployment": {"ep_size": 2, "max_batched_tokens": 1024},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 8}, "output_tokens": {"kind": "fixed", "tokens": 8}},
+    "run": {"requests": 1}})");
+  return parse_scenario(j, "").spec;
+}
+
+std::vector<GroupBatch> decode_batches(std::int64_t seqs_per_group) {
+  GroupBatch b;
+  b.decode_seqs = seqs_per_group;
+  b.decode_context_tokens = static_cast<double>(seqs_per_group) * 100;
+  b.sampled_seqs = seqs_per_group;
+  return {b, b};
+}
+}  // namespace
+
+TEST_CASE("a layer waits for its slowest GPU") {
+  const ScenarioSpec s = two_gpu_spec();
+  const RooflineCostModel gpu(s.cluster.gpu);
+  const Fabric fabric(s.cluster.fabric);
+  // Contiguous placement: experts 0,1 on GPU 0 and 2,3 on GPU 1. Top-2 with p = (1/2, 1/2, 0, 0): every
+  // token picks experts 0 and 1, so GPU 0 does all the expert work.
+  ExpertPopularity skewed(PopularitySpec{}, 1, 4, 2, Rng(1));
+  const std::vector<double> hot = {0.5, 0.5, 0.0, 0.0};
+  std::copy(hot.begin(), hot.end(), skewed.mutable_layer(0).begin());
+  StepPlanner planner(s, gpu, fabric, skewed, Rng(2));
+  const auto batches = decode_batches(64);
+  const StepPlan& p = planner.plan(batches);
+  const double t = 128;  // both groups' tokens
+  const Duration one_expert = gpu.expert_ffn(ExpertFfnWork{.tokens = 128, .hidden = 1024, .inter = 512});
+  REQUIRE(p.experts == one_expert * 2);  // GPU 0 runs two experts of 128 tokens; GPU 1 idles
+  REQUIRE(planner.gpu_busy_s()[0] > planner.gpu_busy_s()[1]);
+  REQUIRE(p.gpu_imbalance == Approx(2.0));  // max/mean of (2t, 0)
+  (void)t;
+
+  // Balanced: p = (1/4,...): every token still picks 2 of 4; the expected expert time per GPU is lower.
+  const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
+  StepPlanner balanced(s, gpu, fabric, uniform, Rng(2));
+  REQUIRE(balanced.plan(batches).experts < p.experts);
+}
+
+TEST_CASE("All-to-All bytes match a hand count when every token touches every GPU") {
+  // Top-4 of 4 experts on 2 GPUs: each token goes to both GPUs, so each GPU sends its T tokens once to
+  // the other GPU in dispatch (FP8: 1 byte x hidden) and receives them back in combine (BF16: 2 bytes).
+  ScenarioSpec s = two_gpu_spec();
+  s.model.top_k = 4;
+  s.precision.dispatch = Precision::kFP8;
+  s.precision.combine = Precision::kBF16;
+  const RooflineCostModel gpu(s.cluster.gpu);
+  const Fabric fabric(s.cluster.fabric);
+  const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 4, Rng(1));
+  StepPlanner planner(s, gpu, fabric, uniform, Rng(3));
+  const auto batches = decode_batches(32);
+  const StepPlan& p = planner.plan(batches);
+  const double per_gpu_tokens = 32;
+  const double expected = 2 /*GPUs*/ * per_gpu_tokens * 1024 * (1.0 + 2.0);
+  REQUIRE(p.dispatch_nvlink_bytes == Approx(expected));
+  REQUIRE(p.dispatch_nic_bytes == 0.0);
+  REQUIRE(p.dispatch > Duration::zero());
+  REQUIRE(p.combine > p.dispatch);  // twice the bytes
+}
+
+TEST_CASE("an empty batch costs nothing") {
+  const ScenarioSpec s = two_gpu_spec();
+  const RooflineCostModel gpu(s.cluster.gpu);
+  const Fabric fabric(s.cluster.fabric);
+  const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
+  StepPlanner planner(s, gpu, fabric, uniform, Rng(3));
+  const std::vector<GroupBatch> empty(2);
+  REQUIRE(planner.plan(empty).total == Duration::zero());
+}

@@ -1,0 +1,144 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "workloads/expert_popularity.h"
+
+using namespace moesim;
+
+TEST_CASE("a Zipf law is normalised and decreasing") {
+  const auto p = zipf_probabilities(100, 1.2);
+  REQUIRE(std::accumulate(p.begin(), p.end(), 0.0) == Approx(1.0));
+  REQUIRE(std::is_sorted(p.rbegin(), p.rend()));
+  // p_1 / p_2 = 2^s
+  REQUIRE(p[0] / p[1] == Approx(std::pow(2.0, 1.2)));
+}
+
+TEST_CASE("capping for top-k keeps the sum and bounds every probability by 1/k") {
+  auto p = zipf_probabilities(64, 2.0);
+  cap_for_top_k(p, 8);
+  REQUIRE(std::accumulate(p.begin(), p.end(), 0.0) == Approx(1.0));
+  for (const double x : p) REQUIRE(x <= 1.0 / 8 + 1e-12);
+}
+
+TEST_CASE("the fitted exponent gives the top 20% of experts 80% of the slots") {
+  const int n = 256;
+  const double s = zipf_exponent_for_top_share(n, 8, 0.2, 0.8);
+  auto p = zipf_probabilities(n, s);
+  cap_for_top_k(p, 8);
+  // Independent check: sum the 51 largest probabilities by hand.
+  std::vector<double> sorted = p;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  double top = 0;
+  for (int i = 0; i < 51; ++i) top += sorted[static_cast<std::size_t>(i)];
+  REQUIRE(top == Approx(0.8).epsilon(1e-3));
+}
+
+TEST_CASE("uniform popularity gives every expert 1/n") {
+  const ExpertPopularity pop(PopularitySpec{}, 3, 16, 4, Rng(1));
+  for (int l = 0; l < 3; ++l) {
+    for (const double x : pop.layer(l)) REQUIRE(x == Approx(1.0 / 16));
+  }
+}
+
+TEST_CASE("which experts are hot differs per layer but the law is the same") {
+  PopularitySpec spec{.kind = PopularitySpec::Kind::kZipf, .zipf_exponent = 1.0, .shuffle_per_layer = true};
+  const ExpertPopularity pop(spec, 4, 64, 8, Rng(3));
+  const auto hottest = [&](int l) {
+    const auto row = pop.layer(l);
+    return std::max_element(row.begin(), row.end()) - row.begin();
+  };
+  REQUIRE((hottest(0) != hottest(1) || hottest(1) != hottest(2) || hottest(2) != hottest(3)));
+  std::vector<double> a(pop.layer(0).begin(), pop.layer(0).end());
+  std::vector<double> b(pop.layer(3).begin(), pop.layer(3).end());
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  REQUIRE(a == b);
+}
+
+TEST_CASE("routing counts sum to tokens x top-k and never exceed the token count") {
+  PopularitySpec spec{.kind = PopularitySpec::Kind::kZipf, .zipf_exponent = 1.4};
+  const ExpertPopularity pop(spec, 1, 256, 8, Rng(5));
+  RoutingSampler sampler(256);
+  Rng rng(9);
+  std::vector<std::int32_t> counts(256);
+  for (const std::int64_t tokens : {1, 3, 17, 128, 1000, 8192, 65536}) {
+    for (int rep = 0; rep < 20; ++rep) {
+      sampler.sample(pop.layer(0), tokens, 8, rng, counts);
+      const std::int64_t sum = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+      REQUIRE(sum == tokens * 8);
+      for (const auto c : counts) {
+        REQUIRE(c >= 0);
+        REQUIRE(c <= tokens);
+      }
+    }
+  }
+}
+
+TEST_CASE("routing counts have the means and variances of per-token expert inclusion") {
+  // A token includes expert i with probability pi_i = k p_i, independently across tokens:
+  // E[c_i] = T pi_i, Var[c_i] = T pi_i (1 - pi_i), for hot and cold experts alike.
+  const int experts = 64;
+  auto p = zipf_probabilities(experts, 1.0);
+  cap_for_top_k(p, 4);
+  RoutingSampler sampler(experts);
+  Rng rng(21);
+  std::vector<std::int32_t> counts(experts);
+  const std::int64_t tokens = 500;
+  std::vector<double> sum(experts, 0.0);
+  std::vector<double> sq(experts, 0.0);
+  const int reps = 20000;
+  for (int r = 0; r < reps; ++r) {
+    sampler.sample(p, tokens, 4, rng, counts);
+    for (int e = 0; e < experts; ++e) {
+      sum[static_cast<std::size_t>(e)] += counts[static_cast<std::size_t>(e)];
+      sq[static_cast<std::size_t>(e)] += double(counts[static_cast<std::size_t>(e)]) * counts[static_cast<std::size_t>(e)];
+    }
+  }
+  for (const int e : {0, 1, 5, 20, 63}) {
+    const auto i = static_cast<std::size_t>(e);
+    const double mean = sum[i] / reps;
+    const double var = sq[i] / reps - mean * mean;
+    const double pi = 4 * p[i];
+    CHECK(mean == Approx(500 * pi).epsilon(0.02));
+    CHECK(var == Approx(500 * pi * (1 - pi)).epsilon(0.08));
+  }
+}
+
+TEST_CASE("the share of routed tokens on the top 20% of experts follows the configured law") {
+  const int experts = 256;
+  const double s = zipf_exponent_for_top_share(experts, 8, 0.2, 0.8);
+  const ExpertPopularity pop(PopularitySpec{.kind = PopularitySpec::Kind::kZipf, .zipf_exponent = s}, 1, experts, 8,
+                             Rng(2));
+  // The top 20% by configured probability, identified independently of the sampler.
+  std::vector<int> order(experts);
+  std::iota(order.begin(), order.end(), 0);
+  const auto row = pop.layer(0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)]; });
+  RoutingSampler sampler(experts);
+  Rng rng(4);
+  std::vector<std::int32_t> counts(experts);
+  double top = 0;
+  double all = 0;
+  for (int r = 0; r < 200; ++r) {
+    sampler.sample(row, 2048, 8, rng, counts);
+    for (int i = 0; i < 51; ++i) top += counts[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])];
+    all += 2048.0 * 8;
+  }
+  REQUIRE(top / all == Approx(0.8).epsilon(0.01));
+}
+
+TEST_CASE("an expert every token must pick gets exactly one copy of every token") {
+  // Top-4 of 4 experts: inclusion probability 1, so each count is T with no noise.
+  const std::vector<double> p(4, 0.25);
+  RoutingSampler sampler(4);
+  Rng rng(1);
+  std::vector<std::int32_t> counts(4);
+  for (const std::int64_t t : {1, 4, 100, 5000}) {
+    sampler.sample(p, t, 4, rng, counts);
+    for (const auto c : counts) REQUIRE(c == t);
+  }
+}
