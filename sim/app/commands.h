@@ -20,5 +20,6 @@ void add_run_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 
 }  // namespace moesim

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   moesim::add_sweep_command(app);
   moesim::add_calibrate_command(app);
   moesim::add_plan_command(app);
+  moesim::add_compare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 namespace moesim {
@@ -36,6 +37,13 @@ const std::vector<MetricColumn>& metric_columns() {
       {"preemptions", [](const Report& r) { return static_cast<double>(r.preemptions); }, "%.0f"},
       {"dropped", [](const Report& r) { return static_cast<double>(r.requests_dropped); }, "%.0f"},
       {"gpus", [](const Report& r) { return static_cast<double>(r.gpus); }, "%.0f"},
+      // Cost: GPU-hours spent per million output tokens at the measured output rate.
+      {"gpu_hours_per_million_output_tokens",
+       [](const Report& r) {
+         return r.output_tokens_per_s > 0 ? r.gpus / (r.output_tokens_per_s * 3600.0) * 1e6
+                                          : std::numeric_limits<double>::infinity();
+       },
+       "%.2f"},
   };
   return cols;
 }

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "sim/scenario/catalog.h"
+#include "sim/scenario/fabric_parser.h"
 #include "sim/scenario/trace_reader.h"
 #include "sim/serving/memory_plan.h"
 #include "workloads/expert_popularity.h"
@@ -238,16 +239,31 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
                                                       : "custom-gpu";
     JsonReader gr(gpu_json, "cluster.gpu");
     s.cluster.gpu = parse_gpu(gr, gpu_name);
+    // The fabric: a fabrics.json name, {"base": name, ...} or an object; without one, the GPU entry's
+    // link figures on the FabricSpec defaults. Its gpus_per_node is the cluster's default.
+    Json fabric_json = Json::object();
+    if (c.has("fabric")) {
+      fabric_json = resolve_entry(c.raw("fabric"), kFabricsCatalog, "cluster.fabric");
+      out.effective["cluster"]["fabric"] = fabric_json;
+    }
     s.cluster.nodes = static_cast<int>(c.positive_integer("nodes", 1));
-    s.cluster.gpus_per_node = static_cast<int>(c.positive_integer("gpus_per_node", 8));
+    s.cluster.gpus_per_node =
+        static_cast<int>(c.positive_integer("gpus_per_node", fabric_gpus_per_node(fabric_json, 8)));
     FabricSpec& f = s.cluster.fabric;
-    f.nodes = s.cluster.nodes;
-    f.gpus_per_node = s.cluster.gpus_per_node;
-    f.nvlink_bytes_per_s = c.positive("nvlink_gb_per_s", s.cluster.gpu.nvlink_bytes_per_s / 1e9) * 1e9;
-    f.nvlink_latency = Duration::from_us(c.positive("nvlink_latency_us", s.cluster.gpu.nvlink_latency.us()));
-    f.nic_bytes_per_s = c.positive("nic_gbit_per_s", s.cluster.gpu.nic_bytes_per_s * 8 / 1e9) * 1e9 / 8.0;
-    f.nic_latency = Duration::from_us(c.positive("nic_latency_us", s.cluster.gpu.nic_latency.us()));
-    f.efficiency = c.fraction("all_to_all_efficiency", f.efficiency);
+    f = parse_fabric(fabric_json, "cluster.fabric", s.cluster.nodes, s.cluster.gpus_per_node, s.cluster.gpu);
+    // The cluster-level link keys override the fabric's figures.
+    if (c.has("nvlink_gb_per_s")) f.nvlink_bytes_per_s = c.positive("nvlink_gb_per_s") * 1e9;
+    if (c.has("nvlink_latency_us")) f.nvlink_latency = Duration::from_us(c.positive("nvlink_latency_us"));
+    if (c.has("nic_gbit_per_s")) f.nic_bytes_per_s = c.positive("nic_gbit_per_s") * 1e9 / 8.0;
+    if (c.has("nic_latency_us")) f.nic_latency = Duration::from_us(c.positive("nic_latency_us"));
+    if (c.has("all_to_all_efficiency")) {
+      // It used to scale FabricSpec::efficiency, which now means bulk NVLink copies only; All-to-All
+      // efficiency is per kernel family and per link kind.
+      c.fail("all_to_all_efficiency",
+             "no longer supported: All-to-All efficiency is per kernel family and link; set "
+             "cluster.fabric.all_to_all_kernels.{high_throughput,low_latency,nvlink_domain}.{nvlink_efficiency,"
+             "nic_efficiency} (or cluster.fabric.nvlink_copy_efficiency for weight copies)");
+    }
     c.finish();
   }
 
@@ -290,8 +306,19 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       dep.all_to_all_mode = AllToAllMode::kHighThroughput;
     } else if (mode == "low_latency") {
       dep.all_to_all_mode = AllToAllMode::kLowLatency;
+    } else if (mode == "nvlink_domain") {
+      // One-sided NVLink kernels need every rank of the EP group in one NVLink domain.
+      if (dep.ep_size > s.cluster.gpus_per_node) {
+        d.fail("all_to_all", "nvlink_domain needs the EP group (ep_size " + std::to_string(dep.ep_size) +
+                                 ") inside one NVLink domain of " + std::to_string(s.cluster.gpus_per_node) +
+                                 " GPUs (cluster.gpus_per_node); use high_throughput, low_latency or auto");
+      }
+      dep.all_to_all_mode = AllToAllMode::kNvlinkDomain;
+    } else if (mode == "auto") {
+      dep.all_to_all_mode = AllToAllMode::kAuto;
     } else {
-      d.fail("all_to_all", "unknown mode \"" + mode + "\" (known: high_throughput, low_latency)");
+      d.fail("all_to_all",
+             "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
     }
     const std::string router = d.string("router", "least_loaded");
     if (router == "least_loaded") {
