@@ -48,8 +48,16 @@ void plan(const PlanCliOptions& o) {
   po.concurrency = o.concurrency;
   const std::unique_ptr<GpuCostModel> gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
   CapacityPlan p = plan_capacity(sc.spec, *gpu, po);
-  if (o.simulate) add_simulation(p, sc.spec, *gpu, o.batch_sizes);
   const bool json_to_stdout = o.json_file == "-";
+  if (o.simulate) {
+    try {
+      add_simulation(p, sc.spec, *gpu, o.batch_sizes);
+    } catch (const InputError&) {
+      // The deployment as configured cannot run (it does not fit): show the review that says why.
+      if (!o.quiet && !json_to_stdout) std::cout << format_plan_table(p) << "\n";
+      throw;
+    }
+  }
   if (!o.quiet && !json_to_stdout) std::cout << format_plan_table(p);
   if (!o.json_file.empty()) write_text(o.json_file, plan_to_json(p, sc.effective).dump(2) + "\n");
   if (!o.markdown_file.empty()) write_text(o.markdown_file, format_plan_markdown(p));

@@ -328,6 +328,9 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o) {
                        " (deployment.kv_cache_memory_fraction) - activations - framework overhead "
                        "(deployment.activation_gib, framework_overhead_gib; defaults 4 and 2 GiB, a vLLM-style "
                        "allowance for the activation workspace, CUDA graphs and the allocator).");
+  plan.notes.push_back("Fit, node counts and max concurrency use the seed's arithmetic (every weight held once "
+                       "across the cluster); the 'as deployed' figures add what the deployment replicates per "
+                       "attention group (attention, dense and shared parts, embeddings).");
   add_memory_advice(plan, s);
   return plan;
 }
