@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "sim/engine/check.h"
@@ -144,63 +145,105 @@ std::int32_t poisson_small(double m, Rng& rng) {
 
 double table_normal(std::uint64_t bits12) { return kNormalTable.z[bits12 & 4095]; }
 
-RoutingSampler::RoutingSampler(int experts)
-    : x_(static_cast<std::size_t>(experts)), hot_(static_cast<std::size_t>(experts)) {}
-
-void RoutingSampler::sample(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
-                            std::span<std::int32_t> counts) {
-  MOESIM_CHECK(counts.size() == probs.size() && probs.size() <= x_.size(), "routing sampler size mismatch");
+RoutingSampler::Layer RoutingSampler::prepare(std::span<const double> probs, int top_k) {
+  Layer l;
+  l.top_k = top_k;
   const std::size_t n = probs.size();
-  const std::int64_t slots = tokens * top_k;
-  const double t = static_cast<double>(tokens);
-  const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
+  l.order.resize(n);
+  std::iota(l.order.begin(), l.order.end(), 0);
+  std::stable_sort(l.order.begin(), l.order.end(), [&](int a, int b) {
+    return probs[static_cast<std::size_t>(a)] > probs[static_cast<std::size_t>(b)];
+  });
+  l.pi.resize(n);
+  l.sd.resize(n);
+  l.pi_prefix.assign(n + 1, 0.0);
+  l.var_prefix.assign(n + 1, 0.0);
+  std::vector<double> v(n);
+  double total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double pi = std::min(1.0, top_k * probs[static_cast<std::size_t>(l.order[i])]);
+    l.pi[i] = pi;
+    v[i] = pi * (1.0 - pi);
+    total += v[i];
+  }
+  // Conditioning on the total shrinks a variance a^2 to a^2 (1 - a^2 / A), A = sum a^2. Inflate the
+  // unconditioned variances so that the conditioned ones are the Binomial pi (1 - pi): solve
+  // f (1 - f) = v / A for f = a^2 / A (fixed point on A; a few iterations converge).
+  std::vector<double> a2 = v;
+  for (int iter = 0; iter < 8 && total > 0; ++iter) {
+    const double big_a = std::accumulate(a2.begin(), a2.end(), 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double r = v[i] / big_a;
+      a2[i] = r < 0.25 ? 0.5 * (1.0 - std::sqrt(1.0 - 4.0 * r)) * big_a : 0.5 * big_a;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    l.sd[i] = std::sqrt(a2[i]);
+    l.pi_prefix[i + 1] = l.pi_prefix[i] + l.pi[i];
+    l.var_prefix[i + 1] = l.var_prefix[i] + a2[i];
+  }
+  return l;
+}
+
+RoutingSampler::RoutingSampler(int experts) : z_(static_cast<std::size_t>(experts)) {}
+
+void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng, std::span<std::int32_t> counts) {
+  const std::size_t n = layer.order.size();
+  MOESIM_CHECK(counts.size() == n && n <= z_.size(), "routing sampler size mismatch");
+  const std::int64_t slots = tokens * layer.top_k;
   if (slots == 0) {
     std::fill(counts.begin(), counts.end(), 0);
     return;
   }
+  const double t = static_cast<double>(tokens);
+  const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
   // A token includes expert e with probability pi_e = k p_e, so a count is a sum of `tokens` Bernoulli
-  // trials: mean T pi, variance T pi (1 - pi). Rare experts (small mean and pi): Poisson. The others:
-  // Gaussian, conditioned on the total that the rare ones leave.
+  // trials: mean T pi, variance T pi (1 - pi). Rare experts (mean < kColdMean and pi < 0.1, a suffix of
+  // `order`): Poisson. The others: Gaussian, conditioned on the total the rare ones leave.
+  const double cold_pi = std::min(0.1, kColdMean / t);
+  const auto hot = static_cast<std::size_t>(
+      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
   std::int64_t cold_total = 0;
-  double hot_mean = 0;
-  double hot_var = 0;
-  std::size_t hot = 0;
-  for (std::size_t e = 0; e < n; ++e) {
-    const double pi = std::min(1.0, top_k * probs[e]);
-    const double m = t * pi;
-    if (m < kColdMean && pi < 0.1) {
-      const std::int32_t c = std::min(poisson_small(m, rng), cap);
-      counts[e] = c;
-      cold_total += c;
-    } else {
-      hot_[hot++] = static_cast<int>(e);
-      hot_mean += m;
-      hot_var += m * (1.0 - pi);
+  std::uint64_t bits = 0;
+  for (std::size_t i = hot; i < n; ++i) {
+    if (((i - hot) & 1) == 0) bits = rng.next_u64();
+    const double u = static_cast<double>(bits >> 32) * 0x1.0p-32;
+    bits <<= 32;
+    const double m = t * layer.pi[i];
+    double prob = exp_neg_small(m);
+    double left = u;
+    std::int32_t c = 0;
+    while (left > prob && c < 64) {
+      left -= prob;
+      ++c;
+      prob *= m / c;
     }
+    c = std::min(c, cap);
+    counts[static_cast<std::size_t>(layer.order[i])] = c;
+    cold_total += c;
   }
   std::int64_t residual = slots - cold_total;
   if (hot > 0) {
-    // X_e = m_e + w_e (H - sum m) + a_e z_e - w_e sum_j a_j z_j, w_e = var_e / sum var: the Gaussian
-    // with variances var_e conditioned on summing to H.
-    const double target = static_cast<double>(residual);
+    // X_i = T pi_i + sqrt(T) sd_i z_i + w_i (H - T sum pi - sqrt(T) sum sd_j z_j), w_i = sd_i^2 / sum sd^2:
+    // the Gaussian with variances T sd_i^2 conditioned on summing to H.
+    const double sqrt_t = std::sqrt(t);
     double s = 0;
-    std::uint64_t bits = 0;
     for (std::size_t i = 0; i < hot; ++i) {
       if ((i & 3) == 0) bits = rng.next_u64();
-      const double pi = std::min(1.0, top_k * probs[static_cast<std::size_t>(hot_[i])]);
-      const double az = std::sqrt(t * pi * (1.0 - pi)) * table_normal(bits >> 52);
+      const double az = sqrt_t * layer.sd[i] * table_normal(bits >> 52);
       bits <<= 16;
-      x_[i] = az;
+      z_[i] = az;
       s += az;
     }
+    const double var = layer.var_prefix[hot];
+    const double gap = static_cast<double>(residual) - t * layer.pi_prefix[hot] - s;
+    const double pi_sum = layer.pi_prefix[hot];
     std::int64_t assigned = 0;
     for (std::size_t i = 0; i < hot; ++i) {
-      const double pi = std::min(1.0, top_k * probs[static_cast<std::size_t>(hot_[i])]);
-      const double m = t * pi;
-      const double w = hot_var > 0 ? m * (1.0 - pi) / hot_var : m / hot_mean;
-      const double x = m + w * (target - hot_mean) + x_[i] - w * s;
+      const double w = var > 0 ? layer.sd[i] * layer.sd[i] / var : layer.pi[i] / pi_sum;
+      const double x = t * layer.pi[i] + z_[i] + w * gap;
       const auto c = static_cast<std::int32_t>(std::clamp(std::floor(x + 0.5), 0.0, static_cast<double>(cap)));
-      counts[static_cast<std::size_t>(hot_[i])] = c;
+      counts[static_cast<std::size_t>(layer.order[i])] = c;
       assigned += c;
     }
     residual -= assigned;
@@ -213,7 +256,7 @@ void RoutingSampler::sample(std::span<const double> probs, std::int64_t tokens, 
     for (std::size_t sweep = 0; sweep < 64 && residual != 0; ++sweep) {
       bool moved = false;
       for (std::size_t j = 0; j < m && residual != 0; ++j) {
-        const std::size_t e = pass == 0 ? static_cast<std::size_t>(hot_[(start + j) % m]) : (start + j) % m;
+        const auto e = static_cast<std::size_t>(layer.order[(start + j) % m]);
         if (residual > 0 && counts[e] < cap) {
           ++counts[e];
           --residual;

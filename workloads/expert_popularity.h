@@ -61,14 +61,27 @@ class ExpertPopularity {
 class RoutingSampler {
  public:
   static constexpr double kColdMean = 8.0;
+  // What the sampler derives from one layer's probabilities; rebuild when they change.
+  struct Layer {
+    int top_k = 1;
+    std::vector<int> order;         // experts by descending inclusion probability
+    std::vector<double> pi;         // inclusion probability k p, in `order`
+    std::vector<double> sd;         // per-token sd before conditioning on the total, in `order`
+    std::vector<double> pi_prefix;  // sum of pi over order[0..i)
+    std::vector<double> var_prefix;  // sum of sd^2 over order[0..i)
+  };
+  static Layer prepare(std::span<const double> probs, int top_k);
+
   explicit RoutingSampler(int experts);
-  // `probs` must satisfy top_k * p <= 1 (see cap_for_top_k) and sum to 1.
+  void sample(const Layer& layer, std::int64_t tokens, Rng& rng, std::span<std::int32_t> counts);
+  // `probs` must satisfy top_k * p <= 1 (see cap_for_top_k) and sum to 1. Prepares on every call.
   void sample(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
-              std::span<std::int32_t> counts);
+              std::span<std::int32_t> counts) {
+    sample(prepare(probs, top_k), tokens, rng, counts);
+  }
 
  private:
-  std::vector<double> x_;    // continuous counts of the hot experts
-  std::vector<int> hot_;     // indices of the hot experts
+  std::vector<double> z_;  // scaled normals of the hot experts
 };
 
 // Convenience wrapper (allocates a sampler per call; for tests and one-off use).

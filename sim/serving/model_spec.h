@@ -70,6 +70,13 @@ struct ModelSpec {
   // MLA decode uses the absorbed form (scores over the latent), prefill the expanded one
   // (DeepSeek-V2 paper, section 2.1.2 and appendix C).
   [[nodiscard]] double attention_flops_per_pair(bool prefill) const;
+  // Query in and output out of the attention core per query token (elements): heads x (q + o) widths;
+  // MLA decode works in the latent (absorbed) space.
+  [[nodiscard]] double attention_qo_elements_per_token(bool prefill) const {
+    if (attention == AttentionKind::kGqa) return 2.0 * num_heads * head_dim;
+    if (prefill) return double(num_heads) * double(qk_nope_head_dim + qk_rope_head_dim + v_head_dim);
+    return double(num_heads) * double(2 * kv_lora_rank + qk_rope_head_dim);
+  }
   // Projection GEMM shapes of one layer's attention: sum over the projections of K x N (weights).
   [[nodiscard]] double attention_projection_flops_per_token() const {
     return 2.0 * attention_params_per_layer();

@@ -7,14 +7,6 @@
 
 namespace moesim {
 
-namespace {
-double ipow(double x, int k) {
-  double r = 1.0;
-  for (int i = 0; i < k; ++i) r *= x;
-  return r;
-}
-}  // namespace
-
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
                          const ExpertPopularity& popularity, Rng routing_rng)
     : s_(s),
@@ -25,12 +17,11 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       sampler_(s.model.routed_experts),
       gpus_(s.deployment.ep_size),
       groups_(s.deployment.attention_dp),
-      tp_(s.deployment.attention_tp) {
+      tp_(s.deployment.attention_tp),
+      placement_(contiguous_placement(s.model.moe_layers(), s.model.routed_experts, s.deployment.ep_size)),
+      nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
-  const int per_gpu = (m.routed_experts + gpus_ - 1) / gpus_;
-  expert_gpu_.resize(static_cast<std::size_t>(m.routed_experts));
-  for (int e = 0; e < m.routed_experts; ++e) expert_gpu_[static_cast<std::size_t>(e)] = e / per_gpu;
 
   // Expert cost by token count, precomputed up to the most tokens one expert can see in a step.
   const auto max_tokens = s.deployment.max_batched_tokens * groups_;
@@ -54,14 +45,49 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   dense_layer_.resize(static_cast<std::size_t>(groups_));
   group_flops_moe_.resize(static_cast<std::size_t>(groups_));
   group_bytes_moe_.resize(static_cast<std::size_t>(groups_));
-  const int nodes = std::max(1, (gpus_ + s.cluster.gpus_per_node - 1) / s.cluster.gpus_per_node);
   traffic_.ranks = gpus_;
   traffic_.ranks_per_node = std::min(gpus_, s.cluster.gpus_per_node);
   traffic_.tokens_to_rank.assign(g * g, 0.0);
   traffic_.pairs_to_rank.assign(g * g, 0.0);
-  traffic_.tokens_to_node.assign(g * static_cast<std::size_t>(nodes), 0.0);
+  traffic_.tokens_to_node.assign(g * static_cast<std::size_t>(nodes_), 0.0);
+  const auto layers = static_cast<std::size_t>(m.moe_layers());
+  touch_gpu_.assign(layers * g, 0.0);
+  touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
+  touch_valid_.assign(layers, 0);
+  for (int l = 0; l < m.moe_layers(); ++l) routing_.push_back(RoutingSampler::prepare(popularity.layer(l), m.top_k));
+  set_placement(placement_);
   traffic_.dispatch_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.dispatch);
   traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
+}
+
+void StepPlanner::set_placement(Placement p) {
+  MOESIM_CHECK(p.gpus() == gpus_ && p.experts() == s_.model.routed_experts, "placement does not match the replica");
+  placement_ = std::move(p);
+  std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
+  const int experts = s_.model.routed_experts;
+  single_gpu_.assign(static_cast<std::size_t>(placement_.layers()) * static_cast<std::size_t>(experts), -1);
+  for (int l = 0; l < placement_.layers(); ++l) {
+    for (int e = 0; e < experts; ++e) {
+      const auto copies = placement_.slots_of(l, e);
+      if (copies.size() == 1) {
+        single_gpu_[static_cast<std::size_t>(l * experts + e)] = placement_.gpu_of_slot(copies[0]);
+      }
+    }
+  }
+}
+
+void StepPlanner::ensure_touch(int layer) {
+  const auto l = static_cast<std::size_t>(layer);
+  if (touch_valid_[l] != 0) return;
+  const auto probs = popularity_.layer(layer);
+  const int k = s_.model.top_k;
+  const auto g = static_cast<std::size_t>(gpus_);
+  const auto n = static_cast<std::size_t>(nodes_);
+  SlotMap map = placement_.slot_map(layer);
+  touch_fractions_independent(probs, map, k, std::span<double>(touch_gpu_).subspan(l * g, g));
+  map.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_);
+  touch_fractions_independent(probs, map, k, std::span<double>(touch_node_).subspan(l * n, n));
+  touch_valid_[l] = 1;
 }
 
 Duration StepPlanner::expert_time(std::int64_t tokens) const {
@@ -91,10 +117,13 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
       continue;
     }
     const Duration proj = gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = p.attention});
-    const AttentionWork dec{.bytes = b.decode_context_tokens * kv_elem * shard,
+    const double qo = 2.0 / tp;  // BF16 Q in and O out, heads split over TP
+    const AttentionWork dec{.bytes = b.decode_context_tokens * kv_elem * shard +
+                                     double(b.decode_seqs) * m.attention_qo_elements_per_token(false) * qo,
                             .flops = b.decode_context_tokens * m.attention_flops_per_pair(false) / tp,
                             .is_prefill = false};
-    const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard,
+    const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard +
+                                     double(b.prefill_tokens) * m.attention_qo_elements_per_token(true) * qo,
                             .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
                             .is_prefill = true};
     const Duration attn = proj + gpu_.attention(dec) + gpu_.attention(pre);
@@ -160,25 +189,39 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
 
   const int k = m.top_k;
   const double slots = double(total_tokens) * k;
-  const int nodes = static_cast<int>(traffic_.tokens_to_node.size()) / gpus_;
-  const int per_node = traffic_.ranks_per_node;
   double gpu_imb_sum = 0;
   double expert_imb_sum = 0;
   const double mean_pairs_gpu = slots / gpus_;
   const double mean_pairs_expert = slots / m.routed_experts;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
-    sampler_.sample(popularity_.layer(layer), total_tokens, k, rng_, counts_);
+    sampler_.sample(routing_[static_cast<std::size_t>(layer)], total_tokens, rng_, counts_);
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
     std::int32_t max_count = 0;
+    const auto replicas = placement_.replicas(layer);
+    const int* single = single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(m.routed_experts);
     for (int e = 0; e < m.routed_experts; ++e) {
       const std::int32_t c = counts_[static_cast<std::size_t>(e)];
       if (c == 0) continue;
-      const auto g = static_cast<std::size_t>(expert_gpu_[static_cast<std::size_t>(e)]);
-      gpu_pairs_[g] += c;
-      gpu_expert_time_[g] += expert_time(c);
-      bytes_[g] += expert_bytes_;
       max_count = std::max(max_count, c);
+      if (single[e] >= 0) {
+        const auto g = static_cast<std::size_t>(single[e]);
+        gpu_pairs_[g] += c;
+        gpu_expert_time_[g] += expert_time(c);
+        bytes_[g] += expert_bytes_;
+        continue;
+      }
+      // An expert with several copies has its tokens split evenly over them (EPLB).
+      const auto copies = placement_.slots_of(layer, e);
+      const int reps = replicas[static_cast<std::size_t>(e)];
+      for (std::size_t r = 0; r < copies.size(); ++r) {
+        const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
+        if (share == 0) continue;
+        const auto g = static_cast<std::size_t>(placement_.gpu_of_slot(copies[r]));
+        gpu_pairs_[g] += share;
+        gpu_expert_time_[g] += expert_time(share);
+        bytes_[g] += expert_bytes_;
+      }
     }
     Duration experts_max = Duration::zero();
     double max_pairs = 0;
@@ -195,28 +238,21 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
     Duration dispatch = Duration::zero();
     Duration combine = Duration::zero();
     if (gpus_ > 1) {
-      // A token is sent once to each GPU (and node) holding at least one of its k experts. With each
-      // of its k choices landing on GPU d with probability q_d = pairs_d / (T k), the share of tokens
-      // that touch d is 1 - (1 - q_d)^k (choices treated as independent).
-      for (int node = 0; node < nodes; ++node) {
-        double q_node = 0;
-        for (int d = node * per_node; d < std::min(gpus_, (node + 1) * per_node); ++d) {
-          q_node += gpu_pairs_[static_cast<std::size_t>(d)] / slots;
+      // Dedup'd dispatch: a token is sent once to each GPU (node) holding at least one of its k
+      // experts, with the expected touch fractions of this layer's popularity and placement; the
+      // per-pair traffic of low-latency kernels follows this step's sampled counts.
+      ensure_touch(layer);
+      const double* touch_gpu = touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(gpus_);
+      const double* touch_node = touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
+      for (int src = 0; src < gpus_; ++src) {
+        const double t = gpu_tokens_[static_cast<std::size_t>(src)];
+        for (int node = 0; node < nodes_; ++node) {
+          traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
         }
-        const double touch_node = 1.0 - ipow(1.0 - std::min(1.0, q_node), k);
-        for (int src = 0; src < gpus_; ++src) {
-          traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes + node)] =
-              gpu_tokens_[static_cast<std::size_t>(src)] * touch_node;
-        }
-      }
-      for (int d = 0; d < gpus_; ++d) {
-        const double q = gpu_pairs_[static_cast<std::size_t>(d)] / slots;
-        const double touch = 1.0 - ipow(1.0 - std::min(1.0, q), k);
-        for (int src = 0; src < gpus_; ++src) {
+        for (int d = 0; d < gpus_; ++d) {
           const auto i = static_cast<std::size_t>(src * gpus_ + d);
-          const double t = gpu_tokens_[static_cast<std::size_t>(src)];
-          traffic_.tokens_to_rank[i] = t * touch;
-          traffic_.pairs_to_rank[i] = t * k * q;
+          traffic_.tokens_to_rank[i] = t * touch_gpu[d];
+          traffic_.pairs_to_rank[i] = t * k * gpu_pairs_[static_cast<std::size_t>(d)] / slots;
         }
       }
       const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);

@@ -11,6 +11,7 @@
 #include "hwmodels/fabric.h"
 #include "hwmodels/gpu_cost_model.h"
 #include "sim/engine/random.h"
+#include "sim/serving/placement.h"
 #include "sim/serving/scenario_spec.h"
 #include "workloads/expert_popularity.h"
 
@@ -56,12 +57,15 @@ class StepPlanner {
   [[nodiscard]] std::span<const double> gpu_flops() const { return flops_; }
   [[nodiscard]] std::span<const double> gpu_bytes() const { return bytes_; }
   [[nodiscard]] int gpus() const { return gpus_; }
-  // The expert that hosts logical expert e of a layer (contiguous placement).
-  [[nodiscard]] int gpu_of_expert(int e) const { return expert_gpu_[static_cast<std::size_t>(e)]; }
+  [[nodiscard]] const Placement& placement() const { return placement_; }
+  // Replaces the placement (a rebalance); cached touch fractions are recomputed lazily.
+  void set_placement(Placement p);
 
  private:
   Duration expert_time(std::int64_t tokens) const;
   void cost_groups(std::span<const GroupBatch> groups);
+  // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
+  void ensure_touch(int layer);
 
   const ScenarioSpec& s_;
   const GpuCostModel& gpu_;
@@ -72,7 +76,13 @@ class StepPlanner {
   int gpus_;
   int groups_;
   int tp_;
-  std::vector<int> expert_gpu_;
+  Placement placement_;
+  int nodes_;
+  std::vector<double> touch_gpu_;   // [layer][gpu]
+  std::vector<double> touch_node_;  // [layer][node]
+  std::vector<char> touch_valid_;   // [layer]
+  std::vector<RoutingSampler::Layer> routing_;  // per layer, from the popularity
+  std::vector<int> single_gpu_;  // [layer][expert]: its GPU when it has one copy, else -1
   std::vector<Duration> ffn_table_;  // expert FFN time by token count
   double expert_flops_per_token_;
   double expert_bytes_;

@@ -45,6 +45,7 @@ TEST_CASE("a closed loop with fixed lengths and top-k = all experts matches the 
   const double attn_n = (h * 1024 + 2 * h * 1024 + 1024 * h) / h;  // q, k, v, o projections / hidden
   const double kv_bytes_per_token_layer = 2.0 * 8 * 128 * 2.0;
   const double flops_per_pair = 4.0 * 8 * 128;
+  const double qo_bytes_per_token = 2.0 * 8 * 128 * 2.0;  // Q in and O out of the attention core, BF16
   const int users = 4;
   auto layer = [&](double tokens, double attn_bytes, double attn_flops) {
     return hr.gemm(tokens, attn_n, h) + hr.time(attn_bytes, attn_flops, 1) + hr.gemm(tokens, 4, h) +
@@ -52,12 +53,15 @@ TEST_CASE("a closed loop with fixed lengths and top-k = all experts matches the 
   };
   const double lm_head = hr.gemm(users, 1000, h);
   // Prefill step: 4 prompts of 32 tokens; causal pairs 32*33/2 per prompt.
-  const double prefill = 2.0 * layer(4 * 32, 4 * 32 * kv_bytes_per_token_layer, 4 * 528 * flops_per_pair) + lm_head;
+  const double prefill =
+      2.0 * layer(4 * 32, 4 * 32 * (kv_bytes_per_token_layer + qo_bytes_per_token), 4 * 528 * flops_per_pair) +
+      lm_head;
   // Decode step j = 1..7 reads a context of 32 + j tokens per sequence.
   double decode_sum = 0;
   for (int j = 1; j <= 7; ++j) {
     const double ctx = users * (32.0 + j);
-    decode_sum += 2.0 * layer(users, ctx * kv_bytes_per_token_layer, ctx * flops_per_pair) + lm_head;
+    decode_sum +=
+        2.0 * layer(users, ctx * kv_bytes_per_token_layer + users * qo_bytes_per_token, ctx * flops_per_pair) + lm_head;
   }
   const RooflineCostModel gpu(sc.spec.cluster.gpu);
   const Report r = simulate(sc.spec, gpu);
@@ -103,7 +107,8 @@ TEST_CASE("crossing nodes puts All-to-All on the critical path") {
 TEST_CASE("a KV cache too small for the load preempts and still finishes every request") {
   // Squeeze the KV pool: the 30B model's weights take ~15 GB per GPU of 4; leave a few thousand tokens.
   const Report r = run(tiny("tiny_poisson_ep4.json"),
-                       {"deployment.kv_cache_memory_fraction=0.36", "workload.arrival.rate_per_s=200"});
+                       {"deployment.kv_cache_memory_fraction=0.33", "deployment.max_batch_size=512",
+                        "deployment.max_batched_tokens=8192", "workload.arrival.rate_per_s=400"});
   REQUIRE(r.preemptions > 0);
   REQUIRE(r.requests_finished + r.requests_dropped == r.requests_arrived);
   REQUIRE(r.output_tokens == r.output_tokens_asked);

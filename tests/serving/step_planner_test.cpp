@@ -74,7 +74,7 @@ TEST_CASE("All-to-All bytes match a hand count when every token touches every GP
   REQUIRE(p.dispatch_nvlink_bytes == Approx(expected));
   REQUIRE(p.dispatch_nic_bytes == 0.0);
   REQUIRE(p.dispatch > Duration::zero());
-  REQUIRE(p.combine > p.dispatch);  // twice the bytes
+  REQUIRE(p.combine >= p.dispatch);  // twice the bytes, never faster
 }
 
 TEST_CASE("an empty batch costs nothing") {
