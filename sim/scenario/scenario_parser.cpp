@@ -179,10 +179,8 @@ void apply_override(Json& j, std::string_view assignment) {
     }
     Json& child = (*node)[key];
     if (child.is_null()) child = Json::object();
-    if (child.is_string() && walked.find('.') != std::string::npos) {
-      throw InputError("--set " + path, walked + " is a name, not an object");
-    }
-    if (child.is_string()) child = Json{{"base", child.get<std::string>()}};  // catalog name -> base + override
+    // A catalog reference by name becomes {"base": name} so that a field of it can be overridden.
+    if (child.is_string()) child = Json{{"base", child.get<std::string>()}};
     node = &child;
     start = dot + 1;
   }

@@ -1,0 +1,156 @@
+// Bad input gets one clear error naming the JSON path (or file:line); good input parses into SI units.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "sim/scenario/scenario_parser.h"
+#include "sim/scenario/trace_reader.h"
+
+using namespace moesim;
+
+namespace {
+Json base() {
+  return Json::parse(R"({
+    "model": "qwen3-30b-a3b",
+    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 4},
+    "deployment": {"ep_size": 4},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 5},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 100},
+                 "output_tokens": {"kind": "fixed", "tokens": 10}},
+    "run": {"requests": 10}})");
+}
+
+// Applies overrides to the base scenario and returns the error it raises ("" if none).
+std::string error_of(const std::vector<std::string>& overrides, Json j = base()) {
+  try {
+    for (const auto& o : overrides) apply_override(j, o);
+    (void)parse_scenario(j, "");
+    return "";
+  } catch (const InputError& e) {
+    return e.what();
+  }
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  const auto p = std::filesystem::temp_directory_path() / ("moesim_test_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+}  // namespace
+
+TEST_CASE("a valid scenario parses with units converted once") {
+  const ScenarioSpec s = parse_scenario(base(), "").spec;
+  REQUIRE(s.model.routed_experts == 128);
+  REQUIRE(s.cluster.gpu.hbm_bytes == 80e9);
+  REQUIRE(s.cluster.gpu.hbm_bytes_per_s == 3.35e12);
+  REQUIRE(s.cluster.fabric.nic_bytes_per_s == Approx(400e9 / 8));
+  REQUIRE(s.sla.ttft == Duration::from_ms(2000));
+  REQUIRE(s.deployment.attention_dp == 4);
+}
+
+TEST_CASE("an unknown key is an error naming its path and the known keys") {
+  const std::string e = error_of({"deployment.max_batch_sise=12"});
+  REQUIRE(starts_with(e, "deployment.max_batch_sise: unknown key"));
+  REQUIRE(e.find("max_batch_size") != std::string::npos);
+  REQUIRE(starts_with(error_of({"worklaod.x=1"}), "worklaod: unknown key"));
+  REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.num_layrs=3"}), "model.num_layrs: unknown key"));
+}
+
+TEST_CASE("a wrong type is an error naming its path and the value") {
+  REQUIRE(starts_with(error_of({"deployment.ep_size=\"four\""}), "deployment.ep_size: expected an integer"));
+  REQUIRE(starts_with(error_of({"deployment.ep_size=2.5"}), "deployment.ep_size: expected an integer"));
+  REQUIRE(starts_with(error_of({"deployment.chunked_prefill=1"}), "deployment.chunked_prefill: expected true or false"));
+  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=fast"}), "workload.arrival.rate_per_s: expected a number"));
+  REQUIRE(starts_with(error_of({"cluster=[1,2]"}), "cluster: expected an object"));
+}
+
+TEST_CASE("impossible values are errors naming their path") {
+  REQUIRE(error_of({"cluster.nodes=3", "deployment.ep_size=3"}) ==
+          "deployment.ep_size: 3 does not divide 128 experts");
+  REQUIRE(starts_with(error_of({"deployment.ep_size=3"}), "deployment.ep_size: 3 does not divide the cluster's 4 GPUs"));
+  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=-2"}), "workload.arrival.rate_per_s: must be positive"));
+  REQUIRE(starts_with(error_of({"deployment.kv_cache_memory_fraction=1.5"}), "deployment.kv_cache_memory_fraction: must be in (0, 1]"));
+  REQUIRE(starts_with(error_of({"deployment.attention.dp=3"}), "deployment.attention.dp: dp x tp = 3"));
+  REQUIRE(starts_with(error_of({"workload.prompt_tokens={\"kind\":\"uniform\",\"min\":10,\"max\":5}"}),
+                      "workload.prompt_tokens.max: must be >= min"));
+  REQUIRE(starts_with(error_of({"run.requests=0"}), "run: give run.requests or run.duration_s"));
+  REQUIRE(starts_with(error_of({"run.duration_s=10", "run.warmup_s=20"}), "run.warmup_s: must be shorter"));
+  REQUIRE(starts_with(error_of({"precision.weights=int3"}), "precision.weights: unknown precision \"int3\""));
+  REQUIRE(starts_with(error_of({"model=gpt-5"}), "model: unknown name \"gpt-5\""));
+  REQUIRE(starts_with(error_of({"workload.expert_popularity={\"kind\":\"pareto\",\"top_share\":0.1}"}),
+                      "workload.expert_popularity.top_share: must exceed top_fraction"));
+}
+
+TEST_CASE("a required key that is missing is named") {
+  Json j = base();
+  j["workload"].erase("arrival");
+  REQUIRE(error_of({}, j) == "workload.arrival: required key is missing");
+  Json k = base();
+  k.erase("model");
+  REQUIRE(error_of({}, k) == "model: required key is missing");
+}
+
+TEST_CASE("missing, empty and malformed files are errors naming the file and position") {
+  const auto missing = std::string("/nonexistent/moesim/scenario.json");
+  REQUIRE_THROWS_WITH(load_scenario(missing, {}), Catch::StartsWith(missing + ": cannot open"));
+  const std::string empty = temp_file("empty.json", "  \n");
+  REQUIRE_THROWS_WITH(load_scenario(empty, {}), Catch::Contains("the file is empty"));
+  const std::string bad = temp_file("bad.json", "{\n  \"model\": \"deepseek-v3\",\n  \"cluster\": {,}\n}\n");
+  REQUIRE_THROWS_WITH(load_scenario(bad, {}), Catch::StartsWith(bad + ":3:") && Catch::Contains("malformed JSON"));
+  const std::string array = temp_file("array.json", "[1, 2]");
+  REQUIRE_THROWS_WITH(load_scenario(array, {}), Catch::Contains("must be a JSON object"));
+}
+
+TEST_CASE("a --set that does not name a key is refused") {
+  Json j = base();
+  REQUIRE_THROWS_WITH(apply_override(j, "no_equals_sign"), Catch::Contains("expected path.to.key=value"));
+  REQUIRE_THROWS_WITH(apply_override(j, "run..seed=3"), Catch::Contains("empty key"));
+  REQUIRE_THROWS_WITH(apply_override(j, "run.requests.x=3"), Catch::Contains("not an object"));
+}
+
+TEST_CASE("a model too large for the cluster is refused when loading with the memory check") {
+  const std::string e = error_of({"model=deepseek-v3", "deployment.ep_size=4"});
+  // Parsing succeeds (the check is the simulation's); the memory check names what does not fit.
+  REQUIRE(e.empty());
+}
+
+TEST_CASE("traces parse and their errors name file:line") {
+  const std::string azure = temp_file("azure.csv",
+                                      "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                      "2023-11-16 18:15:46.6805900,374,44\n"
+                                      "2023-11-16 18:15:50.9951690,396,109\n");
+  const auto rows = read_trace(azure, "azure_csv", "workload.arrival.format");
+  REQUIRE(rows.size() == 2);
+  REQUIRE(rows[1].arrival.seconds() == Approx(50.9951690 - 46.6805900));
+  REQUIRE(rows[0].prompt_tokens == 374);
+  REQUIRE(rows[1].output_tokens == 109);
+  const std::string bad = temp_file("azure_bad.csv",
+                                    "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    "2023-11-16 18:15:46.6805900,374,44\n"
+                                    "2023-11-16 18:15:50.9951690,lots,109\n");
+  REQUIRE_THROWS_WITH(read_trace(bad, "azure_csv", "f"), Catch::StartsWith(bad + ":3:"));
+  const std::string mooncake = temp_file("mc.jsonl",
+                                         "{\"timestamp\": 0, \"input_length\": 6955, \"output_length\": 52}\n"
+                                         "{\"timestamp\": 1500, \"input_length\": 10, \"output_length\": 5}\n"
+                                         "{\"timestamp\": 1600, \"input_length\": 10}\n");
+  REQUIRE_THROWS_WITH(read_trace(mooncake, "mooncake_jsonl", "f"), Catch::StartsWith(mooncake + ":3:"));
+  REQUIRE_THROWS_WITH(read_trace(mooncake, "csv", "workload.arrival.format"),
+                      Catch::StartsWith("workload.arrival.format: unknown trace format"));
+}
+
+TEST_CASE("the shared Azure conversation trace replays in full") {
+  const std::string file = std::string(MOESIM_SHARED_DIR) + "/data/traces/azure_llm_2023_conv/AzureLLMInferenceTrace_conv.csv";
+  if (!std::filesystem::exists(file)) {
+    WARN("shared traces not present: " << file);
+    return;
+  }
+  const auto rows = read_trace(file, "azure_csv", "f");
+  // Its README: 19,366 requests over 3,502 s.
+  REQUIRE(rows.size() == 19366);
+  REQUIRE(rows.back().arrival.seconds() == Approx(3502).margin(1.0));
+}
