@@ -13,17 +13,20 @@ int main(int argc, char** argv) {
       "throughput, latency percentiles, All-to-All share, memory and expert load.\n\n"
       "Examples:\n"
       "  moesim run                                   # the default scenario (DeepSeek-V3 FP8 on 8xH200, EP8)\n"
-      "  moesim run scenarios/tiny/closed_loop.json --set workload.arrival.users=8 --seed 3\n"
+      "  moesim run scenarios/tiny/tiny_model_closed_loop.json --set workload.arrival.users=8 --seed 3\n"
       "  moesim validate my.json\n"
-      "  moesim sweep my.json --set deployment.max_batch_size=8,16,32,64,128,256\n",
+      "  moesim sweep my.json --set deployment.max_batch_size=8,16,32,64,128,256\n"
+      "  moesim compare scenarios/reference/topology_dsv3_1x8xh200_ep8.json scenarios/reference/topology_dsv3_2x8xh100_ep16.json\n"
+      "  moesim plan scenarios/reference/review_deepseek_v3_8xh100.json --markdown review.md\n"
+      "Every verb takes --set path.to.key=value to override any scenario value. See README.md.\n",
       "moesim"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "moesim 0.1.0");
   moesim::add_run_command(app);
   moesim::add_validate_command(app);
   moesim::add_sweep_command(app);
-  moesim::add_calibrate_command(app);
   moesim::add_plan_command(app);
+  moesim::add_calibrate_command(app);
   moesim::add_compare_command(app);
   try {
     app.parse(argc, argv);
