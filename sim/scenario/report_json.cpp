@@ -11,6 +11,38 @@ Json latency(const LatencyStats& l) {
 Json gpu_stats(const GpuStats& g) {
   return Json{{"busy", g.busy}, {"compute_util", g.compute_util}, {"hbm_bw_util", g.hbm_bw_util}};
 }
+
+Json experts_json(const ExpertLoopReport& x) {
+  Json shares = Json::object();
+  for (const auto& [name, share] : x.precision_share) shares[name] = share;
+  const double uses = x.expert_uses > 0 ? static_cast<double>(x.expert_uses) : 1.0;
+  return Json{{"placement", x.placement},
+              {"redundant_slots_per_gpu", x.redundant_slots_per_gpu},
+              {"gpu_max_over_mean_token_weighted", x.gpu_load_imbalance_weighted},
+              {"dispatch_bytes_per_token", x.dispatch_bytes_per_token},
+              {"rebalance", {{"count", x.rebalances}, {"bytes_moved", x.rebalance_bytes}, {"paused_s", x.rebalance_s}}},
+              {"tiers",
+               {{"enabled", x.tiers},
+                {"expert_uses", x.expert_uses},
+                {"hit_rate", {{"hbm", static_cast<double>(x.hbm_hits) / uses},
+                              {"host_dram", static_cast<double>(x.host_loads) / uses},
+                              {"nvme", static_cast<double>(x.nvme_loads) / uses}}},
+                {"host_loads", x.host_loads},
+                {"nvme_loads", x.nvme_loads},
+                {"prefetches", x.prefetches},
+                {"evictions", x.evictions},
+                {"host_bytes", x.host_bytes},
+                {"nvme_bytes", x.nvme_bytes},
+                {"stall_s", x.stall_s},
+                {"stall_share", x.stall_share}}},
+              {"quantization",
+               {{"enabled", x.quantization}, {"precision_share", shares}, {"quality_proxy_not_measured", x.quality_proxy}}},
+              {"rerouting", {{"enabled", x.rerouting}, {"rerouted_pairs", x.rerouted_pairs}, {"rerouted_share", x.rerouted_share}}},
+              {"admission_gpu_load_aware", x.admission},
+              {"popularity", {{"drift", x.drift}, {"drift_updates", x.drift_updates}, {"coactivation", x.coactivation},
+                              {"coactivation_rho", x.coactivation_rho}}}};
+}
+
 }  // namespace
 
 Json report_to_json(const Report& r, const Json& scenario_echo) {
@@ -18,7 +50,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
   std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(r.fingerprint));
   Json gpus = Json::array();
   for (const auto& g : r.gpu) gpus.push_back(gpu_stats(g));
-  return Json{
+  Json out = Json{
       {"moesim_version", r.version},
       {"scenario_name", r.scenario},
       {"seed", r.seed},
@@ -86,6 +118,8 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
       {"alerts", r.alerts},
       {"scenario", scenario_echo},
   };
+  if (r.experts.enabled) out["experts"] = experts_json(r.experts);
+  return out;
 }
 
 }  // namespace moesim

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "sim/scenario/catalog.h"
+#include "sim/scenario/experts_parser.h"
 #include "sim/scenario/fabric_parser.h"
 #include "sim/scenario/trace_reader.h"
 #include "sim/serving/memory_plan.h"
@@ -51,7 +52,7 @@ LengthSpec parse_length(JsonReader r) {
   return out;
 }
 
-PopularitySpec parse_popularity(JsonReader r, const ModelSpec& m) {
+PopularitySpec parse_popularity(JsonReader r, const ModelSpec& m, WorkloadSpec& wl) {
   PopularitySpec p;
   const std::string kind = r.string("kind");
   if (kind == "uniform") {
@@ -73,10 +74,14 @@ PopularitySpec parse_popularity(JsonReader r, const ModelSpec& m) {
     }
     p.kind = PopularitySpec::Kind::kZipf;
     p.zipf_exponent = zipf_exponent_for_top_share(m.routed_experts, m.top_k, fraction, share);
+  } else if (kind == "calibrated") {
+    p.kind = PopularitySpec::Kind::kZipf;
+    p.zipf_exponent = parse_calibrated_exponent(r, m);
   } else {
-    r.fail("kind", "unknown expert popularity \"" + kind + "\" (known: uniform, zipf, pareto)");
+    r.fail("kind", "unknown expert popularity \"" + kind + "\" (known: uniform, zipf, pareto, calibrated)");
   }
   p.shuffle_per_layer = r.boolean("per_layer_shuffle", true);
+  parse_popularity_extensions(r, m, wl);
   r.finish();
   return p;
 }
@@ -363,8 +368,14 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     }
     auto pop = w.optional_object("expert_popularity");
     Json uniform = Json{{"kind", "uniform"}};
-    wl.popularity = parse_popularity(pop ? *pop : JsonReader(uniform, "workload.expert_popularity"), s.model);
+    wl.popularity = parse_popularity(pop ? *pop : JsonReader(uniform, "workload.expert_popularity"), s.model, wl);
     w.finish();
+  }
+
+  {
+    auto ex = root.optional_object("experts");
+    Json empty = Json::object();
+    s.experts = parse_experts(ex ? *ex : JsonReader(empty, "experts"), s);
   }
 
   // SLA.

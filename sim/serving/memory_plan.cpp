@@ -7,7 +7,9 @@
 
 namespace moesim {
 
-MemoryPlan plan_memory(const ScenarioSpec& s) {
+MemoryPlan plan_memory(const ScenarioSpec& s) { return plan_memory(s, -1.0); }
+
+MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu) {
   const ModelSpec& m = s.model;
   const PrecisionSpec& p = s.precision;
   const DeploymentSpec& d = s.deployment;
@@ -21,8 +23,11 @@ MemoryPlan plan_memory(const ScenarioSpec& s) {
   w.shared_experts = m.shared_expert_params() * m.moe_layers() * bytes_per_element(p.shared_experts) / tp;
   w.router = m.router_params() * m.moe_layers() * bytes_per_element(p.router);
   w.embeddings = m.embedding_params() * bytes_per_element(p.embeddings) / tp;
-  plan.experts_per_gpu = (m.routed_experts + d.ep_size - 1) / d.ep_size;
+  // EPLB replicas take redundant slots on every GPU; tiered experts take the HBM set aside for them.
+  plan.experts_per_gpu = (m.routed_experts + d.ep_size - 1) / d.ep_size + s.experts.redundant_slots_per_gpu;
   w.routed_experts = m.expert_params() * plan.experts_per_gpu * m.moe_layers() * bytes_per_element(p.routed_experts);
+  if (s.experts.tiers.enabled) w.routed_experts = s.experts.tiers.hbm_expert_bytes + s.experts.tiers.staging_bytes;
+  if (routed_expert_bytes_per_gpu >= 0) w.routed_experts = routed_expert_bytes_per_gpu;
 
   plan.activation_bytes = d.activation_bytes;
   plan.overhead_bytes = d.framework_overhead_bytes;

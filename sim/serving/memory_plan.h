@@ -37,6 +37,8 @@ struct MemoryPlan {
 
 // Per-GPU plan for the scenario's deployment. Pure arithmetic; never throws.
 MemoryPlan plan_memory(const ScenarioSpec& s);
+// Same, with the routed-expert weights per GPU given (per-expert precisions, measured on the placement).
+MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu);
 
 // Throws InputError naming what does not fit and by how much (weights over HBM, or no room for the
 // longest request's KV cache).

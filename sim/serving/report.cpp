@@ -46,6 +46,41 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
   return a;
 }
 
+std::string format_experts(const Report& r) {
+  const ExpertLoopReport& x = r.experts;
+  std::ostringstream o;
+  o << "Experts      placement " << x.placement;
+  if (x.redundant_slots_per_gpu > 0) o << " (+" << x.redundant_slots_per_gpu << " redundant slot(s)/GPU)";
+  o << ", GPU max/mean (token-weighted) " << fmt("%.3f", x.gpu_load_imbalance_weighted) << ", dispatch "
+    << fmt("%.0f", x.dispatch_bytes_per_token) << " B/token\n  rebalances " << x.rebalances << " (" << gib(x.rebalance_bytes) << " GiB moved, "
+    << fmt("%.3f", x.rebalance_s) << " s paused)\n";
+  if (x.drift || x.coactivation) {
+    o << "  popularity";
+    if (x.drift) o << " drifting (" << x.drift_updates << " updates)";
+    if (x.coactivation) o << " co-activation rho " << fmt("%.2f", x.coactivation_rho);
+    o << "\n";
+  }
+  if (x.tiers) {
+    const double uses = x.expert_uses > 0 ? static_cast<double>(x.expert_uses) : 1.0;
+    o << "  tiers: hit rate HBM " << pct(static_cast<double>(x.hbm_hits) / uses) << ", host DRAM "
+      << pct(static_cast<double>(x.host_loads) / uses) << ", NVMe " << pct(static_cast<double>(x.nvme_loads) / uses)
+      << "; loaded " << gib(x.host_bytes) << " GiB from host, " << gib(x.nvme_bytes) << " GiB from NVMe; "
+      << x.prefetches << " prefetches, " << x.evictions << " evictions\n";
+    o << "  load stalls " << fmt("%.3f", x.stall_s) << " s (" << pct(x.stall_share) << " of step time)\n";
+  }
+  if (x.quantization) {
+    o << "  precision of routed tokens:";
+    for (const auto& [name, share] : x.precision_share) o << " " << name << " " << pct(share);
+    o << "; quality proxy (not a measured accuracy) " << fmt("%.4f", x.quality_proxy) << "\n";
+  }
+  if (x.rerouting) {
+    o << "  rerouted " << x.rerouted_pairs << " (token, expert) pairs (" << pct(x.rerouted_share)
+      << " of routed pairs; a quality cost)\n";
+  }
+  if (x.admission) o << "  admission: GPU-load-aware\n";
+  return o.str();
+}
+
 std::string format_summary(const Report& r) {
   std::ostringstream o;
   o << "moesim " << r.version << "  scenario " << r.scenario << "  seed " << r.seed << "  fingerprint "
@@ -76,6 +111,7 @@ std::string format_summary(const Report& r) {
   o << "  All-to-All share " << pct(r.all_to_all_share()) << " (target < 20%)\n";
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
     << fmt("%.2f", r.expert_load_imbalance) << "\n";
+  if (r.experts.enabled) o << format_experts(r);
   o << "GPU (mean)   busy " << pct(r.gpu_mean.busy) << ", compute (MFU) " << pct(r.gpu_mean.compute_util)
     << ", HBM bandwidth " << pct(r.gpu_mean.hbm_bw_util) << "\n";
   o << "Memory/GPU   " << gib(r.memory.hbm) << " GiB HBM: weights " << gib(r.memory.weights) << " (routed experts "

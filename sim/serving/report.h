@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moesim {
@@ -31,6 +32,43 @@ struct MemoryStats {  // per GPU, bytes
   double kv_peak_used = 0;
   [[nodiscard]] double used() const { return weights + activations_and_overhead + kv_peak_used; }
   [[nodiscard]] double headroom() const { return hbm - weights - activations_and_overhead - kv_pool; }
+};
+
+// Experts in the loop (issue 6): what each mechanism bought and cost, over the measurement window (the
+// quality proxy over the whole run). Every field is zero when its mechanism is off.
+struct ExpertLoopReport {
+  bool enabled = false;
+  std::string placement;  // contiguous, round_robin, coactivation, eplb
+  int redundant_slots_per_gpu = 0;
+  std::int64_t rebalances = 0;
+  double rebalance_bytes = 0;  // expert weights moved between GPUs
+  double rebalance_s = 0;      // replica time paused for rebalances (summed over replicas)
+  bool tiers = false;
+  std::int64_t expert_uses = 0;  // (GPU, expert copy) uses with tokens
+  std::int64_t hbm_hits = 0;
+  std::int64_t host_loads = 0;
+  std::int64_t nvme_loads = 0;
+  std::int64_t prefetches = 0;
+  std::int64_t evictions = 0;
+  double host_bytes = 0;
+  double nvme_bytes = 0;
+  double stall_s = 0;            // step time spent waiting for expert loads (summed over steps)
+  double stall_share = 0;        // of step time
+  bool quantization = false;
+  std::vector<std::pair<std::string, double>> precision_share;  // routed tokens served at each precision
+  double quality_proxy = 0;      // PROXY: token-weighted scenario penalties, not a measured accuracy
+  bool rerouting = false;
+  std::int64_t rerouted_pairs = 0;
+  double rerouted_share = 0;     // of routed (token, expert) pairs
+  bool admission = false;
+  bool drift = false;
+  std::int64_t drift_updates = 0;  // popularity changes the planners re-prepared for
+  bool coactivation = false;
+  double coactivation_rho = 0;
+  // Max/mean routed pairs per GPU weighted by the step's tokens: the imbalance the work sees (the
+  // plain step mean is dominated by small steps, e.g. a draining tail, where sampling noise rules).
+  double gpu_load_imbalance_weighted = 1;
+  double dispatch_bytes_per_token = 0;  // NVLink + NIC dispatch bytes per token of a step
 };
 
 struct Report {
@@ -90,6 +128,8 @@ struct Report {
   double gpu_load_imbalance = 1;     // max/mean routed tokens per GPU, mean over layers and steps
   double expert_load_imbalance = 1;  // max/mean routed tokens per expert
 
+  ExpertLoopReport experts;
+
   std::vector<GpuStats> gpu;
   GpuStats gpu_mean;
   MemoryStats memory;
@@ -98,6 +138,8 @@ struct Report {
 
 // The readable summary printed on stdout.
 std::string format_summary(const Report& r);
+// Its experts-in-the-loop lines (printed only when a mechanism is on).
+std::string format_experts(const Report& r);
 
 // The seed's alert rules (section 8): P99 over SLA, GPU utilisation < 30%, memory > 90%,
 // All-to-All share > 25%.

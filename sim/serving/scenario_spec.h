@@ -8,8 +8,14 @@
 #include "hwmodels/fabric.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/precision.h"
+#include "hwmodels/loader.h"
+#include "sim/serving/expert_stats.h"
 #include "sim/serving/model_spec.h"
+#include "sim/serving/placement.h"
+#include "sim/serving/quantization_policy.h"
+#include "workloads/coactivation.h"
 #include "workloads/expert_popularity.h"
+#include "workloads/popularity_drift.h"
 #include "workloads/request_source.h"
 
 namespace moesim {
@@ -57,6 +63,11 @@ struct WorkloadSpec {
   LengthSpec prompt = FixedLength{512};
   LengthSpec output = FixedLength{128};
   PopularitySpec popularity;
+  // Experts in the loop (issue 6): popularity drift over time and co-activation groups; off by default.
+  bool drift = false;
+  DriftSpec drift_spec;
+  bool coactivation = false;
+  CoactivationSpec coactivation_spec;
   // Recorded trace (already read by the parser); used instead of arrivals/lengths when not empty.
   std::vector<RequestSpec> trace;
   double trace_speedup = 1.0;
@@ -75,6 +86,51 @@ struct RunSpec {
   Duration warmup;                // requests arriving earlier are not measured
 };
 
+// ---- Experts in the loop (ARCHITECTURE.md; scenario section "experts") ------------------------------
+enum class PlacementPolicy { kContiguous, kRoundRobin, kCoactivation, kEplb };
+
+struct RebalanceSpec {
+  std::int64_t every_steps = 0;     // rebalance every N steps of a replica (0: never by count)
+  double imbalance_threshold = 0;   // or when the mean GPU max/mean of the last check_steps passes it (0: off)
+  std::int64_t check_steps = 100;   // window of steps the threshold is checked on
+  enum class Cost { kTransfer, kPause };
+  Cost cost = Cost::kTransfer;      // moved weights over the fabric (Fabric::transfer), or a fixed pause
+  Duration pause;                   // the pause, for Cost::kPause
+  [[nodiscard]] bool enabled() const { return every_steps > 0 || imbalance_threshold > 0; }
+};
+
+struct TiersSpec {
+  bool enabled = false;
+  double hbm_expert_bytes = 0;      // HBM per GPU for routed expert copies (hot pinned + warm LRU)
+  double staging_bytes = 0;         // transient HBM for cold copies streamed in for one batch
+  Tier warm_home = Tier::kHostDram;  // where hot and warm copies live when not in HBM
+  Tier cold_home = Tier::kNvme;
+  int prefetch_window_batches = 8;
+  std::int64_t prefetch_threshold = 1;
+  bool prefetch = true;
+  std::int64_t reclassify_every_steps = 200;  // hot/warm/cold from the EWMA every N steps
+  LoaderSpec loader;
+};
+
+struct ExpertsSpec {
+  PlacementPolicy placement = PlacementPolicy::kContiguous;
+  int redundant_slots_per_gpu = 0;  // EPLB: extra slots per GPU for replicas of hot experts
+  int eplb_groups = 1;              // expert groups for the hierarchical EPLB policy
+  PartitionSpec partition;          // co-activation placement
+  RebalanceSpec rebalance;
+  ExpertStatsSpec stats;
+  TiersSpec tiers;
+  bool quantization = false;        // per-expert precision by hotness (QuantizationSpec)
+  QuantizationSpec quant;
+  double reroute_threshold = 0;     // router post-processing above threshold x mean per GPU (0: off)
+  bool load_aware_admission = false;  // new requests avoid DP ranks whose GPUs were busiest
+  [[nodiscard]] bool needs_stats() const { return rebalance.enabled() || tiers.enabled || quantization; }
+  [[nodiscard]] bool any() const {
+    return placement != PlacementPolicy::kContiguous || redundant_slots_per_gpu > 0 || needs_stats() ||
+           reroute_threshold > 0 || load_aware_admission;
+  }
+};
+
 struct ScenarioSpec {
   std::string name;
   ModelSpec model;
@@ -82,6 +138,7 @@ struct ScenarioSpec {
   ClusterSpec cluster;
   DeploymentSpec deployment;
   WorkloadSpec workload;
+  ExpertsSpec experts;
   SlaSpec sla;
   RunSpec run;
   [[nodiscard]] int replicas() const { return cluster.total_gpus() / deployment.ep_size; }

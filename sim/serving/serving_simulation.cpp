@@ -80,6 +80,7 @@ class Simulation {
   void record_drop(const RequestSpec& spec);
   Idx new_request();
   Report build_report() const;
+  void fill_experts(Report& r) const;
 
   const ScenarioSpec& s_;
   const GpuCostModel& gpu_;
@@ -89,6 +90,8 @@ class Simulation {
   RandomStreams streams_;
   Fabric fabric_;
   ExpertPopularity popularity_;
+  std::unique_ptr<DriftingPopularity> drift_;
+  std::unique_ptr<CoactivationModel> coactivation_;
   std::unique_ptr<RequestSource> source_;
   std::vector<Replica> replicas_;
   std::vector<Request> requests_;
@@ -131,6 +134,8 @@ class Simulation {
   double expert_imbalance_ = 0;
   double nvlink_bytes_ = 0;
   double nic_bytes_ = 0;
+  ExpertLoopReport loop_;            // window sums of the experts-in-the-loop counters
+  std::vector<double> group_busy_;   // per attention group: EWMA of its GPUs' busy time per step
   std::vector<double> gpu_busy_;
   std::vector<double> gpu_flops_;
   std::vector<double> gpu_bytes_;
@@ -146,8 +151,13 @@ Simulation::Simulation(const ScenarioSpec& s, const GpuCostModel& gpu, Simulatio
       popularity_(s.workload.popularity, s.model.moe_layers(), s.model.routed_experts, s.model.top_k,
                   streams_.stream("popularity")),
       warmup_end_(Time::at(s.run.warmup)) {
-  check_fits(s, memory_);
-  max_request_tokens_ = memory_.kv_tokens_per_group;
+  if (s.workload.drift) {
+    drift_ = std::make_unique<DriftingPopularity>(popularity_, s.workload.drift_spec, streams_.stream("drift"));
+  }
+  if (s.workload.coactivation) {
+    coactivation_ = std::make_unique<CoactivationModel>(s.workload.coactivation_spec, s.model.moe_layers(),
+                                                        s.model.routed_experts, streams_.stream("coactivation"));
+  }
   const RunLimits limits{.max_requests = s.run.requests, .max_arrival_time = s.run.duration};
   if (!s.workload.trace.empty()) {
     source_ = std::make_unique<TraceSource>(s.workload.trace, s.workload.trace_speedup, limits);
@@ -159,10 +169,21 @@ Simulation::Simulation(const ScenarioSpec& s, const GpuCostModel& gpu, Simulatio
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
     Replica& rep = replicas_[i];
     rep.groups.resize(static_cast<std::size_t>(s.deployment.attention_dp));
-    for (Group& g : rep.groups) g.free_blocks = memory_.kv_blocks_per_group;
     rep.batches.resize(rep.groups.size());
-    rep.planner = std::make_unique<StepPlanner>(s, gpu, fabric_, popularity_, streams_.stream("routing", i));
+    rep.planner = std::make_unique<StepPlanner>(s, gpu, fabric_, popularity_, streams_.stream("routing", i),
+                                                drift_.get(), coactivation_.get());
   }
+  // Per-expert precisions and replicas change the routed-expert weights: measured on the placement.
+  if (s.experts.quantization && !replicas_.empty()) {
+    memory_ = plan_memory(s, replicas_.front().planner->routed_expert_bytes_per_gpu());
+  }
+  check_fits(s, memory_);
+  for (Replica& rep : replicas_) {
+    for (Group& g : rep.groups) g.free_blocks = memory_.kv_blocks_per_group;
+  }
+  max_request_tokens_ = memory_.kv_tokens_per_group;
+  group_busy_.assign(static_cast<std::size_t>(s.replicas() * s.deployment.attention_dp), 0.0);
+  loop_.gpu_load_imbalance_weighted = 0;
   const auto gpus = static_cast<std::size_t>(s.replicas() * s.deployment.ep_size);
   gpu_busy_.assign(gpus, 0.0);
   gpu_flops_.assign(gpus, 0.0);
@@ -195,9 +216,19 @@ int Simulation::route() const {
   if (s_.deployment.router == RouterPolicy::kRoundRobin) return rr_next_++ % total;
   int best = 0;
   std::size_t best_load = SIZE_MAX;
+  double min_busy = 0;
+  if (s_.experts.load_aware_admission) {
+    min_busy = *std::min_element(group_busy_.begin(), group_busy_.end());
+    if (min_busy <= 0) min_busy = 1;
+  }
   for (int i = 0; i < total; ++i) {
     const Group& g = replicas_[static_cast<std::size_t>(i / per_replica)].groups[static_cast<std::size_t>(i % per_replica)];
-    const std::size_t load = g.running.size() + g.waiting.size();
+    std::size_t load = g.running.size() + g.waiting.size();
+    if (s_.experts.load_aware_admission) {
+      // Steer away from DP ranks whose GPUs were busiest in recent steps: the queue length is weighted
+      // by the rank's busy time relative to the fastest, in 1/16 steps.
+      load = (load + 1) * static_cast<std::size_t>(16.0 * group_busy_[static_cast<std::size_t>(i)] / min_busy);
+    }
     if (load < best_load) {
       best_load = load;
       best = i;
@@ -349,7 +380,16 @@ void Simulation::on_decide(int replica) {
   bool any = false;
   for (int gi = 0; gi < static_cast<int>(rep.groups.size()); ++gi) any = form_batch(rep, gi) || any;
   if (!any) return;
-  const StepPlan& plan = rep.planner->plan(rep.batches);
+  if (drift_) drift_->advance_to(sim_.now().seconds());
+  const StepPlan& plan = rep.planner->plan(rep.batches, sim_.now());
+  if (s_.experts.load_aware_admission) {
+    const auto busy = rep.planner->gpu_busy_s();
+    const int tp = s_.deployment.attention_tp;
+    for (std::size_t g = 0; g < busy.size(); ++g) {
+      double& b = group_busy_[static_cast<std::size_t>(replica * s_.deployment.attention_dp) + g / static_cast<std::size_t>(tp)];
+      b += 0.1 * (busy[g] - b);  // EWMA over ~10 steps
+    }
+  }
   rep.busy = true;
   rep.step_start = sim_.now();
   if (rep.step_start >= warmup_end_) {
@@ -366,6 +406,24 @@ void Simulation::on_decide(int replica) {
     expert_imbalance_ += plan.expert_imbalance;
     nvlink_bytes_ += plan.dispatch_nvlink_bytes;
     nic_bytes_ += plan.dispatch_nic_bytes;
+    if (s_.experts.any()) {
+      loop_.rebalances += plan.rebalances;
+      loop_.rebalance_bytes += plan.rebalance_bytes;
+      loop_.rebalance_s += plan.rebalance.seconds();
+      loop_.expert_uses += plan.expert_uses;
+      loop_.hbm_hits += plan.hbm_hits;
+      loop_.host_loads += plan.host_loads;
+      loop_.nvme_loads += plan.nvme_loads;
+      loop_.prefetches += plan.prefetches;
+      loop_.evictions += plan.evictions;
+      loop_.host_bytes += plan.host_bytes;
+      loop_.nvme_bytes += plan.nvme_bytes;
+      loop_.stall_s += plan.expert_stall.seconds();
+      loop_.rerouted_pairs += plan.rerouted;
+      loop_.rerouted_share += static_cast<double>(plan.tokens) * s_.model.top_k * s_.model.moe_layers();
+      loop_.gpu_load_imbalance_weighted += plan.gpu_imbalance * static_cast<double>(plan.tokens);
+      loop_.dispatch_bytes_per_token += plan.dispatch_nvlink_bytes + plan.dispatch_nic_bytes;
+    }
     const auto base = static_cast<std::size_t>(replica * s_.deployment.ep_size);
     const auto busy = rep.planner->gpu_busy_s();
     const auto flops = rep.planner->gpu_flops();
@@ -575,8 +633,50 @@ Report Simulation::build_report() const {
                               ? memory_.kv_pool_bytes_per_gpu * static_cast<double>(peak_blocks) /
                                     static_cast<double>(memory_.kv_blocks_per_group)
                               : 0.0;
+  fill_experts(r);
   r.alerts = evaluate_alerts(r);
   return r;
+}
+
+void Simulation::fill_experts(Report& r) const {
+  const ExpertsSpec& x = s_.experts;
+  const WorkloadSpec& w = s_.workload;
+  if (!x.any() && !w.drift && !w.coactivation) return;
+  ExpertLoopReport& e = r.experts;
+  e = loop_;
+  e.gpu_load_imbalance_weighted = 1;
+  e.enabled = true;
+  static constexpr const char* kNames[] = {"contiguous", "round_robin", "coactivation", "eplb"};
+  e.placement = kNames[static_cast<int>(x.placement)];
+  e.redundant_slots_per_gpu = x.redundant_slots_per_gpu;
+  e.tiers = x.tiers.enabled;
+  e.stall_share = step_s_ > 0 ? loop_.stall_s / step_s_ : 0.0;
+  e.rerouting = x.reroute_threshold > 0;
+  e.rerouted_share = loop_.rerouted_share > 0 ? static_cast<double>(loop_.rerouted_pairs) / loop_.rerouted_share : 0.0;
+  e.admission = x.load_aware_admission;
+  const double tokens = batch_tokens_;
+  e.gpu_load_imbalance_weighted = tokens > 0 ? loop_.gpu_load_imbalance_weighted / tokens : 1.0;
+  e.dispatch_bytes_per_token = tokens > 0 ? loop_.dispatch_bytes_per_token / tokens : 0.0;
+  e.drift = w.drift;
+  e.coactivation = w.coactivation;
+  e.coactivation_rho = w.coactivation ? w.coactivation_spec.rho : 0.0;
+  for (const Replica& rep : replicas_) e.drift_updates += static_cast<std::int64_t>(rep.planner->drift_updates());
+  e.quantization = x.quantization;
+  if (x.quantization) {
+    QualityProxy all;
+    for (std::size_t i = 0; i < kPrecisionCount; ++i) {
+      const auto p = static_cast<Precision>(i);
+      for (const Replica& rep : replicas_) {
+        const QualityProxy& q = rep.planner->quality();
+        all.add(p, static_cast<std::int64_t>(std::llround(q.share(p) * static_cast<double>(q.total()))));
+      }
+    }
+    for (std::size_t i = 0; i < kPrecisionCount; ++i) {
+      const auto p = static_cast<Precision>(i);
+      if (all.share(p) > 0) e.precision_share.emplace_back(std::string(to_string(p)), all.share(p));
+    }
+    e.quality_proxy = all.value(x.quant);
+  }
 }
 
 Report Simulation::run() {

@@ -4,15 +4,59 @@
 #include <cmath>
 
 #include "sim/engine/check.h"
+#include "sim/serving/expert_cache.h"
+#include "sim/serving/expert_stats.h"
+#include "sim/serving/rerouting.h"
 
 namespace moesim {
 
+// Experts-in-the-loop state of one replica (ARCHITECTURE.md "Experts in the loop"); only built when a
+// mechanism is on, so the default path keeps its cost.
+struct ExpertLoop {
+  std::unique_ptr<ExpertStats> stats;
+  std::vector<std::int64_t> group_tokens;  // co-activation home-group tokens of the layer being sampled
+  std::vector<double> touch_scratch;
+  std::vector<Hotness> hotness;           // [layer][expert], from the last classification
+  std::vector<Precision> precision;       // [layer][expert]
+  std::vector<std::int64_t> copy_bytes;   // [layer][expert] at that precision
+  std::int64_t steps = 0;
+  std::int64_t last_rebalance = 0;
+  double imbalance_sum = 0;
+  std::int64_t imbalance_steps = 0;
+  std::unique_ptr<Rerouter> rerouter;
+  // Tiers: one cache per GPU of the replica, the replica's loaders, when each resident copy is ready.
+  std::vector<ExpertCache> caches;
+  std::unique_ptr<ExpertLoader> loader;
+  std::vector<Time> ready;  // [gpu][layer][expert]
+  std::vector<ExpertKey> evicted;
+  std::vector<ExpertKey> candidates;
+  std::vector<Time> load_done;     // per GPU, this layer
+  std::vector<Duration> last_ffn;  // per GPU: FFN time of the copy whose load ends last
+  std::vector<char> loaded;        // per GPU: a load or a not-yet-ready copy in this layer
+};
+
+namespace {
+
+std::vector<double> flat_probs(int layers, int experts, auto&& probs) {
+  std::vector<double> w(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts));
+  for (int l = 0; l < layers; ++l) {
+    const auto p = probs(l);
+    std::copy(p.begin(), p.end(), w.begin() + static_cast<std::ptrdiff_t>(l) * experts);
+  }
+  return w;
+}
+
+}  // namespace
+
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
-                         const ExpertPopularity& popularity, Rng routing_rng)
+                         const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift,
+                         const CoactivationModel* coactivation)
     : s_(s),
       gpu_(gpu),
       fabric_(fabric),
       popularity_(popularity),
+      drift_(drift),
+      coact_(coactivation),
       rng_(routing_rng),
       sampler_(s.model.routed_experts),
       gpus_(s.deployment.ep_size),
@@ -54,10 +98,77 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   touch_gpu_.assign(layers * g, 0.0);
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
   touch_valid_.assign(layers, 0);
-  for (int l = 0; l < m.moe_layers(); ++l) routing_.push_back(RoutingSampler::prepare(popularity.layer(l), m.top_k));
-  set_placement(placement_);
+  if (drift_ != nullptr) drift_version_ = drift_->version();
+  for (int l = 0; l < m.moe_layers(); ++l) routing_.push_back(RoutingSampler::prepare(probs(l), m.top_k));
   traffic_.dispatch_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.dispatch);
   traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
+  if (s.experts.any() || drift_ != nullptr || coact_ != nullptr) setup_loop();
+  set_placement(placement_);
+  if (loop_ && s.experts.tiers.enabled) setup_tiers();
+}
+
+StepPlanner::~StepPlanner() = default;
+
+void StepPlanner::setup_loop() {
+  const ModelSpec& m = s_.model;
+  const ExpertsSpec& x = s_.experts;
+  const int layers = m.moe_layers();
+  const int experts = m.routed_experts;
+  loop_ = std::make_unique<ExpertLoop>();
+  ExpertLoop& L = *loop_;
+  const auto le = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
+  if (coact_ != nullptr) {
+    L.group_tokens.resize(static_cast<std::size_t>(coact_->groups()));
+    L.touch_scratch.resize(touch_scratch_size(coact_->groups(), std::max(gpus_, nodes_)));
+  }
+  const auto by_layer = [this](int l) { return probs(l); };
+  switch (x.placement) {
+    case PlacementPolicy::kContiguous: break;
+    case PlacementPolicy::kRoundRobin: placement_ = round_robin_placement(layers, experts, gpus_); break;
+    case PlacementPolicy::kEplb:
+      placement_ = eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
+                                  EplbSpec{.physical_slots = gpus_ * (experts / gpus_ + x.redundant_slots_per_gpu),
+                                           .groups = x.eplb_groups,
+                                           .nodes = nodes_,
+                                           .gpus = gpus_});
+      break;
+    case PlacementPolicy::kCoactivation:
+      MOESIM_CHECK(coact_ != nullptr, "co-activation placement needs a co-activation model");
+      placement_ = coactivation_placement(*coact_, flat_probs(layers, experts, by_layer), m.top_k, gpus_, x.partition);
+      break;
+  }
+  if (x.reroute_threshold > 0) L.rerouter = std::make_unique<Rerouter>(gpus_, placement_.slots_per_gpu());
+  L.hotness.assign(le, Hotness::kHot);
+  L.precision.assign(le, s_.precision.routed_experts);
+  L.copy_bytes.assign(le, static_cast<std::int64_t>(expert_bytes_));
+  if (!x.needs_stats()) return;
+  L.stats = std::make_unique<ExpertStats>(layers, experts, coact_ != nullptr ? coact_->groups() : 1, x.stats);
+  // Warm start: the statistics begin at the expected counts of a 4096-token batch (a serving system has
+  // history from earlier traffic), so the first classification already follows the popularity.
+  std::vector<std::int32_t> expected(static_cast<std::size_t>(experts));
+  for (int l = 0; l < layers; ++l) {
+    const auto p = probs(l);
+    for (int e = 0; e < experts; ++e) {
+      expected[static_cast<std::size_t>(e)] =
+          static_cast<std::int32_t>(std::lround(p[static_cast<std::size_t>(e)] * m.top_k * 4096.0));
+    }
+    L.stats->observe(l, expected);
+  }
+  if (x.quantization) {
+    for (const Precision p : {x.quant.hot, x.quant.warm, x.quant.cold}) {
+      auto& table = ffn_by_precision_[precision_index(p)];
+      if (!table.empty()) continue;
+      table.resize(ffn_table_.size());
+      for (std::size_t t = 0; t < table.size(); ++t) {
+        table[t] = gpu_.expert_ffn(ExpertFfnWork{.tokens = static_cast<std::int64_t>(t),
+                                                 .hidden = m.hidden,
+                                                 .inter = m.expert_inter,
+                                                 .weights = p})
+                       .scaled(dequant_factor(x.quant, p));
+      }
+    }
+  }
+  reclassify();
 }
 
 void StepPlanner::set_placement(Placement p) {
@@ -79,14 +190,23 @@ void StepPlanner::set_placement(Placement p) {
 void StepPlanner::ensure_touch(int layer) {
   const auto l = static_cast<std::size_t>(layer);
   if (touch_valid_[l] != 0) return;
-  const auto probs = popularity_.layer(layer);
+  const auto layer_probs = probs(layer);
   const int k = s_.model.top_k;
   const auto g = static_cast<std::size_t>(gpus_);
   const auto n = static_cast<std::size_t>(nodes_);
   SlotMap map = placement_.slot_map(layer);
-  touch_fractions_independent(probs, map, k, std::span<double>(touch_gpu_).subspan(l * g, g));
-  map.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_);
-  touch_fractions_independent(probs, map, k, std::span<double>(touch_node_).subspan(l * n, n));
+  if (coact_ != nullptr) {
+    auto& scratch = loop_->touch_scratch;
+    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, scratch,
+                                std::span<double>(touch_gpu_).subspan(l * g, g));
+    map.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_);
+    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, scratch,
+                                std::span<double>(touch_node_).subspan(l * n, n));
+  } else {
+    touch_fractions_independent(layer_probs, map, k, std::span<double>(touch_gpu_).subspan(l * g, g));
+    map.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_);
+    touch_fractions_independent(layer_probs, map, k, std::span<double>(touch_node_).subspan(l * n, n));
+  }
   touch_valid_[l] = 1;
 }
 
@@ -95,6 +215,329 @@ Duration StepPlanner::expert_time(std::int64_t tokens) const {
   const ModelSpec& m = s_.model;
   return gpu_.expert_ffn(ExpertFfnWork{
       .tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = s_.precision.routed_experts});
+}
+
+Duration StepPlanner::expert_time(std::int64_t tokens, Precision p) const {
+  const auto& table = ffn_by_precision_[precision_index(p)];
+  if (table.empty()) return expert_time(tokens);
+  if (tokens < static_cast<std::int64_t>(table.size())) return table[static_cast<std::size_t>(tokens)];
+  const ModelSpec& m = s_.model;
+  return gpu_.expert_ffn(ExpertFfnWork{.tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = p})
+      .scaled(dequant_factor(s_.experts.quant, p));
+}
+
+double StepPlanner::routed_expert_bytes_per_gpu() const {
+  const TiersSpec& t = s_.experts.tiers;
+  if (t.enabled) return t.hbm_expert_bytes + t.staging_bytes;
+  double most = 0;
+  const int experts = s_.model.routed_experts;
+  for (int g = 0; g < gpus_; ++g) {
+    double sum = 0;
+    for (int l = 0; l < placement_.layers(); ++l) {
+      const auto slots = placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
+                                                       static_cast<std::size_t>(placement_.slots_per_gpu()));
+      for (const int e : slots) {
+        sum += loop_ ? double(loop_->copy_bytes[static_cast<std::size_t>(l * experts + e)]) : expert_bytes_;
+      }
+    }
+    most = std::max(most, sum);
+  }
+  return most;
+}
+
+// Hot/warm/cold from the EWMA; under quantisation each expert's precision (and copy size) follows its
+// class (seed section 5); under tiers the caches re-pin hot copies and evict cold ones.
+void StepPlanner::reclassify() {
+  ExpertLoop& L = *loop_;
+  const ExpertsSpec& x = s_.experts;
+  const int experts = s_.model.routed_experts;
+  const std::int64_t params = static_cast<std::int64_t>(s_.model.expert_params());
+  for (int l = 0; l < s_.model.moe_layers(); ++l) {
+    const auto off = static_cast<std::size_t>(l * experts);
+    const std::span<Hotness> row(L.hotness.data() + off, static_cast<std::size_t>(experts));
+    L.stats->classify(l, row);
+    if (x.quantization) {
+      for (int e = 0; e < experts; ++e) {
+        const auto i = off + static_cast<std::size_t>(e);
+        L.precision[i] = expert_precision(x.quant, ExpertKind::kRouted, L.hotness[i]);
+        L.copy_bytes[i] = expert_copy_bytes(x.quant, params, L.precision[i]);
+      }
+    }
+    if (L.caches.empty()) continue;
+    for (auto& cache : L.caches) {
+      for (int e = 0; e < experts; ++e) {
+        const ExpertKey key{l, e};
+        if (!cache.holds(key)) continue;
+        const Hotness h = L.hotness[off + static_cast<std::size_t>(e)];
+        if (cache.hotness(key) != h) cache.set_hotness(key, h, L.evicted);
+      }
+    }
+    plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
+    L.evicted.clear();
+  }
+}
+
+// Registers every copy the replica's GPUs hold: hot copies pinned in HBM and warm ones admitted while
+// the expert budget lasts (warm start), homes by class (hot/warm: warm_home, cold: cold_home).
+void StepPlanner::setup_tiers() {
+  ExpertLoop& L = *loop_;
+  const TiersSpec& t = s_.experts.tiers;
+  const int experts = s_.model.routed_experts;
+  const int layers = s_.model.moe_layers();
+  const ExpertCacheSpec cs{.hbm_bytes = static_cast<std::int64_t>(t.hbm_expert_bytes),
+                           .staging_bytes = static_cast<std::int64_t>(t.staging_bytes),
+                           .prefetch_window_batches = t.prefetch_window_batches,
+                           .prefetch_threshold = t.prefetch_threshold};
+  L.caches.clear();
+  L.caches.reserve(static_cast<std::size_t>(gpus_));
+  if (!L.loader) L.loader = std::make_unique<ExpertLoader>(t.loader, gpus_);
+  const auto le = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
+  L.ready.assign(le * static_cast<std::size_t>(gpus_), Time{});
+  L.load_done.assign(static_cast<std::size_t>(gpus_), Time{});
+  L.last_ffn.assign(static_cast<std::size_t>(gpus_), Duration::zero());
+  L.loaded.assign(static_cast<std::size_t>(gpus_), 0);
+  for (int g = 0; g < gpus_; ++g) {
+    ExpertCache& cache = L.caches.emplace_back(layers, experts, cs);
+    for (const Hotness pass : {Hotness::kHot, Hotness::kWarm, Hotness::kCold}) {
+      for (int l = 0; l < layers; ++l) {
+        const auto slots = placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
+                                                         static_cast<std::size_t>(placement_.slots_per_gpu()));
+        for (const int e : slots) {
+          const auto i = static_cast<std::size_t>(l * experts + e);
+          const ExpertKey key{l, e};
+          if (L.hotness[i] != pass || cache.holds(key)) continue;
+          cache.add_copy(key, L.copy_bytes[i], pass == Hotness::kCold ? t.cold_home : t.warm_home, L.precision[i],
+                         pass);
+          if (pass != Hotness::kCold && cache.hbm_free() >= L.copy_bytes[i]) (void)cache.admit(key, L.evicted);
+        }
+      }
+    }
+  }
+  L.evicted.clear();
+}
+
+// Uses one copy on one GPU in this layer: a resident copy that is ready costs nothing; otherwise the
+// layer's experts on that GPU wait for the copy's load (queued on the GPU's host link / NVMe array).
+void StepPlanner::access_copy(int gpu, int layer, int expert, std::int32_t tokens, Duration ffn, Time request) {
+  ExpertLoop& L = *loop_;
+  const auto g = static_cast<std::size_t>(gpu);
+  ExpertCache& cache = L.caches[g];
+  const ExpertKey key{layer, expert};
+  ++plan_.expert_uses;
+  const CacheAccess a = cache.access(key, tokens, L.evicted);
+  plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
+  L.evicted.clear();
+  const std::size_t ri = g * L.hotness.size() + static_cast<std::size_t>(layer * s_.model.routed_experts + expert);
+  Time done;
+  if (a.outcome == CacheOutcome::kHit) {
+    ++plan_.hbm_hits;
+    if (L.ready[ri] <= request) return;
+    done = L.ready[ri];  // prefetched, still on its way
+  } else {
+    done = L.loader->load(gpu, a.source, a.bytes, request);
+    if (a.source == Tier::kNvme) {
+      ++plan_.nvme_loads;
+      plan_.nvme_bytes += double(a.bytes);
+    } else {
+      ++plan_.host_loads;
+      plan_.host_bytes += double(a.bytes);
+    }
+    if (a.outcome == CacheOutcome::kLoaded) L.ready[ri] = done;
+  }
+  if (L.loaded[g] == 0 || done > L.load_done[g]) {
+    L.load_done[g] = done;
+    L.last_ffn[g] = ffn;
+    L.loaded[g] = 1;
+  }
+}
+
+void StepPlanner::sample_layer(int layer, std::int64_t tokens) {
+  const auto l = static_cast<std::size_t>(layer);
+  if (!loop_) {
+    sampler_.sample(routing_[l], tokens, rng_, counts_);
+    return;
+  }
+  ExpertLoop& L = *loop_;
+  if (coact_ != nullptr) {
+    coact_->sample_counts(layer, probs(layer), tokens, s_.model.top_k, rng_, counts_, L.group_tokens);
+  } else {
+    sampler_.sample(routing_[l], tokens, rng_, counts_);
+  }
+  // Statistics see what the router chose, before post-processing.
+  if (L.stats) {
+    L.stats->observe(layer, counts_);
+    if (coact_ != nullptr) L.stats->observe_groups(layer, L.group_tokens);
+  }
+  if (L.rerouter) {
+    plan_.rerouted +=
+        L.rerouter->apply(placement_, layer, probs(layer), tokens, s_.experts.reroute_threshold, counts_).rerouted;
+  }
+}
+
+// New placement from the online statistics (EPLB or co-activation partition); the weights of every copy
+// that lands on a GPU that did not hold it cross the fabric from a GPU that did (or a fixed pause).
+void StepPlanner::rebalance() {
+  ExpertLoop& L = *loop_;
+  const ExpertsSpec& x = s_.experts;
+  const int layers = s_.model.moe_layers();
+  const int experts = s_.model.routed_experts;
+  Placement next = placement_;
+  if (x.placement == PlacementPolicy::kEplb) {
+    next = eplb_placement(flat_probs(layers, experts, [&](int l) { return L.stats->load(l); }), layers, experts,
+                          EplbSpec{.physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_,
+                                   .gpus = gpus_});
+  } else if (x.placement == PlacementPolicy::kCoactivation && coact_ != nullptr) {
+    std::vector<double> affinity(static_cast<std::size_t>(experts) * static_cast<std::size_t>(experts));
+    for (int l = 0; l < layers; ++l) {
+      L.stats->coactivation(l, *coact_, s_.model.top_k, true, affinity);
+      partition_layer(L.stats->load(l), affinity, gpus_, x.partition, next.mutable_phy2log(l));
+    }
+    next.finalize();
+  } else {
+    return;
+  }
+  const auto g = static_cast<std::size_t>(gpus_);
+  std::vector<double> bytes_from(g * g, 0.0);  // [dst][src]
+  double moved = 0;
+  for (int l = 0; l < layers; ++l) {
+    const auto slots = next.phy2log(l);
+    for (int slot = 0; slot < next.slots(); ++slot) {
+      const int e = slots[static_cast<std::size_t>(slot)];
+      const int dst = next.gpu_of_slot(slot);
+      const auto old = placement_.slots_of(l, e);
+      bool held = false;
+      for (const int o : old) held = held || placement_.gpu_of_slot(o) == dst;
+      if (held) continue;
+      const double b = double(L.copy_bytes[static_cast<std::size_t>(l * experts + e)]);
+      bytes_from[static_cast<std::size_t>(dst) * g + static_cast<std::size_t>(placement_.gpu_of_slot(old[0]))] += b;
+      moved += b;
+    }
+  }
+  Duration pause = Duration::zero();
+  if (x.rebalance.cost == RebalanceSpec::Cost::kPause) {
+    pause = x.rebalance.pause;
+  } else {
+    // Each GPU receives its new copies one source after another; GPUs receive in parallel.
+    for (int dst = 0; dst < gpus_; ++dst) {
+      Duration in = Duration::zero();
+      for (int src = 0; src < gpus_; ++src) {
+        const double b = bytes_from[static_cast<std::size_t>(dst) * g + static_cast<std::size_t>(src)];
+        if (b > 0) in += fabric_.transfer(b, src, dst);
+      }
+      pause = max(pause, in);
+    }
+  }
+  plan_.rebalance += pause;
+  plan_.rebalance_bytes += moved;
+  ++plan_.rebalances;
+  set_placement(std::move(next));
+  if (!L.caches.empty()) setup_tiers();
+}
+
+// Expert FFNs of one layer copy by copy: each copy at its expert's precision, and under tiers each
+// copy's residency. Returns the largest per-expert count.
+std::int32_t StepPlanner::cost_copies(int layer, Time request) {
+  ExpertLoop& L = *loop_;
+  const int experts = s_.model.routed_experts;
+  const bool tiers = !L.caches.empty();
+  const bool quant = s_.experts.quantization;
+  const auto replicas = placement_.replicas(layer);
+  std::int32_t max_count = 0;
+  for (int e = 0; e < experts; ++e) {
+    const std::int32_t c = counts_[static_cast<std::size_t>(e)];
+    if (c == 0) continue;
+    max_count = std::max(max_count, c);
+    const auto i = static_cast<std::size_t>(layer * experts + e);
+    const Precision p = L.precision[i];
+    if (quant) quality_.add(p, c);
+    const auto copies = placement_.slots_of(layer, e);
+    const int reps = replicas[static_cast<std::size_t>(e)];
+    for (std::size_t r = 0; r < copies.size(); ++r) {
+      const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
+      if (share == 0) continue;
+      const int gpu = placement_.gpu_of_slot(copies[r]);
+      const auto g = static_cast<std::size_t>(gpu);
+      const Duration t = expert_time(share, p);
+      gpu_pairs_[g] += share;
+      gpu_expert_time_[g] += t;
+      bytes_[g] += double(L.copy_bytes[i]);
+      if (tiers) access_copy(gpu, layer, e, share, t, request);
+    }
+  }
+  return max_count;
+}
+
+// A GPU computes its ready experts while loads arrive; it ends at max(compute, wait for the last load +
+// that expert's FFN). The layer's stall is how much later its slowest GPU ends than without loads.
+Duration StepPlanner::layer_stall(Time experts_start, Duration experts_max) {
+  ExpertLoop& L = *loop_;
+  Duration with_loads = experts_max;
+  for (int g = 0; g < gpus_; ++g) {
+    const auto gi = static_cast<std::size_t>(g);
+    if (L.loaded[gi] == 0) continue;
+    L.loaded[gi] = 0;
+    const Duration wait = max(Duration::zero(), L.load_done[gi] - experts_start);
+    with_loads = max(with_loads, max(gpu_expert_time_[gi], wait + L.last_ffn[gi]));
+  }
+  return with_loads - experts_max;
+}
+
+// After the step: the imbalance the rebalance threshold watches; under tiers, the batch ends (staging
+// freed) and warm copies whose recent count passed the threshold are prefetched in the background.
+void StepPlanner::end_step(Time step_end) {
+  ExpertLoop& L = *loop_;
+  L.imbalance_sum += plan_.gpu_imbalance;
+  ++L.imbalance_steps;
+  if (L.caches.empty()) return;
+  const int experts = s_.model.routed_experts;
+  for (int g = 0; g < gpus_; ++g) {
+    ExpertCache& cache = L.caches[static_cast<std::size_t>(g)];
+    cache.end_batch();
+    if (!s_.experts.tiers.prefetch) continue;
+    cache.prefetch_candidates(L.candidates);
+    for (const ExpertKey key : L.candidates) {
+      const CacheAccess a = cache.admit(key, L.evicted);
+      if (a.outcome != CacheOutcome::kLoaded) continue;
+      const Time done = L.loader->load(g, a.source, a.bytes, step_end);
+      L.ready[static_cast<std::size_t>(g) * L.hotness.size() + static_cast<std::size_t>(key.layer * experts + key.expert)] =
+          done;
+      ++plan_.prefetches;
+      (a.source == Tier::kNvme ? plan_.nvme_bytes : plan_.host_bytes) += double(a.bytes);
+    }
+    L.candidates.clear();
+    plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
+    L.evicted.clear();
+  }
+}
+
+void StepPlanner::begin_step(Time now) {
+  ExpertLoop& L = *loop_;
+  const ExpertsSpec& x = s_.experts;
+  ++L.steps;
+  if (drift_ != nullptr && drift_->version() != drift_version_) {
+    drift_version_ = drift_->version();
+    ++drift_updates_;
+    for (int l = 0; l < s_.model.moe_layers(); ++l) {
+      routing_[static_cast<std::size_t>(l)] = RoutingSampler::prepare(probs(l), s_.model.top_k);
+    }
+    std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
+  }
+  if (L.stats && (x.tiers.enabled || x.quantization) && x.tiers.reclassify_every_steps > 0 &&
+      L.steps % x.tiers.reclassify_every_steps == 0) {
+    reclassify();
+  }
+  const RebalanceSpec& r = x.rebalance;
+  if (!L.stats || !r.enabled()) return;
+  bool due = r.every_steps > 0 && L.steps - L.last_rebalance >= r.every_steps;
+  if (r.imbalance_threshold > 0 && L.imbalance_steps >= r.check_steps) {
+    due = due || L.imbalance_sum / double(L.imbalance_steps) > r.imbalance_threshold;
+    L.imbalance_sum = 0;
+    L.imbalance_steps = 0;
+  }
+  (void)now;
+  if (!due) return;
+  L.last_rebalance = L.steps;
+  rebalance();
 }
 
 // Per-group costs that are the same for every layer: attention (projections + core), shared experts,
@@ -160,10 +603,11 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
   }
 }
 
-const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
+const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) {
   MOESIM_CHECK(static_cast<int>(groups.size()) == groups_, "one batch per attention group expected");
   const ModelSpec& m = s_.model;
   plan_ = StepPlan{};
+  if (loop_) begin_step(now);
   std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
   std::fill(flops_.begin(), flops_.end(), 0.0);
   std::fill(bytes_.begin(), bytes_.end(), 0.0);
@@ -185,7 +629,13 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
   plan_.tokens = total_tokens;
   plan_.dense_ffn = dense_max * m.num_dense_layers;
   plan_.attention = pre_moe_max * m.moe_layers();
-  if (total_tokens == 0) return plan_;
+  if (total_tokens == 0) {
+    plan_.total = plan_.rebalance;
+    return plan_;
+  }
+  const bool tiers = loop_ && !loop_->caches.empty();
+  const bool per_copy = loop_ && (tiers || s_.experts.quantization);
+  Time cursor = now + plan_.rebalance + plan_.dense_ffn;  // start of the layer being costed (loads)
 
   const int k = m.top_k;
   const double slots = double(total_tokens) * k;
@@ -194,13 +644,15 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
   const double mean_pairs_gpu = slots / gpus_;
   const double mean_pairs_expert = slots / m.routed_experts;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
-    sampler_.sample(routing_[static_cast<std::size_t>(layer)], total_tokens, rng_, counts_);
+    sample_layer(layer, total_tokens);
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
     std::int32_t max_count = 0;
     const auto replicas = placement_.replicas(layer);
     const int* single = single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(m.routed_experts);
-    for (int e = 0; e < m.routed_experts; ++e) {
+    const Time request = cursor + pre_moe_max;  // routing is known after the gate
+    if (per_copy) max_count = cost_copies(layer, request);
+    for (int e = 0; e < m.routed_experts && !per_copy; ++e) {
       const std::int32_t c = counts_[static_cast<std::size_t>(e)];
       if (c == 0) continue;
       max_count = std::max(max_count, c);
@@ -261,9 +713,13 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
       plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
       plan_.dispatch_nic_bytes += c.nic_bytes;
     }
+    Duration stall = Duration::zero();
+    if (tiers) stall = layer_stall(request + dispatch, experts_max);
     plan_.dispatch += dispatch;
     plan_.combine += combine;
     plan_.experts += experts_max;
+    plan_.expert_stall += stall;
+    cursor += pre_moe_max + dispatch + experts_max + stall + combine;
   }
   for (int g = 0; g < gpus_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
@@ -281,6 +737,10 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups) {
                                        .weights = s_.precision.embeddings});
   }
   plan_.total = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine + plan_.lm_head;
+  if (loop_) {
+    plan_.total += plan_.expert_stall + plan_.rebalance;
+    end_step(now + plan_.total);
+  }
   return plan_;
 }
 

@@ -4,7 +4,9 @@
 // GPU. O(layers x (experts + GPUs^2)) per step, no allocation after construction.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -12,7 +14,9 @@
 #include "hwmodels/gpu_cost_model.h"
 #include "sim/engine/random.h"
 #include "sim/serving/placement.h"
+#include "sim/serving/quantization_policy.h"
 #include "sim/serving/scenario_spec.h"
+#include "workloads/popularity_drift.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {
@@ -37,6 +41,20 @@ struct StepPlan {
   Duration dispatch;
   Duration combine;
   Duration lm_head;
+  // Experts in the loop (all zero when the mechanisms are off; included in total).
+  Duration expert_stall;  // waiting for expert loads beyond the FFN compute (max over GPUs, per layer)
+  Duration rebalance;     // pause before this step for a placement rebalance
+  double rebalance_bytes = 0;
+  int rebalances = 0;
+  std::int64_t rerouted = 0;      // (token, expert) pairs re-routed by router post-processing
+  std::int64_t expert_uses = 0;   // (GPU, expert copy) uses with tokens, under tiers
+  std::int64_t hbm_hits = 0;      // of those, resident and ready in HBM
+  std::int64_t host_loads = 0;    // loaded from host DRAM on demand
+  std::int64_t nvme_loads = 0;    // loaded from NVMe on demand
+  std::int64_t prefetches = 0;    // loads issued ahead by the prefetch policy
+  std::int64_t evictions = 0;
+  double host_bytes = 0;          // bytes loaded from host DRAM (demand + prefetch)
+  double nvme_bytes = 0;
   double dispatch_nvlink_bytes = 0;
   double dispatch_nic_bytes = 0;
   double gpu_imbalance = 1;     // mean over MoE layers of max/mean routed pairs per GPU
@@ -44,13 +62,22 @@ struct StepPlan {
   std::int64_t tokens = 0;
 };
 
+struct ExpertLoop;  // experts-in-the-loop state (placement policy, statistics, tiers, quantisation)
+
 class StepPlanner {
  public:
+  // `coactivation` (optional) samples routing with co-activation groups. `drift` (optional) replaces `popularity` when given: the planner re-prepares its routing tables when
+  // its version changes. The caller advances it.
   StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
-              const ExpertPopularity& popularity, Rng routing_rng);
+              const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift = nullptr,
+              const CoactivationModel* coactivation = nullptr);
+  ~StepPlanner();
+  StepPlanner(const StepPlanner&) = delete;
+  StepPlanner& operator=(const StepPlanner&) = delete;
 
-  // `groups` has one entry per attention group of the replica (deployment.attention_dp).
-  const StepPlan& plan(std::span<const GroupBatch> groups);
+  // `groups` has one entry per attention group of the replica (deployment.attention_dp); `now` is the
+  // step's start (expert loads are queued on the loaders from it).
+  const StepPlan& plan(std::span<const GroupBatch> groups, Time now = Time{});
 
   // Of the last plan, per GPU of the replica: time spent computing, FLOPs and HBM bytes.
   [[nodiscard]] std::span<const double> gpu_busy_s() const { return busy_s_; }
@@ -60,10 +87,31 @@ class StepPlanner {
   [[nodiscard]] const Placement& placement() const { return placement_; }
   // Replaces the placement (a rebalance); cached touch fractions are recomputed lazily.
   void set_placement(Placement p);
+  // Routed (token, expert) pairs served at each precision since the start (quality proxy).
+  [[nodiscard]] const QualityProxy& quality() const { return quality_; }
+  // Largest routed-expert HBM bytes of any GPU (at each copy's precision; replicas included).
+  [[nodiscard]] double routed_expert_bytes_per_gpu() const;
+  [[nodiscard]] std::uint64_t drift_updates() const { return drift_updates_; }
 
  private:
   Duration expert_time(std::int64_t tokens) const;
+  Duration expert_time(std::int64_t tokens, Precision p) const;
+  [[nodiscard]] std::span<const double> probs(int layer) const {
+    return drift_ != nullptr ? drift_->layer(layer) : popularity_.layer(layer);
+  }
   void cost_groups(std::span<const GroupBatch> groups);
+  // Experts in the loop, once per step before routing: drift, reclassification, rebalance.
+  void begin_step(Time now);
+  void setup_loop();
+  void sample_layer(int layer, std::int64_t tokens);
+  std::int32_t cost_copies(int layer, Time request);
+  Duration layer_stall(Time experts_start, Duration experts_max);
+  void end_step(Time step_end);
+  void reclassify();
+  void rebalance();
+  void setup_tiers();
+  // Per-GPU expert time of one layer with loads: issues the loads of non-resident copies at `request`.
+  void access_copy(int gpu, int layer, int expert, std::int32_t tokens, Duration ffn, Time request);
   // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
   void ensure_touch(int layer);
 
@@ -71,6 +119,10 @@ class StepPlanner {
   const GpuCostModel& gpu_;
   const Fabric& fabric_;
   const ExpertPopularity& popularity_;
+  const DriftingPopularity* drift_;
+  const CoactivationModel* coact_;
+  std::uint64_t drift_version_ = 0;
+  std::uint64_t drift_updates_ = 0;
   Rng rng_;
   RoutingSampler sampler_;
   int gpus_;
@@ -83,7 +135,10 @@ class StepPlanner {
   std::vector<char> touch_valid_;   // [layer]
   std::vector<RoutingSampler::Layer> routing_;  // per layer, from the popularity
   std::vector<int> single_gpu_;  // [layer][expert]: its GPU when it has one copy, else -1
-  std::vector<Duration> ffn_table_;  // expert FFN time by token count
+  std::vector<Duration> ffn_table_;  // expert FFN time by token count, at precision.routed_experts
+  std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;  // under quantisation
+  std::unique_ptr<ExpertLoop> loop_;  // null when every mechanism is off
+  QualityProxy quality_;
   double expert_flops_per_token_;
   double expert_bytes_;
 

@@ -1,0 +1,223 @@
+#include "sim/scenario/experts_parser.h"
+
+#include <string>
+
+#include "workloads/skew_calibration.h"
+
+namespace moesim {
+
+namespace {
+
+double bounded(JsonReader& r, std::string_view key, double fallback, double lo, double hi) {
+  const double x = r.number(key, fallback);
+  if (x < lo || x > hi) {
+    r.fail(key, "must be in [" + Json(lo).dump() + ", " + Json(hi).dump() + "], got " + Json(x).dump());
+  }
+  return x;
+}
+
+std::int64_t non_negative(JsonReader& r, std::string_view key, std::int64_t fallback) {
+  const std::int64_t x = r.integer(key, fallback);
+  if (x < 0) r.fail(key, "must be >= 0, got " + std::to_string(x));
+  return x;
+}
+
+Precision precision_key(JsonReader& r, std::string_view key, Precision fallback) {
+  if (!r.has(key)) return fallback;
+  const std::string s = r.string(key);
+  const auto p = parse_precision(s);
+  if (!p) r.fail(key, "unknown precision \"" + s + "\" (known: fp32, bf16, fp16, fp8, int8, int4, fp4)");
+  return *p;
+}
+
+Tier tier_key(JsonReader& r, std::string_view key, Tier fallback) {
+  if (!r.has(key)) return fallback;
+  const std::string s = r.string(key);
+  if (s == "host_dram") return Tier::kHostDram;
+  if (s == "nvme") return Tier::kNvme;
+  r.fail(key, "unknown tier \"" + s + "\" (known: host_dram, nvme)");
+}
+
+// {"int8": 0.001, "int4": 0.01}: a value per precision name; other keys are errors.
+void per_precision(JsonReader& r, std::string_view key, std::array<double, kPrecisionCount>& out, double lo) {
+  auto o = r.optional_object(key);
+  if (!o) return;
+  for (std::size_t i = 0; i < kPrecisionCount; ++i) {
+    const std::string name(to_string(static_cast<Precision>(i)));
+    if (!o->has(name)) continue;
+    const double x = o->number(name);
+    if (x < lo) o->fail(name, "must be >= " + Json(lo).dump());
+    out[i] = x;
+  }
+  o->finish();
+}
+
+PlacementPolicy placement_key(JsonReader& r) {
+  const std::string s = r.string("placement", "contiguous");
+  if (s == "contiguous") return PlacementPolicy::kContiguous;
+  if (s == "round_robin") return PlacementPolicy::kRoundRobin;
+  if (s == "coactivation") return PlacementPolicy::kCoactivation;
+  if (s == "eplb") return PlacementPolicy::kEplb;
+  r.fail("placement", "unknown placement \"" + s + "\" (known: contiguous, round_robin, coactivation, eplb)");
+}
+
+void parse_rebalance(JsonReader r, RebalanceSpec& out) {
+  out.every_steps = non_negative(r, "every_steps", 0);
+  out.imbalance_threshold = r.number("imbalance_threshold", 0);
+  if (out.imbalance_threshold != 0 && out.imbalance_threshold < 1) {
+    r.fail("imbalance_threshold", "must be >= 1 (max/mean per GPU) or 0 (off)");
+  }
+  out.check_steps = r.positive_integer("check_steps", 100);
+  const std::string cost = r.string("cost", "transfer");
+  if (cost == "transfer") {
+    out.cost = RebalanceSpec::Cost::kTransfer;
+  } else if (cost == "pause") {
+    out.cost = RebalanceSpec::Cost::kPause;
+  } else {
+    r.fail("cost", "unknown rebalance cost \"" + cost + "\" (known: transfer, pause)");
+  }
+  const double pause_ms = r.number("pause_ms", 0);
+  if (pause_ms < 0) r.fail("pause_ms", "must be >= 0");
+  if (cost == "pause" && !r.has("pause_ms")) r.fail("pause_ms", "is required with cost \"pause\"");
+  out.pause = Duration::from_ms(pause_ms);
+  if (!out.enabled()) r.fail("", "give every_steps or imbalance_threshold (or leave rebalance out)");
+  r.finish();
+}
+
+void parse_tiers(JsonReader r, TiersSpec& t) {
+  t.enabled = true;
+  t.hbm_expert_bytes = r.number("hbm_expert_gib") * 1024.0 * 1024.0 * 1024.0;
+  if (t.hbm_expert_bytes < 0) r.fail("hbm_expert_gib", "must be >= 0");
+  t.staging_bytes = r.number("staging_gib", 2.0) * 1024.0 * 1024.0 * 1024.0;
+  if (t.staging_bytes < 0) r.fail("staging_gib", "must be >= 0");
+  t.warm_home = tier_key(r, "warm_home", Tier::kHostDram);
+  t.cold_home = tier_key(r, "cold_home", Tier::kNvme);
+  t.prefetch = r.boolean("prefetch", true);
+  t.prefetch_window_batches = static_cast<int>(r.positive_integer("prefetch_window_batches", 8));
+  t.prefetch_threshold = r.positive_integer("prefetch_threshold", 1);
+  t.reclassify_every_steps = non_negative(r, "reclassify_every_steps", 200);
+  LoaderSpec& l = t.loader;
+  l.host_link_bytes_per_s = r.positive("host_link_gb_per_s", l.host_link_bytes_per_s / 1e9) * 1e9;
+  l.host_latency = Duration::from_us(bounded(r, "host_latency_us", l.host_latency.seconds() * 1e6, 0, 1e6));
+  l.gpus_per_host_link = static_cast<int>(r.positive_integer("gpus_per_host_link", l.gpus_per_host_link));
+  l.nvme_drive_bytes_per_s = r.positive("nvme_drive_gb_per_s", l.nvme_drive_bytes_per_s / 1e9) * 1e9;
+  l.nvme_drives = static_cast<int>(r.positive_integer("nvme_drives", l.nvme_drives));
+  l.gpus_per_nvme_array = static_cast<int>(r.positive_integer("gpus_per_nvme_array", l.gpus_per_nvme_array));
+  l.nvme_latency = Duration::from_us(bounded(r, "nvme_latency_us", l.nvme_latency.seconds() * 1e6, 0, 1e6));
+  r.finish();
+}
+
+void parse_quantization(JsonReader r, QuantizationSpec& q) {
+  q.hot = precision_key(r, "hot", q.hot);
+  q.warm = precision_key(r, "warm", q.warm);
+  q.cold = precision_key(r, "cold", q.cold);
+  q.scale_group_size = static_cast<int>(r.positive_integer("scale_group_size", q.scale_group_size));
+  q.scale_bytes = bounded(r, "scale_bytes", q.scale_bytes, 0, 16);
+  per_precision(r, "quality_penalty", q.quality_penalty, 0.0);
+  per_precision(r, "dequant_factor", q.dequant_factor, 1.0);
+  r.finish();
+}
+
+}  // namespace
+
+ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
+  ExpertsSpec x;
+  const int experts = s.model.routed_experts;
+  const int ep = s.deployment.ep_size;
+  x.placement = placement_key(r);
+  if (x.placement != PlacementPolicy::kContiguous && experts % ep != 0) {
+    r.fail("placement", "needs deployment.ep_size (" + std::to_string(ep) + ") to divide the " +
+                            std::to_string(experts) + " routed experts");
+  }
+  if (x.placement == PlacementPolicy::kCoactivation && !s.workload.coactivation) {
+    r.fail("placement", "\"coactivation\" needs workload.expert_popularity.coactivation (groups and rho)");
+  }
+  x.redundant_slots_per_gpu = static_cast<int>(non_negative(r, "redundant_slots_per_gpu", 0));
+  if (x.redundant_slots_per_gpu > 0 && x.placement != PlacementPolicy::kEplb) {
+    r.fail("redundant_slots_per_gpu", "replicas need placement \"eplb\"");
+  }
+  x.eplb_groups = static_cast<int>(r.positive_integer("eplb_groups", 1));
+  if (experts % x.eplb_groups != 0) r.fail("eplb_groups", "must divide the " + std::to_string(experts) + " experts");
+  if (auto p = r.optional_object("partition")) {
+    x.partition.load_tolerance = bounded(*p, "load_tolerance", x.partition.load_tolerance, 1.0, 10.0);
+    x.partition.refine_passes = static_cast<int>(non_negative(*p, "refine_passes", x.partition.refine_passes));
+    p->finish();
+  }
+  if (auto reb = r.optional_object("rebalance")) {
+    if (x.placement != PlacementPolicy::kEplb && x.placement != PlacementPolicy::kCoactivation) {
+      r.fail("rebalance", "rebalancing needs placement \"eplb\" or \"coactivation\"");
+    }
+    parse_rebalance(*reb, x.rebalance);
+  }
+  if (auto st = r.optional_object("stats")) {
+    x.stats.window_batches = static_cast<int>(st->positive_integer("window_batches", x.stats.window_batches));
+    x.stats.hot_share = bounded(*st, "hot_share", x.stats.hot_share, 1e-9, 1.0);
+    x.stats.warm_share = bounded(*st, "warm_share", x.stats.warm_share, x.stats.hot_share, 1.0);
+    st->finish();
+  }
+  if (auto t = r.optional_object("tiers")) parse_tiers(*t, x.tiers);
+  if (auto q = r.optional_object("quantization")) {
+    x.quantization = true;
+    parse_quantization(*q, x.quant);
+  }
+  if (auto rr = r.optional_object("rerouting")) {
+    x.reroute_threshold = rr->number("threshold");
+    if (x.reroute_threshold < 1) rr->fail("threshold", "must be >= 1 (per-GPU load over the mean)");
+    rr->finish();
+  }
+  const std::string admission = r.string("admission", "default");
+  if (admission == "gpu_load_aware") {
+    x.load_aware_admission = true;
+  } else if (admission != "default") {
+    r.fail("admission", "unknown admission \"" + admission + "\" (known: default, gpu_load_aware)");
+  }
+  r.finish();
+  return x;
+}
+
+void parse_popularity_extensions(JsonReader& r, const ModelSpec& m, WorkloadSpec& w) {
+  if (auto d = r.optional_object("drift")) {
+    w.drift = true;
+    w.drift_spec.half_life_s = bounded(*d, "half_life_s", 0, 0, 1e9);
+    w.drift_spec.update_interval_s = bounded(*d, "update_interval_s", 0, 0, 1e9);
+    if (d->has("phase_times_s")) {
+      const Json& times = d->raw("phase_times_s");
+      if (!times.is_array()) d->fail("phase_times_s", "must be an array of seconds");
+      double last = 0;
+      for (const Json& t : times) {
+        if (!t.is_number() || t.get<double>() < last) d->fail("phase_times_s", "must be ascending seconds >= 0");
+        last = t.get<double>();
+        w.drift_spec.phase_times_s.push_back(last);
+      }
+    }
+    if (w.drift_spec.half_life_s == 0 && w.drift_spec.phase_times_s.empty()) {
+      d->fail("", "give half_life_s > 0 or phase_times_s (or leave drift out)");
+    }
+    d->finish();
+  }
+  if (auto c = r.optional_object("coactivation")) {
+    w.coactivation = true;
+    CoactivationSpec& cs = w.coactivation_spec;
+    cs.group_size = static_cast<int>(c->positive_integer("group_size", cs.group_size));
+    if (m.routed_experts % cs.group_size != 0) {
+      c->fail("group_size", "must divide the " + std::to_string(m.routed_experts) + " routed experts");
+    }
+    cs.rho = bounded(*c, "rho", cs.rho, 0, 1);
+    cs.shuffle_groups_per_layer = c->boolean("shuffle_groups_per_layer", true);
+    c->finish();
+  }
+}
+
+double parse_calibrated_exponent(JsonReader& r, const ModelSpec& m) {
+  const double target = r.positive("imbalance_ratio");
+  SkewSetting set{.experts = m.routed_experts, .top_k = m.top_k};
+  set.tokens = r.positive_integer("tokens_per_iteration", 4096);
+  set.ranks = static_cast<int>(non_negative(r, "ranks", 0));
+  if (set.ranks > 0 && m.routed_experts % set.ranks != 0) {
+    r.fail("ranks", "must divide the " + std::to_string(m.routed_experts) + " routed experts");
+  }
+  set.iterations = static_cast<int>(r.positive_integer("iterations", 100));
+  return calibrate_zipf_exponent(target, set);
+}
+
+}  // namespace moesim
