@@ -137,16 +137,6 @@ double exp_neg_small(double m) {
   return t * t;
 }
 
-// Poisson(m) by inversion for small m.
-std::int32_t poisson_small(double m, Rng& rng) {
-  double u = rng.uniform();
-  double prob = exp_neg_small(m);
-  std::int32_t k = 0;
-  while (u > prob && k < 64) {
-    u -= prob;
-    ++k;
-    prob *= m / k;
-  }
   return k;
 }
 
