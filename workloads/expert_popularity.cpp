@@ -128,16 +128,13 @@ struct Reciprocals {
 const Reciprocals kReciprocals;
 
 // e^-m for 0 <= m < kColdMean: e^-(m/8) by its Taylor series (|m/8| < 1, 9 terms, error < 3e-7
-// relative), then cubed by squaring three times. Plain arithmetic: the same bits on every machine.
+// relative), then raised to the 8th power by squaring three times. Plain arithmetic: the same bits on every machine.
 double exp_neg_small(double m) {
   const double x = -m * 0.125;
   double t = 1.0 + x * (1.0 + x * (0.5 + x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (1.0 / 720 + x * (1.0 / 5040 + x / 40320)))))));
   t *= t;
   t *= t;
   return t * t;
-}
-
-  return k;
 }
 
 }  // namespace
