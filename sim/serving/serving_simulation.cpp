@@ -406,7 +406,7 @@ void Simulation::on_decide(int replica) {
     expert_imbalance_ += plan.expert_imbalance;
     nvlink_bytes_ += plan.dispatch_nvlink_bytes;
     nic_bytes_ += plan.dispatch_nic_bytes;
-    if (s_.experts.any()) {
+    if (s_.experts.any() || drift_ || coactivation_) {
       loop_.rebalances += plan.rebalances;
       loop_.rebalance_bytes += plan.rebalance_bytes;
       loop_.rebalance_s += plan.rebalance.seconds();
