@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <numeric>
 
 #include "sim/engine/check.h"
@@ -155,24 +156,49 @@ double CoactivationModel::pair_rate(int layer, std::span<const double> probs, in
 
 namespace {
 
-// Expected distinct items among n draws with replacement: 1 - (1 - x)^n per item of mass x.
-double distinct(double x, double n) { return x <= 0 ? 0.0 : 1.0 - std::pow(std::max(0.0, 1.0 - x), n); }
+// Expected distinct items among n draws with replacement: 1 - (1 - x)^n per item of mass x, and its
+// derivative in n, -log(1 - x) (1 - x)^n; `log1m` is log(1 - x).
+struct Distinct {
+  double value = 0;
+  double slope = 0;
+};
+Distinct distinct(double x, double log1m, double n) {
+  if (x <= 0) return {};
+  if (x >= 1) return {.value = 1.0, .slope = 0.0};
+  const double left = std::exp(n * log1m);
+  return {.value = 1.0 - left, .slope = -log1m * left};
+}
+Distinct distinct(double x, double n) { return distinct(x, x > 0 && x < 1 ? std::log1p(-x) : 0.0, n); }
 
 // Grid of draw counts n_i = k * 2^(i / 8): from k (all picks distinct) to k * 2^5.9.
 double grid_draws(int top_k, int i) { return top_k * std::exp2(i / 8.0); }
+constexpr double kMaxLog2Draws = (kTouchGridPoints - 1) / 8.0;
 
-// Solves f(n) = k for n on the grid's range by bisection in log n (f increasing); f is a callable.
+// Solves f(n) = k for n in [k, k 2^5.9] (f increasing; f(n) returns the value and df/dn), clamped to that
+// range: Newton in y = log2(n / k), kept inside a bisection bracket (Numerical Recipes' rtsafe). About six
+// evaluations instead of the forty of plain bisection, to the same root.
 template <class F>
 double solve_draws(F f, int top_k) {
+  const double k = top_k;
+  const Distinct at_lo = f(k);
+  if (at_lo.value >= k) return k;
+  const double n_hi = k * std::exp2(kMaxLog2Draws);
+  if (f(n_hi).value <= k) return n_hi;
   double lo = 0.0;
-  double hi = (kTouchGridPoints - 1) / 8.0;
-  if (f(grid_draws(top_k, 0)) >= top_k) return top_k;
-  if (f(top_k * std::exp2(hi)) <= top_k) return top_k * std::exp2(hi);
-  for (int it = 0; it < 40; ++it) {
-    const double mid = 0.5 * (lo + hi);
-    (f(top_k * std::exp2(mid)) < top_k ? lo : hi) = mid;
+  double hi = kMaxLog2Draws;
+  double y = 0.0;
+  Distinct fy = at_lo;
+  for (int it = 0; it < 100; ++it) {
+    const double dy = fy.slope * k * std::exp2(y) * std::numbers::ln2;
+    double next = dy > 0 ? y - (fy.value - k) / dy : lo - 1;
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    if (std::abs(next - y) <= 1e-13 * (1.0 + y)) return k * std::exp2(next);
+    y = next;
+    fy = f(k * std::exp2(y));
+    (fy.value < k ? lo : hi) = y;
+    if (hi - lo <= 1e-13) break;
   }
-  return top_k * std::exp2(0.5 * (lo + hi));
+  return k * std::exp2(y);
 }
 
 }  // namespace
@@ -187,14 +213,17 @@ void touch_fractions_independent(std::span<const double> probs, const SlotMap& m
   }
   const double n = solve_draws(
       [&](double draws) {
-        double d = 0;
+        Distinct d;
         for (const int e : map.slot_expert) {
-          d += distinct(probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)], draws);
+          const Distinct one =
+              distinct(probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)], draws);
+          d.value += one.value;
+          d.slope += one.slope;
         }
         return d;
       },
       top_k);
-  for (double& t : touch) t = 1.0 - std::pow(std::max(0.0, 1.0 - t), n);
+  for (double& t : touch) t = distinct(t, n).value;
 }
 
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
@@ -223,38 +252,51 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
     if (mass[g] > 0) q[g * nb + j] += m / mass[g];
   }
   // table[i] = sum over slots of distinct((1 - rho) m_s, n_i): every slot as seen by a token of another group.
-  for (int i = 0; i < kTouchGridPoints; ++i) {
-    double d = 0;
-    for (const int e : map.slot_expert) {
-      d += distinct((1.0 - rho) * probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)],
-                    grid_draws(top_k, i));
+  // n_{i+8} = 2 n_i, so (1 - x)^{n_{i+8}} is the square of (1 - x)^{n_i}: eight exponentials per slot.
+  for (const int e : map.slot_expert) {
+    const double x = (1.0 - rho) * probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)];
+    if (x <= 0) continue;
+    if (x >= 1) {
+      for (double& v : table) v += 1.0;
+      continue;
     }
-    table[static_cast<std::size_t>(i)] = d;
+    const double log1m = std::log1p(-x);
+    for (int i = 0; i < 8; ++i) {
+      double left = std::exp(grid_draws(top_k, i) * log1m);
+      for (int j = i; j < kTouchGridPoints; j += 8) {
+        table[static_cast<std::size_t>(j)] += 1.0 - left;
+        left *= left;
+      }
+    }
   }
-  auto table_at = [&](double draws) {  // linear in log2(n / k)
+  auto table_at = [&](double draws) {  // linear in log2(n / k); slope in n
     const double x = std::clamp(8.0 * std::log2(draws / top_k), 0.0, kTouchGridPoints - 1.0);
     const auto i = std::min(static_cast<std::size_t>(x), static_cast<std::size_t>(kTouchGridPoints - 2));
     const double f = x - static_cast<double>(i);
-    return (1.0 - f) * table[i] + f * table[i + 1];
+    return Distinct{.value = (1.0 - f) * table[i] + f * table[i + 1],
+                    .slope = (table[i + 1] - table[i]) * 8.0 / (draws * std::numbers::ln2)};
   };
   for (std::size_t g = 0; g < ng; ++g) {
     if (mass[g] <= 0) continue;
     const auto mem = model.members(layer, static_cast<int>(g));
     const double n = solve_draws(
         [&](double draws) {
-          double d = table_at(draws);
+          Distinct d = table_at(draws);
           for (const int e : mem) {
             const auto u = static_cast<std::size_t>(e);
             const double c = map.replicas[u];
             const double r = rho * probs[u] / mass[g] + (1.0 - rho) * probs[u];
-            d += c * (distinct(r / c, draws) - distinct((1.0 - rho) * probs[u] / c, draws));
+            const Distinct in = distinct(r / c, draws);
+            const Distinct out = distinct((1.0 - rho) * probs[u] / c, draws);
+            d.value += c * (in.value - out.value);
+            d.slope += c * (in.slope - out.slope);
           }
           return d;
         },
         top_k);
     for (std::size_t j = 0; j < nb; ++j) {
       const double r_j = rho * q[g * nb + j] + (1.0 - rho) * touch[j];
-      q[g * nb + j] = mass[g] * (1.0 - std::pow(std::max(0.0, 1.0 - r_j), n));  // reuse q as contribution
+      q[g * nb + j] = mass[g] * distinct(r_j, n).value;  // reuse q as contribution
     }
   }
   for (std::size_t j = 0; j < nb; ++j) {

@@ -118,24 +118,72 @@ struct NormalTable {
 };
 const NormalTable kNormalTable;
 
-// 1/c for the Poisson inversion walk: a multiply instead of a divide on its dependency chain.
-struct Reciprocals {
-  std::array<double, 65> r{};
-  Reciprocals() {
-    for (std::size_t c = 1; c < r.size(); ++c) r[c] = 1.0 / static_cast<double>(c);
+// e^-x for 0 <= x <= 0.25 by its Taylor series (8 terms, relative error < 1e-10). Plain arithmetic: the
+// same bits on every machine.
+double exp_neg_quarter(double x) {
+  return 1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6 - x * (1.0 / 24 - x * (1.0 / 120 - x * (1.0 / 720 - x / 5040))))));
+}
+
+// Exact Poisson sampling for the cold experts (mean m < RoutingSampler::kColdMean) without a per-expert
+// transcendental call or a long inversion walk: Poisson(m) = Poisson(mu) + Poisson(m - mu) for independent
+// parts, mu = floor(4 m) / 4 on a grid. Poisson(mu) is inverted from a tabulated CDF through a guide
+// table (Devroye 1986, section III.2.4: start at the first value whose CDF passes the uniform's bucket;
+// about 0.1 steps on average); Poisson(m - mu), m - mu < 1/4, is 0 with probability > 0.77.
+struct PoissonTables {
+  static constexpr int kGrid = 4;                 // grid points per unit of mean
+  static constexpr int kMeans = 8 * kGrid;        // mu = 0, 1/4, ..., 7.75
+  static constexpr int kValues = 48;              // P(X >= 48 | mu = 7.75) < 1e-20
+  static constexpr int kGuideBits = 7;
+  static constexpr int kGuide = 1 << kGuideBits;
+  std::array<std::array<double, kValues>, kMeans> cdf{};
+  std::array<std::array<std::uint8_t, kGuide>, kMeans> guide{};
+  PoissonTables() {
+    const double e_quarter = exp_neg_quarter(0.25);
+    double p0 = 1.0;  // e^-mu by repeated multiplication
+    for (int g = 0; g < kMeans; ++g) {
+      const double mu = static_cast<double>(g) / kGrid;
+      auto& f = cdf[static_cast<std::size_t>(g)];
+      double prob = p0;
+      double sum = 0;
+      for (int k = 0; k < kValues; ++k) {
+        sum += prob;
+        f[static_cast<std::size_t>(k)] = sum;
+        prob *= mu / static_cast<double>(k + 1);
+      }
+      f[kValues - 1] = 2.0;  // the walk always stops
+      int k = 0;
+      for (int j = 0; j < kGuide; ++j) {
+        while (f[static_cast<std::size_t>(k)] <= static_cast<double>(j) / kGuide) ++k;
+        guide[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(k);
+      }
+      p0 *= e_quarter;
+    }
+  }
+  // Poisson(m), 0 <= m < kColdMean, from 32 random bits for the grid part and 32 for the remainder.
+  [[nodiscard]] std::int32_t sample(double m, std::uint64_t bits) const {
+    const double x = m * kGrid;
+    const int g = std::min(static_cast<int>(x), kMeans - 1);
+    const auto hi = static_cast<std::uint32_t>(bits >> 32);
+    const double u = static_cast<double>(hi) * 0x1.0p-32;
+    const auto& f = cdf[static_cast<std::size_t>(g)];
+    std::size_t k = guide[static_cast<std::size_t>(g)][hi >> (32 - kGuideBits)];
+    while (u >= f[k]) ++k;
+    const double delta = (x - static_cast<double>(g)) / kGrid;
+    const double v = static_cast<double>(bits & 0xffffffffU) * 0x1.0p-32;
+    double prob = exp_neg_quarter(delta);
+    if (v < prob) return static_cast<std::int32_t>(k);
+    double left = v - prob;
+    std::int32_t extra = 1;
+    prob *= delta;
+    while (left >= prob && extra < kValues) {
+      left -= prob;
+      ++extra;
+      prob *= delta / extra;
+    }
+    return static_cast<std::int32_t>(k) + extra;
   }
 };
-const Reciprocals kReciprocals;
-
-// e^-m for 0 <= m < kColdMean: e^-(m/8) by its Taylor series (|m/8| < 1, 9 terms, error < 3e-7
-// relative), then raised to the 8th power by squaring three times. Plain arithmetic: the same bits on every machine.
-double exp_neg_small(double m) {
-  const double x = -m * 0.125;
-  double t = 1.0 + x * (1.0 + x * (0.5 + x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (1.0 / 720 + x * (1.0 / 5040 + x / 40320)))))));
-  t *= t;
-  t *= t;
-  return t * t;
-}
+const PoissonTables kPoissonTables;
 
 }  // namespace
 
@@ -200,21 +248,8 @@ void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng, s
   const auto hot = static_cast<std::size_t>(
       std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
   std::int64_t cold_total = 0;
-  std::uint64_t bits = 0;
   for (std::size_t i = hot; i < n; ++i) {
-    if (((i - hot) & 1) == 0) bits = rng.next_u64();
-    const double u = static_cast<double>(bits >> 32) * 0x1.0p-32;
-    bits <<= 32;
-    const double m = t * layer.pi[i];
-    double prob = exp_neg_small(m);
-    double left = u;
-    std::int32_t c = 0;
-    while (left > prob && c < 64) {
-      left -= prob;
-      ++c;
-      prob *= m * kReciprocals.r[static_cast<std::size_t>(c)];
-    }
-    c = std::min(c, cap);
+    const std::int32_t c = std::min(kPoissonTables.sample(t * layer.pi[i], rng.next_u64()), cap);
     counts[static_cast<std::size_t>(layer.order[i])] = c;
     cold_total += c;
   }
@@ -224,6 +259,7 @@ void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng, s
     // the Gaussian with variances T sd_i^2 conditioned on summing to H.
     const double sqrt_t = std::sqrt(t);
     double s = 0;
+    std::uint64_t bits = 0;
     for (std::size_t i = 0; i < hot; ++i) {
       if ((i & 3) == 0) bits = rng.next_u64();
       const double az = sqrt_t * layer.sd[i] * table_normal(bits >> 52);

@@ -1,0 +1,109 @@
+// Cost of the routing samplers and touch fractions that StepPlanner calls per layer and step (or per drift
+// update): DeepSeek-V3 shape (256 experts, top-8) under the 80/20 Pareto law of the reference scenarios.
+#include <benchmark/benchmark.h>
+
+#include <numeric>
+#include <vector>
+
+#include "workloads/coactivation.h"
+#include "workloads/expert_popularity.h"
+#include "workloads/popularity_drift.h"
+
+namespace {
+
+constexpr int kExperts = 256;
+constexpr int kTopK = 8;
+
+moesim::ExpertPopularity pareto(int layers) {
+  const double s = moesim::zipf_exponent_for_top_share(kExperts, kTopK, 0.2, 0.8);
+  return {{.kind = moesim::PopularitySpec::Kind::kZipf, .zipf_exponent = s}, layers, kExperts, kTopK,
+          moesim::Rng(1)};
+}
+
+void BM_RoutingSample(benchmark::State& state) {
+  const auto pop = pareto(1);
+  const auto layer = moesim::RoutingSampler::prepare(pop.layer(0), kTopK);
+  moesim::RoutingSampler sampler(kExperts);
+  moesim::Rng rng(2);
+  std::vector<std::int32_t> counts(kExperts);
+  const std::int64_t tokens = state.range(0);
+  for (auto _ : state) {
+    sampler.sample(layer, tokens, rng, counts);
+    benchmark::DoNotOptimize(counts.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RoutingSample)->ArgName("tokens")->Arg(64)->Arg(512)->Arg(1024)->Arg(8192);
+
+void BM_RoutingPrepare(benchmark::State& state) {
+  const auto pop = pareto(1);
+  for (auto _ : state) benchmark::DoNotOptimize(moesim::RoutingSampler::prepare(pop.layer(0), kTopK).sd.data());
+}
+BENCHMARK(BM_RoutingPrepare);
+
+void BM_CoactivationSample(benchmark::State& state) {
+  const auto pop = pareto(1);
+  const moesim::CoactivationModel model({.group_size = 8, .rho = 0.5}, 1, kExperts, moesim::Rng(3));
+  moesim::Rng rng(4);
+  std::vector<std::int32_t> counts(kExperts);
+  std::vector<std::int64_t> group_tokens(static_cast<std::size_t>(model.groups()));
+  const std::int64_t tokens = state.range(0);
+  for (auto _ : state) {
+    model.sample_counts(0, pop.layer(0), tokens, kTopK, rng, counts, group_tokens);
+    benchmark::DoNotOptimize(counts.data());
+  }
+}
+BENCHMARK(BM_CoactivationSample)->ArgName("tokens")->Arg(64)->Arg(1024)->Arg(8192);
+
+// One slot per expert, contiguous bins (EP16 GPUs: 16 bins of 16 slots; nodes: 2 bins of 128).
+struct Slots {
+  std::vector<int> slot_expert = std::vector<int>(kExperts);
+  std::vector<int> replicas = std::vector<int>(kExperts, 1);
+  Slots() { std::iota(slot_expert.begin(), slot_expert.end(), 0); }
+  [[nodiscard]] moesim::SlotMap map(int bins) const {
+    return {.slot_expert = slot_expert, .slots_per_bin = kExperts / bins, .replicas = replicas};
+  }
+};
+
+void BM_TouchIndependent(benchmark::State& state) {
+  const auto pop = pareto(1);
+  const Slots slots;
+  const int bins = static_cast<int>(state.range(0));
+  std::vector<double> touch(static_cast<std::size_t>(bins));
+  for (auto _ : state) {
+    moesim::touch_fractions_independent(pop.layer(0), slots.map(bins), kTopK, touch);
+    benchmark::DoNotOptimize(touch.data());
+  }
+}
+BENCHMARK(BM_TouchIndependent)->ArgName("bins")->Arg(2)->Arg(16);
+
+void BM_TouchCoactivated(benchmark::State& state) {
+  const auto pop = pareto(1);
+  const Slots slots;
+  const moesim::CoactivationModel model({.group_size = 8, .rho = 0.5}, 1, kExperts, moesim::Rng(3));
+  const int bins = static_cast<int>(state.range(0));
+  std::vector<double> scratch(moesim::touch_scratch_size(model.groups(), bins));
+  std::vector<double> touch(static_cast<std::size_t>(bins));
+  for (auto _ : state) {
+    moesim::touch_fractions_coactivated(model, 0, pop.layer(0), slots.map(bins), kTopK, scratch, touch);
+    benchmark::DoNotOptimize(touch.data());
+  }
+}
+BENCHMARK(BM_TouchCoactivated)->ArgName("bins")->Arg(2)->Arg(16);
+
+// One drift update of all 58 layers (the OU step and the re-rank).
+void BM_DriftUpdate(benchmark::State& state) {
+  const auto pop = pareto(58);
+  moesim::DriftingPopularity drift(pop, {.half_life_s = 600}, moesim::Rng(5));
+  double t = 0;
+  for (auto _ : state) {
+    t += 600.0 / 64;
+    drift.advance_to(t);
+    benchmark::DoNotOptimize(drift.layer(0).data());
+  }
+}
+BENCHMARK(BM_DriftUpdate)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
