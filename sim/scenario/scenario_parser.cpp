@@ -323,6 +323,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       d.fail("all_to_all",
              "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
     }
+    dep.two_batch_overlap = d.boolean("two_batch_overlap", false);
     const std::string router = d.string("router", "least_loaded");
     if (router == "least_loaded") {
       dep.router = RouterPolicy::kLeastLoaded;

@@ -108,7 +108,12 @@ std::string format_summary(const Report& r) {
   o << "  attention " << pct(r.attention_share) << ", dense FFN " << pct(r.dense_ffn_share) << ", experts "
     << pct(r.experts_share) << ", dispatch " << pct(r.dispatch_share) << ", combine " << pct(r.combine_share)
     << ", LM head " << pct(r.lm_head_share) << "\n";
-  o << "  All-to-All share " << pct(r.all_to_all_share()) << " (target < 20%)\n";
+  o << "  All-to-All share " << pct(r.all_to_all_share()) << " (target < 20%)";
+  if (r.comm_hidden_share > 0) {
+    const double comm = r.dispatch_share + r.combine_share;
+    o << "; two-batch overlap hid " << pct(comm > 0 ? r.comm_hidden_share / comm : 0.0) << " of it";
+  }
+  o << "\n";
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
     << fmt("%.2f", r.expert_load_imbalance) << "\n";
   if (r.experts.enabled) o << format_experts(r);

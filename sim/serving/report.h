@@ -122,7 +122,13 @@ struct Report {
   double dispatch_share = 0;
   double combine_share = 0;
   double lm_head_share = 0;
-  [[nodiscard]] double all_to_all_share() const { return dispatch_share + combine_share; }
+  // Communication hidden behind compute by two-batch overlap, as a share of step time (0 without it).
+  double comm_hidden_share = 0;
+  // Exposed All-to-All: dispatch and combine time on the critical path.
+  [[nodiscard]] double all_to_all_share() const {
+    const double exposed = dispatch_share + combine_share - comm_hidden_share;
+    return exposed > 0 ? exposed : 0.0;
+  }
   double nvlink_bytes_per_step = 0;
   double nic_bytes_per_step = 0;
   double gpu_load_imbalance = 1;     // max/mean routed tokens per GPU, mean over layers and steps

@@ -56,6 +56,9 @@ struct DeploymentSpec {
   std::int64_t max_waiting_requests = 0;  // per attention group; 0 = unlimited
   AllToAllMode all_to_all_mode = AllToAllMode::kHighThroughput;
   RouterPolicy router = RouterPolicy::kLeastLoaded;
+  // Two-micro-batch overlap: the batch runs as two halves so that one half's All-to-All hides behind
+  // the other half's compute (DeepSeek's inference overlap), at the cost of smaller GEMMs.
+  bool two_batch_overlap = false;
 };
 
 struct WorkloadSpec {

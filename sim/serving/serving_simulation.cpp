@@ -128,6 +128,7 @@ class Simulation {
   double experts_s_ = 0;
   double dispatch_s_ = 0;
   double combine_s_ = 0;
+  double comm_hidden_s_ = 0;
   double lm_head_s_ = 0;
   double batch_tokens_ = 0;
   double gpu_imbalance_ = 0;
@@ -400,6 +401,7 @@ void Simulation::on_decide(int replica) {
     experts_s_ += plan.experts.seconds();
     dispatch_s_ += plan.dispatch.seconds();
     combine_s_ += plan.combine.seconds();
+    comm_hidden_s_ += plan.comm_hidden.seconds();
     lm_head_s_ += plan.lm_head.seconds();
     batch_tokens_ += static_cast<double>(plan.tokens);
     gpu_imbalance_ += plan.gpu_imbalance;
@@ -604,6 +606,7 @@ Report Simulation::build_report() const {
     r.experts_share = experts_s_ / step_s_;
     r.dispatch_share = dispatch_s_ / step_s_;
     r.combine_share = combine_s_ / step_s_;
+    r.comm_hidden_share = comm_hidden_s_ / step_s_;
     r.lm_head_share = lm_head_s_ / step_s_;
   }
   const GpuSpec& gpu = s_.cluster.gpu;

@@ -542,6 +542,38 @@ void StepPlanner::begin_step(Time now) {
 
 // Per-group costs that are the same for every layer: attention (projections + core), shared experts,
 // gate and TP all-reduces for MoE layers; attention and dense FFN for dense layers.
+Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
+  const ModelSpec& m = s_.model;
+  const PrecisionSpec& p = s_.precision;
+  const std::int64_t t = b.tokens();
+  if (t == 0) return Duration::zero();
+  const double tp = tp_;
+  const double kv_elem = m.kv_elements_per_token_per_layer() * bytes_per_element(p.kv_cache);
+  const double shard = m.attention == AttentionKind::kGqa ? 1.0 / tp : 1.0;
+  const auto attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp);
+  const double qo = 2.0 / tp;
+  const AttentionWork dec{.bytes = b.decode_context_tokens * kv_elem * shard +
+                                   double(b.decode_seqs) * m.attention_qo_elements_per_token(false) * qo,
+                          .flops = b.decode_context_tokens * m.attention_flops_per_pair(false) / tp,
+                          .is_prefill = false};
+  const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard +
+                                   double(b.prefill_tokens) * m.attention_qo_elements_per_token(true) * qo,
+                          .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
+                          .is_prefill = true};
+  const Duration attn = gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = p.attention}) +
+                        gpu_.attention(dec) + gpu_.attention(pre);
+  const Duration ar =
+      fabric_.all_reduce(double(t) * double(m.hidden) * 2.0, tp_, tp_ <= s_.cluster.gpus_per_node) * 2;
+  const Duration shared = m.shared_experts > 0
+                              ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
+                                                              .hidden = m.hidden,
+                                                              .inter = m.shared_expert_inter * m.shared_experts / tp_,
+                                                              .weights = p.shared_experts})
+                              : Duration::zero();
+  const Duration gate = gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = p.router});
+  return attn + shared + gate + ar;
+}
+
 void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
   const ModelSpec& m = s_.model;
   const PrecisionSpec& p = s_.precision;
@@ -643,6 +675,25 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   double expert_imb_sum = 0;
   const double mean_pairs_gpu = slots / gpus_;
   const double mean_pairs_expert = slots / m.routed_experts;
+  // Two-batch overlap: each micro-batch carries half of every group's work; its attention is costed at
+  // half size, its experts on half of each expert's tokens, its All-to-All on half the traffic. Per
+  // layer the two computes and the two communications each run back to back and overlap each other:
+  // layer = max(compute, comm) (steady state; the pipeline fill of the first layer is neglected).
+  const bool tbo = s_.deployment.two_batch_overlap && gpus_ > 1;
+  Duration pre_half_max = Duration::zero();
+  if (tbo) {
+    for (const GroupBatch& b : groups) {
+      GroupBatch h;
+      h.decode_seqs = (b.decode_seqs + 1) / 2;
+      h.decode_context_tokens = b.decode_context_tokens / 2;
+      h.prefill_tokens = (b.prefill_tokens + 1) / 2;
+      h.prefill_pairs = b.prefill_pairs / 2;
+      h.prefill_kv_tokens = b.prefill_kv_tokens / 2;
+      pre_half_max = max(pre_half_max, group_pre_moe(h));
+    }
+    plan_.attention = pre_half_max * 2 * m.moe_layers();
+  }
+  const double traffic_scale = tbo ? 0.5 : 1.0;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
     sample_layer(layer, total_tokens);
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
@@ -659,8 +710,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       if (single[e] >= 0) {
         const auto g = static_cast<std::size_t>(single[e]);
         gpu_pairs_[g] += c;
-        gpu_expert_time_[g] += expert_time(c);
-        bytes_[g] += expert_bytes_;
+        gpu_expert_time_[g] += tbo ? expert_time(c / 2) + expert_time(c - c / 2) : expert_time(c);
+        bytes_[g] += tbo ? 2 * expert_bytes_ : expert_bytes_;
         continue;
       }
       // An expert with several copies has its tokens split evenly over them (EPLB).
@@ -671,8 +722,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
         if (share == 0) continue;
         const auto g = static_cast<std::size_t>(placement_.gpu_of_slot(copies[r]));
         gpu_pairs_[g] += share;
-        gpu_expert_time_[g] += expert_time(share);
-        bytes_[g] += expert_bytes_;
+        gpu_expert_time_[g] += tbo ? expert_time(share / 2) + expert_time(share - share / 2) : expert_time(share);
+        bytes_[g] += tbo ? 2 * expert_bytes_ : expert_bytes_;
       }
     }
     Duration experts_max = Duration::zero();
@@ -697,7 +748,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       const double* touch_gpu = touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(gpus_);
       const double* touch_node = touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
       for (int src = 0; src < gpus_; ++src) {
-        const double t = gpu_tokens_[static_cast<std::size_t>(src)];
+        const double t = gpu_tokens_[static_cast<std::size_t>(src)] * traffic_scale;
         for (int node = 0; node < nodes_; ++node) {
           traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
         }
@@ -710,8 +761,15 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);
       dispatch = c.dispatch;
       combine = c.combine;
-      plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
-      plan_.dispatch_nic_bytes += c.nic_bytes;
+      plan_.dispatch_nvlink_bytes += c.nvlink_bytes / traffic_scale;
+      plan_.dispatch_nic_bytes += c.nic_bytes / traffic_scale;
+    }
+    if (tbo) {
+      dispatch = dispatch * 2;
+      combine = combine * 2;
+      const Duration compute = pre_half_max * 2 + experts_max;
+      const Duration comm = dispatch + combine;
+      plan_.comm_hidden += min(compute, comm);
     }
     Duration stall = Duration::zero();
     if (tiers) stall = layer_stall(request + dispatch, experts_max);
@@ -736,7 +794,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
                                        .k = m.hidden,
                                        .weights = s_.precision.embeddings});
   }
-  plan_.total = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine + plan_.lm_head;
+  plan_.total = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine + plan_.lm_head -
+                plan_.comm_hidden;
   if (loop_) {
     plan_.total += plan_.expert_stall + plan_.rebalance;
     end_step(now + plan_.total);

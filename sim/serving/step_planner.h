@@ -41,6 +41,9 @@ struct StepPlan {
   Duration dispatch;
   Duration combine;
   Duration lm_head;
+  // Under two-batch overlap: communication that ran while the other micro-batch computed (subtracted
+  // from the sum of the parts to give `total`).
+  Duration comm_hidden;
   // Experts in the loop (all zero when the mechanisms are off; included in total).
   Duration expert_stall;  // waiting for expert loads beyond the FFN compute (max over GPUs, per layer)
   Duration rebalance;     // pause before this step for a placement rebalance
@@ -100,6 +103,8 @@ class StepPlanner {
     return drift_ != nullptr ? drift_->layer(layer) : popularity_.layer(layer);
   }
   void cost_groups(std::span<const GroupBatch> groups);
+  // Attention + shared expert + gate (+ TP all-reduces) of one MoE layer for one group's batch.
+  [[nodiscard]] Duration group_pre_moe(const GroupBatch& b) const;
   // Experts in the loop, once per step before routing: drift, reclassification, rebalance.
   void begin_step(Time now);
   void setup_loop();

@@ -1,6 +1,7 @@
 // The moesim binary as a user runs it: exit codes, one clear message on bad input, outputs written.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -77,10 +78,10 @@ TEST_CASE("the same scenario and seed give byte-identical reports") {
 TEST_CASE("bad input exits non-zero with one message naming the JSON path or file") {
   const Result unknown = moesim("validate " + tiny("tiny_poisson_ep4.json") + " --set deployment.ep_sise=2");
   REQUIRE(unknown.code == 2);
-  REQUIRE(unknown.out == "moesim: error: deployment.ep_sise: unknown key (known keys here: activation_gib, "
-                         "all_to_all, attention, chunked_prefill, ep_size, framework_overhead_gib, kv_block_tokens, "
-                         "kv_cache_memory_fraction, max_batch_size, max_batched_tokens, max_waiting_requests, "
-                         "router)\n");
+  // One line: the path, what is wrong, and the keys that are known there (so the typo is obvious).
+  REQUIRE(unknown.out.rfind("moesim: error: deployment.ep_sise: unknown key (known keys here: ", 0) == 0);
+  REQUIRE(unknown.out.find(" ep_size,") != std::string::npos);
+  REQUIRE(std::count(unknown.out.begin(), unknown.out.end(), '\n') == 1);
   const Result ep = moesim("run " + tiny("tiny_poisson_ep4.json") + " --set deployment.ep_size=3");
   REQUIRE(ep.code == 2);
   REQUIRE(ep.out.find("deployment.ep_size: 3 does not divide") != std::string::npos);
