@@ -278,7 +278,7 @@ double solve_draws(F f, int top_k) {
   const Distinct at_lo = f(k);
   if (at_lo.value >= k) return k;
   const double n_hi = k * std::exp2(kMaxLog2Draws);
-  if (f(n_hi).value <= k) return n_hi;
+  bool hi_checked = false;  // f(n_hi) is evaluated only if Newton heads past it
   double lo = 0.0;
   double hi = kMaxLog2Draws;
   double y = 0.0;
@@ -286,6 +286,10 @@ double solve_draws(F f, int top_k) {
   for (int it = 0; it < 100; ++it) {
     const double dy = fy.slope * k * std::exp2(y) * std::numbers::ln2;
     double next = dy > 0 ? y - (fy.value - k) / dy : lo - 1;
+    if (!hi_checked && !(next < hi)) {
+      if (f(n_hi).value <= k) return n_hi;
+      hi_checked = true;
+    }
     if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
     if (std::abs(next - y) <= 1e-13 * (1.0 + y)) return k * std::exp2(next);
     y = next;
@@ -306,12 +310,23 @@ void touch_fractions_independent(std::span<const double> probs, const SlotMap& m
     const auto e = static_cast<std::size_t>(map.slot_expert[s]);
     touch[s / static_cast<std::size_t>(map.slots_per_bin)] += probs[e] / map.replicas[e];
   }
+  // log(1 - m_s) once per slot (on the stack for up to kCached slots, else recomputed per evaluation).
+  constexpr std::size_t kCached = 1024;
+  std::array<double, kCached> log1m;
+  const std::size_t cached = std::min(kCached, map.slot_expert.size());
+  auto slot_mass = [&](std::size_t s) {
+    const auto e = static_cast<std::size_t>(map.slot_expert[s]);
+    return probs[e] / map.replicas[e];
+  };
+  for (std::size_t s = 0; s < cached; ++s) {
+    const double x = slot_mass(s);
+    log1m[s] = x > 0 && x < 1 ? std::log1p(-x) : 0.0;
+  }
   const double n = solve_draws(
       [&](double draws) {
         Distinct d;
-        for (const int e : map.slot_expert) {
-          const Distinct one =
-              distinct(probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)], draws);
+        for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
+          const Distinct one = s < cached ? distinct(slot_mass(s), log1m[s], draws) : distinct(slot_mass(s), draws);
           d.value += one.value;
           d.slope += one.slope;
         }

@@ -170,6 +170,7 @@ struct PoissonTables {
     while (u >= f[k]) ++k;
     const double delta = (x - static_cast<double>(g)) / kGrid;
     const double v = static_cast<double>(bits & 0xffffffffU) * 0x1.0p-32;
+    if (v < 1.0 - delta) return static_cast<std::int32_t>(k);  // e^-delta >= 1 - delta: no call needed
     double prob = exp_neg_quarter(delta);
     if (v < prob) return static_cast<std::int32_t>(k);
     double left = v - prob;
@@ -270,11 +271,14 @@ void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng, s
     const double var = layer.var_prefix[hot];
     const double gap = static_cast<double>(residual) - t * layer.pi_prefix[hot] - s;
     const double pi_sum = layer.pi_prefix[hot];
+    const double inv_var = var > 0 ? 1.0 / var : 0.0;
+    const double inv_pi_sum = 1.0 / pi_sum;
     std::int64_t assigned = 0;
     for (std::size_t i = 0; i < hot; ++i) {
-      const double w = var > 0 ? layer.sd[i] * layer.sd[i] / var : layer.pi[i] / pi_sum;
+      const double w = var > 0 ? layer.sd[i] * layer.sd[i] * inv_var : layer.pi[i] * inv_pi_sum;
       const double x = t * layer.pi[i] + z_[i] + w * gap;
-      const auto c = static_cast<std::int32_t>(std::clamp(std::floor(x + 0.5), 0.0, static_cast<double>(cap)));
+      // Rounded to the nearest and clamped to [0, cap]; on non-negative values truncation is floor.
+      const auto c = static_cast<std::int32_t>(std::clamp(x + 0.5, 0.0, static_cast<double>(cap)));
       counts[static_cast<std::size_t>(layer.order[i])] = c;
       assigned += c;
     }
