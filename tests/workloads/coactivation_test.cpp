@@ -185,3 +185,50 @@ TEST_CASE("pair rates reduce to k(k-1) p_a p_b without co-activation and rise in
 }
 
 }  // namespace moesim
+
+namespace moesim {
+
+TEST_CASE("without co-activation the counts are multinomial: variance N p (1 - p), covariance -N p_a p_b") {
+  const int n = 64;
+  const int top_k = 4;
+  const std::int64_t tokens = 256;
+  Rng rng(31);
+  const auto p = [&] {
+    auto q = zipf_probabilities(n, 0.6);
+    cap_for_top_k(q, top_k);
+    return q;
+  }();
+  const CoactivationModel model({.group_size = 8, .rho = 0.0}, 1, n, Rng(32));
+  std::vector<std::int32_t> counts(n);
+  std::vector<std::int64_t> group_tokens(static_cast<std::size_t>(model.groups()));
+  // Expert 0 and another member of its group (same conditional-binomial pass), and expert 1.
+  const auto mem = model.members(0, model.group_of(0, 0));
+  const int mate = mem[0] == 0 ? mem[1] : mem[0];
+  const std::vector<int> watch = {0, mate, 1};
+  std::vector<double> s1(3), s2(3), s01(2);
+  const int draws = 40000;
+  for (int d = 0; d < draws; ++d) {
+    model.sample_counts(0, p, tokens, top_k, rng, counts, group_tokens);
+    for (std::size_t i = 0; i < 3; ++i) {
+      const double c = counts[static_cast<std::size_t>(watch[i])];
+      s1[i] += c;
+      s2[i] += c * c;
+    }
+    s01[0] += double(counts[0]) * counts[static_cast<std::size_t>(mate)];
+    s01[1] += double(counts[0]) * counts[1];
+  }
+  const double slots = static_cast<double>(tokens * top_k);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double pe = p[static_cast<std::size_t>(watch[i])];
+    const double mean = s1[i] / draws;
+    CHECK(mean == Approx(slots * pe).epsilon(0.01));
+    CHECK(s2[i] / draws - mean * mean == Approx(slots * pe * (1 - pe)).epsilon(0.05));
+  }
+  for (std::size_t j = 0; j < 2; ++j) {
+    const auto b = static_cast<std::size_t>(watch[j + 1]);
+    const double cov = s01[j] / draws - (s1[0] / draws) * (s1[j + 1] / draws);
+    CHECK(cov == Approx(-slots * p[0] * p[b]).epsilon(0.25));
+  }
+}
+
+}  // namespace moesim

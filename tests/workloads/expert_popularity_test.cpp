@@ -142,3 +142,47 @@ TEST_CASE("an expert every token must pick gets exactly one copy of every token"
     for (const auto c : counts) REQUIRE(c == t);
   }
 }
+
+TEST_CASE("cold experts get Poisson counts: P(0) = e^-m, mean, variance and third moment m") {
+  // 5 cold experts with means across the sampler's grid of means (and between its points), 10 hot ones
+  // (inclusion probability above 8 / T) that absorb the rest. Top-1, T = 100.
+  const std::vector<double> cold_means = {0.1, 0.3, 1.13, 3.9, 7.6};
+  const std::int64_t tokens = 100;
+  std::vector<double> p;
+  double cold_mass = 0;
+  for (const double m : cold_means) {
+    p.push_back(m / tokens);
+    cold_mass += m / tokens;
+  }
+  for (int i = 0; i < 10; ++i) p.push_back((1.0 - cold_mass) / 10);
+  RoutingSampler sampler(static_cast<int>(p.size()));
+  const auto layer = RoutingSampler::prepare(p, 1);
+  Rng rng(17);
+  std::vector<std::int32_t> counts(p.size());
+  const int reps = 200000;
+  std::vector<double> s1(cold_means.size()), s2(cold_means.size()), s3(cold_means.size()), zeros(cold_means.size());
+  for (int r = 0; r < reps; ++r) {
+    sampler.sample(layer, tokens, rng, counts);
+    for (std::size_t i = 0; i < cold_means.size(); ++i) {
+      const double c = counts[i];
+      s1[i] += c;
+      s2[i] += c * c;
+      s3[i] += c * c * c;
+      zeros[i] += c == 0 ? 1 : 0;
+    }
+  }
+  for (std::size_t i = 0; i < cold_means.size(); ++i) {
+    const double m = cold_means[i];
+    const double mean = s1[i] / reps;
+    const double var = s2[i] / reps - mean * mean;
+    const double third = s3[i] / reps - 3 * mean * s2[i] / reps + 2 * mean * mean * mean;
+    // Tolerances: 4 to 5 standard errors from the Poisson's central moments (mu2 = mu3 = m,
+    // mu4 = m + 3 m^2, mu6 = m + 25 m^2 + 15 m^3).
+    const double n = reps;
+    const double p0 = std::exp(-m);
+    CHECK(mean == Approx(m).margin(4 * std::sqrt(m / n)));
+    CHECK(var == Approx(m).margin(4 * std::sqrt((m + 2 * m * m) / n)));
+    CHECK(third == Approx(m).margin(5 * std::sqrt((m + 25 * m * m + 15 * m * m * m - m * m) / n)));
+    CHECK(zeros[i] / n == Approx(p0).margin(4 * std::sqrt(p0 * (1 - p0) / n)));
+  }
+}
