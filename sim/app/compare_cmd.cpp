@@ -179,6 +179,8 @@ void simulate_columns(std::vector<Column>& cols, unsigned jobs, bool roofline) {
         c.report = simulate(spec, *gpu);
       } catch (const InputError& e) {
         c.error = e.what();
+      } catch (const std::exception& e) {  // an internal error must not take the other points down
+        c.error = std::string("internal error: ") + e.what();
       }
       c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const std::lock_guard<std::mutex> lock(io);

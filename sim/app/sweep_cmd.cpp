@@ -115,6 +115,8 @@ void sweep(const SweepOptions& o) {
         points[i].report = simulate(loaded[i].spec, *gpu);
       } catch (const InputError& e) {
         points[i].error = e.what();
+      } catch (const std::exception& e) {  // an internal error must not take the other points down
+        points[i].error = std::string("internal error: ") + e.what();
       }
       points[i].wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const std::lock_guard<std::mutex> lock(io);
@@ -148,9 +150,13 @@ void sweep(const SweepOptions& o) {
     }
     rows.push_back(row);
   }
-  std::ofstream(dir / "sweep.csv") << table.csv();
-  std::ofstream(dir / "sweep.json") << Json{{"scenario", loaded.front().effective}, {"axes", keys}, {"rows", rows}}.dump(2)
-                                    << "\n";
+  auto write = [](const std::filesystem::path& path, const std::string& text) {
+    std::ofstream f(path);
+    if (!(f << text)) throw InputError(path.string(), "cannot write the file");
+  };
+  write(dir / "sweep.csv", table.csv());
+  write(dir / "sweep.json",
+        Json{{"scenario", loaded.front().effective}, {"axes", keys}, {"rows", rows}}.dump(2) + "\n");
   std::cout << table.text();
   std::cout << "\nsweep: " << (dir / "sweep.csv").string() << ", " << (dir / "sweep.json").string() << "\n";
   if (failed == points.size()) throw InputError("sweep", "every point failed; first error: " + points.front().error);

@@ -27,9 +27,10 @@ class Duration {
   static constexpr Duration max() { return Duration(std::numeric_limits<std::int64_t>::max()); }
 
   [[nodiscard]] constexpr std::int64_t ps() const { return ps_; }
-  [[nodiscard]] constexpr double seconds() const { return static_cast<double>(ps_) * 1e-12; }
-  [[nodiscard]] constexpr double ms() const { return static_cast<double>(ps_) * 1e-9; }
-  [[nodiscard]] constexpr double us() const { return static_cast<double>(ps_) * 1e-6; }
+  // Divisions, not multiplications by 1e-12: 50 ms prints as 0.05, not 0.049999999999999996.
+  [[nodiscard]] constexpr double seconds() const { return static_cast<double>(ps_) / 1e12; }
+  [[nodiscard]] constexpr double ms() const { return static_cast<double>(ps_) / 1e9; }
+  [[nodiscard]] constexpr double us() const { return static_cast<double>(ps_) / 1e6; }
 
   constexpr auto operator<=>(const Duration&) const = default;
   constexpr Duration operator+(Duration o) const { return Duration(ps_ + o.ps_); }

@@ -1,6 +1,7 @@
 #include "sim/scenario/json_reader.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -170,6 +171,43 @@ std::int64_t JsonReader::positive_integer(std::string_view key, std::int64_t fal
 double JsonReader::fraction(std::string_view key, double fallback) {
   const double x = number(key, fallback);
   if (x <= 0 || x > 1) fail(key, "must be in (0, 1], got " + Json(x).dump());
+  return x;
+}
+
+double JsonReader::non_negative(std::string_view key, double fallback) {
+  const double x = number(key, fallback);
+  if (x < 0) fail(key, "must be >= 0, got " + Json(x).dump());
+  return x;
+}
+
+namespace {
+constexpr std::int64_t kIntMax = 2147483647;
+}  // namespace
+
+int JsonReader::positive_int(std::string_view key) {
+  const std::int64_t x = positive_integer(key);
+  if (x > kIntMax) fail(key, "must be at most 2147483647, got " + std::to_string(x));
+  return static_cast<int>(x);
+}
+
+int JsonReader::positive_int(std::string_view key, int fallback) {
+  return has(key) ? positive_int(key) : static_cast<int>(integer(key, fallback));
+}
+
+int JsonReader::non_negative_int(std::string_view key, int fallback) {
+  const std::int64_t x = integer(key, fallback);
+  if (x < 0) fail(key, "must be >= 0, got " + std::to_string(x));
+  if (x > kIntMax) fail(key, "must be at most 2147483647, got " + std::to_string(x));
+  return static_cast<int>(x);
+}
+
+double JsonReader::bounded(std::string_view key, double fallback, double lo, double hi) {
+  const double x = number(key, fallback);
+  if (x < lo || x > hi) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "must be in [%g, %g], got %g", lo, hi, x);
+    fail(key, buf);
+  }
   return x;
 }
 

@@ -47,6 +47,13 @@ class JsonReader {
   std::int64_t positive_integer(std::string_view key);
   std::int64_t positive_integer(std::string_view key, std::int64_t fallback);
   double fraction(std::string_view key, double fallback);  // in (0, 1]
+  double non_negative(std::string_view key, double fallback);
+  // Integers that index or size things: positive (or >= 0), at most 2^31 - 1.
+  int positive_int(std::string_view key);
+  int positive_int(std::string_view key, int fallback);
+  int non_negative_int(std::string_view key, int fallback);
+  // A duration in seconds (or ms, by the key's unit) that fits simulated time: 0 <= x <= max.
+  double bounded(std::string_view key, double fallback, double lo, double hi);
 
   // Throws on any key that was not read; call once every key has been consumed.
   void finish() const;

@@ -17,6 +17,35 @@ namespace {
 constexpr std::string_view kModels = "scenarios/catalog/models.json";
 constexpr std::string_view kGpus = "scenarios/catalog/gpus.json";
 
+// Simulated time is int64 picoseconds (106 days); inputs stay far inside it.
+constexpr double kMaxSeconds = 1e6;
+
+double rate(JsonReader& a) {
+  const double x = a.positive("rate_per_s");
+  if (x < 1.0 / kMaxSeconds) a.fail("rate_per_s", "must be at least 1e-06 (one request in 11.6 days)");
+  return x;
+}
+
+// Rules that span sections.
+void check_consistency(const ScenarioSpec& s) {
+  const DeploymentSpec& d = s.deployment;
+  if (std::holds_alternative<ClosedLoop>(s.workload.arrivals) && s.workload.trace.empty() &&
+      d.max_waiting_requests > 0) {
+    throw InputError("deployment.max_waiting_requests",
+                     "a closed loop cannot drop requests (its users would retry at once); leave it 0");
+  }
+  if (!d.chunked_prefill && s.workload.trace.empty()) {
+    const auto longest = max_length(s.workload.prompt) + max_length(s.workload.output);
+    if (longest > d.max_batched_tokens) {
+      throw InputError("deployment.max_batched_tokens",
+                       std::to_string(d.max_batched_tokens) + " is smaller than the longest request (" +
+                           std::to_string(longest) +
+                           " tokens of prompt and output, all recomputed in one step after a preemption) "
+                           "with chunked prefill off; raise it or turn deployment.chunked_prefill on");
+    }
+  }
+}
+
 Precision precision_of(JsonReader& r, std::string_view key, Precision fallback) {
   if (!r.has(key)) {
     (void)r.string(key, "");
@@ -91,9 +120,9 @@ PopularitySpec parse_popularity(JsonReader r, const ModelSpec& m, WorkloadSpec& 
 ModelSpec parse_model(JsonReader& r) {
   ModelSpec m;
   (void)r.string("source", "");
-  (void)r.string("default_weights", "bf16");
-  m.num_layers = static_cast<int>(r.positive_integer("num_layers"));
-  m.num_dense_layers = static_cast<int>(r.integer("num_dense_layers", 0));
+  (void)precision_of(r, "default_weights", Precision::kBF16);
+  m.num_layers = r.positive_int("num_layers");
+  m.num_dense_layers = r.non_negative_int("num_dense_layers", 0);
   if (m.num_dense_layers < 0 || m.num_dense_layers >= m.num_layers) {
     r.fail("num_dense_layers", "must be in [0, num_layers)");
   }
@@ -101,29 +130,29 @@ ModelSpec parse_model(JsonReader& r) {
   m.vocab = r.positive_integer("vocab");
   m.tied_embeddings = r.boolean("tied_embeddings", false);
   const std::string attn = r.string("attention");
-  m.num_heads = static_cast<int>(r.positive_integer("num_heads"));
+  m.num_heads = r.positive_int("num_heads");
   if (attn == "gqa") {
     m.attention = AttentionKind::kGqa;
-    m.num_kv_heads = static_cast<int>(r.positive_integer("num_kv_heads"));
-    m.head_dim = static_cast<int>(r.positive_integer("head_dim"));
+    m.num_kv_heads = r.positive_int("num_kv_heads");
+    m.head_dim = r.positive_int("head_dim");
     if (m.num_heads % m.num_kv_heads != 0) r.fail("num_kv_heads", "must divide num_heads");
   } else if (attn == "mla") {
     m.attention = AttentionKind::kMla;
-    m.q_lora_rank = static_cast<int>(r.integer("q_lora_rank", 0));
-    m.kv_lora_rank = static_cast<int>(r.positive_integer("kv_lora_rank"));
-    m.qk_nope_head_dim = static_cast<int>(r.positive_integer("qk_nope_head_dim"));
-    m.qk_rope_head_dim = static_cast<int>(r.positive_integer("qk_rope_head_dim"));
-    m.v_head_dim = static_cast<int>(r.positive_integer("v_head_dim"));
+    m.q_lora_rank = r.non_negative_int("q_lora_rank", 0);
+    m.kv_lora_rank = r.positive_int("kv_lora_rank");
+    m.qk_nope_head_dim = r.positive_int("qk_nope_head_dim");
+    m.qk_rope_head_dim = r.positive_int("qk_rope_head_dim");
+    m.v_head_dim = r.positive_int("v_head_dim");
   } else {
     r.fail("attention", "unknown attention \"" + attn + "\" (known: gqa, mla)");
   }
-  m.routed_experts = static_cast<int>(r.positive_integer("routed_experts"));
-  m.shared_experts = static_cast<int>(r.integer("shared_experts", 0));
-  m.top_k = static_cast<int>(r.positive_integer("top_k"));
+  m.routed_experts = r.positive_int("routed_experts");
+  m.shared_experts = r.non_negative_int("shared_experts", 0);
+  m.top_k = r.positive_int("top_k");
   if (m.top_k > m.routed_experts) r.fail("top_k", "cannot exceed routed_experts");
   m.expert_inter = r.positive_integer("expert_inter");
-  m.shared_expert_inter = r.integer("shared_expert_inter", m.expert_inter);
-  m.dense_inter = r.integer("dense_inter", 0);
+  m.shared_expert_inter = r.non_negative_int("shared_expert_inter", static_cast<int>(m.expert_inter));
+  m.dense_inter = r.non_negative_int("dense_inter", 0);
   if (m.num_dense_layers > 0 && m.dense_inter <= 0) r.fail("dense_inter", "must be positive when there are dense layers");
   m.published_total_params_b = r.number("total_params_b", 0);
   m.published_active_params_b = r.number("active_params_b", 0);
@@ -139,16 +168,16 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   g.hbm_bytes = r.positive("hbm_gb") * 1e9;
   g.hbm_bytes_per_s = r.positive("hbm_tb_per_s") * 1e12;
   g.bf16_flops_per_s = r.positive("bf16_tflops") * 1e12;
-  g.fp8_flops_per_s = r.number("fp8_tflops", 0) * 1e12;
-  g.int8_ops_per_s = r.number("int8_tops", 0) * 1e12;
-  g.fp4_flops_per_s = r.number("fp4_tflops", 0) * 1e12;
+  g.fp8_flops_per_s = r.non_negative("fp8_tflops", 0) * 1e12;
+  g.int8_ops_per_s = r.non_negative("int8_tops", 0) * 1e12;
+  g.fp4_flops_per_s = r.non_negative("fp4_tflops", 0) * 1e12;
   g.mem_efficiency = r.fraction("mem_efficiency", 0.75);
   g.compute_efficiency = r.fraction("compute_efficiency", 0.75);
-  g.kernel_overhead = Duration::from_us(r.number("kernel_overhead_us", 2.0));
+  g.kernel_overhead = Duration::from_us(r.bounded("kernel_overhead_us", 2.0, 0.0, 1e6));
   g.nvlink_bytes_per_s = r.positive("nvlink_gb_per_s") * 1e9;
-  g.nvlink_latency = Duration::from_us(r.number("nvlink_latency_us", 2.0));
+  g.nvlink_latency = Duration::from_us(r.bounded("nvlink_latency_us", 2.0, 0.0, 1e6));
   g.nic_bytes_per_s = r.positive("nic_gbit_per_s") * 1e9 / 8.0;
-  g.nic_latency = Duration::from_us(r.number("nic_latency_us", 5.0));
+  g.nic_latency = Duration::from_us(r.bounded("nic_latency_us", 5.0, 0.0, 1e6));
   g.pcie_bytes_per_s = r.positive("pcie_gb_per_s", 55.0) * 1e9;
   r.finish();
   return g;
@@ -217,7 +246,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     auto pr = root.optional_object("precision");
     Json empty = Json::object();
     JsonReader p = pr ? *pr : JsonReader(empty, "precision");
-    const Precision weights = precision_of(p, "weights", *parse_precision(default_weights));
+    const Precision weights = precision_of(p, "weights", parse_precision(default_weights).value_or(Precision::kBF16));
     PrecisionSpec& ps = s.precision;
     ps.routed_experts = precision_of(p, "routed_experts", weights);
     ps.shared_experts = precision_of(p, "shared_experts", weights);
@@ -249,9 +278,9 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       fabric_json = resolve_entry(c.raw("fabric"), kFabricsCatalog, "cluster.fabric");
       out.effective["cluster"]["fabric"] = fabric_json;
     }
-    s.cluster.nodes = static_cast<int>(c.positive_integer("nodes", 1));
+    s.cluster.nodes = c.positive_int("nodes", 1);
     s.cluster.gpus_per_node =
-        static_cast<int>(c.positive_integer("gpus_per_node", fabric_gpus_per_node(fabric_json, 8)));
+        c.positive_int("gpus_per_node", fabric_gpus_per_node(fabric_json, 8));
     FabricSpec& f = s.cluster.fabric;
     f = parse_fabric(fabric_json, "cluster.fabric", s.cluster.nodes, s.cluster.gpus_per_node, s.cluster.gpu);
     // The cluster-level link keys override the fabric's figures.
@@ -275,7 +304,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     JsonReader d = root.object("deployment");
     DeploymentSpec& dep = s.deployment;
     const int total = s.cluster.total_gpus();
-    dep.ep_size = static_cast<int>(d.positive_integer("ep_size", total));
+    dep.ep_size = d.positive_int("ep_size", total);
     if (total % dep.ep_size != 0) {
       d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide the cluster's " + std::to_string(total) + " GPUs");
     }
@@ -286,18 +315,20 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     auto attn = d.optional_object("attention");
     Json empty = Json::object();
     JsonReader a = attn ? *attn : JsonReader(empty, "deployment.attention");
-    dep.attention_tp = static_cast<int>(a.positive_integer("tp", 1));
-    dep.attention_dp = static_cast<int>(a.positive_integer("dp", dep.ep_size / dep.attention_tp));
+    dep.attention_tp = a.positive_int("tp", 1);
+    dep.attention_dp = a.positive_int("dp", dep.ep_size / dep.attention_tp);
     if (dep.attention_dp * dep.attention_tp != dep.ep_size) {
       a.fail("dp", "dp x tp = " + std::to_string(dep.attention_dp * dep.attention_tp) +
                        " must equal deployment.ep_size = " + std::to_string(dep.ep_size));
     }
     a.finish();
-    dep.max_batch_size = static_cast<int>(d.positive_integer("max_batch_size", 256));
+    dep.max_batch_size = d.positive_int("max_batch_size", 256);
+    if (dep.max_batch_size > (1 << 20)) d.fail("max_batch_size", "must be at most 1048576");
     dep.max_batched_tokens = d.positive_integer("max_batched_tokens", 8192);
+    if (dep.max_batched_tokens > (1 << 20)) d.fail("max_batched_tokens", "must be at most 1048576");
     dep.chunked_prefill = d.boolean("chunked_prefill", true);
     dep.kv_cache_memory_fraction = d.fraction("kv_cache_memory_fraction", 0.9);
-    dep.kv_block_tokens = static_cast<int>(d.positive_integer("kv_block_tokens", 16));
+    dep.kv_block_tokens = d.positive_int("kv_block_tokens", 16);
     dep.activation_bytes = d.number("activation_gib", 4.0) * kGiB;
     dep.framework_overhead_bytes = d.number("framework_overhead_gib", 2.0) * kGiB;
     if (dep.activation_bytes < 0) d.fail("activation_gib", "must be >= 0");
@@ -343,13 +374,12 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     const std::string kind = a.string("kind");
     bool is_trace = false;
     if (kind == "poisson") {
-      wl.arrivals = PoissonArrivals{a.positive("rate_per_s")};
+      wl.arrivals = PoissonArrivals{rate(a)};
     } else if (kind == "gamma") {
-      wl.arrivals = GammaArrivals{a.positive("rate_per_s"), a.positive("cv")};
+      wl.arrivals = GammaArrivals{rate(a), a.bounded("cv", 1.0, 1e-3, 1e3)};
     } else if (kind == "closed_loop") {
-      const double think = a.number("think_time_s", 0.0);
-      if (think < 0) a.fail("think_time_s", "must be >= 0");
-      wl.arrivals = ClosedLoop{static_cast<int>(a.positive_integer("users")), think};
+      const double think = a.bounded("think_time_s", 0.0, 0.0, kMaxSeconds);
+      wl.arrivals = ClosedLoop{a.positive_int("users"), think};
     } else if (kind == "trace") {
       is_trace = true;
       std::string file = a.string("file");
@@ -358,7 +388,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
         file = (std::filesystem::path(base_dir) / file).lexically_normal().string();
       }
       wl.trace = read_trace(file, format, a.path_of("format"));
-      wl.trace_speedup = a.positive("speedup", 1.0);
+      wl.trace_speedup = a.bounded("speedup", 1.0, 1e-6, 1e6);
     } else {
       a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, closed_loop, trace)");
     }
@@ -384,8 +414,8 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     auto sla = root.optional_object("sla");
     Json empty = Json::object();
     JsonReader r = sla ? *sla : JsonReader(empty, "sla");
-    s.sla.ttft = Duration::from_ms(r.positive("ttft_ms", 2000));
-    s.sla.tpot = Duration::from_ms(r.positive("tpot_ms", 100));
+    s.sla.ttft = Duration::from_ms(r.bounded("ttft_ms", 2000, 1e-6, kMaxSeconds * 1e3));
+    s.sla.tpot = Duration::from_ms(r.bounded("tpot_ms", 100, 1e-6, kMaxSeconds * 1e3));
     s.sla.percentile = r.number("percentile", 99);
     if (s.sla.percentile <= 0 || s.sla.percentile > 100) r.fail("percentile", "must be in (0, 100]");
     r.finish();
@@ -399,10 +429,9 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     s.run.seed = static_cast<std::uint64_t>(seed);
     s.run.requests = r.integer("requests", 0);
     if (s.run.requests < 0) r.fail("requests", "must be >= 0");
-    const double duration = r.number("duration_s", 0);
-    if (duration < 0) r.fail("duration_s", "must be >= 0");
+    const double duration = r.bounded("duration_s", 0, 0.0, kMaxSeconds);
     s.run.duration = Duration::from_seconds(duration);
-    const double warmup = r.number("warmup_s", 0);
+    const double warmup = r.bounded("warmup_s", 0, 0.0, kMaxSeconds);
     if (warmup < 0) r.fail("warmup_s", "must be >= 0");
     if (duration > 0 && warmup >= duration) r.fail("warmup_s", "must be shorter than duration_s");
     s.run.warmup = Duration::from_seconds(warmup);
@@ -412,6 +441,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     r.finish();
   }
   root.finish();
+  check_consistency(s);
   return out;
 }
 

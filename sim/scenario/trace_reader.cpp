@@ -75,8 +75,9 @@ std::vector<RequestSpec> read_azure(std::ifstream& in, const std::string& file) 
     }
     if (!parse_number(std::string_view(line).substr(c1 + 1, c2 - c1 - 1), r.prompt_tokens) ||
         !parse_number(std::string_view(line).substr(c2 + 1), r.output_tokens)) {
-      throw InputError(where, "ContextTokens and GeneratedTokens must be integers");
+      throw InputError(where, "ContextTokens and GeneratedTokens must be integers (3 columns)");
     }
+    if (r.prompt_tokens < 0 || r.output_tokens < 0) throw InputError(where, "token counts must be >= 0");
     if (rows.empty()) first = t;
     if (t < first) throw InputError(where, "timestamps must not go backwards");
     r.arrival = Time::at(Duration::from_seconds(t - first));
@@ -101,10 +102,16 @@ std::vector<RequestSpec> read_mooncake(std::ifstream& in, const std::string& fil
       if (!j.contains(key) || !j[key].is_number()) throw InputError(where, std::string("missing numeric field \"") + key + "\"");
     }
     const double ms = j["timestamp"].get<double>();
+    if (ms < 0 || ms > 1e12) throw InputError(where, "timestamp must be in [0, 1e12] ms");
     r.arrival = Time::at(Duration::from_ms(ms));
+    for (const char* key : {"input_length", "output_length"}) {
+      const Json& v = j[key];
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 100000000) {
+        throw InputError(where, std::string("\"") + key + "\" must be an integer token count in [0, 1e8]");
+      }
+    }
     r.prompt_tokens = j["input_length"].get<std::int64_t>();
     r.output_tokens = j["output_length"].get<std::int64_t>();
-    if (ms < 0) throw InputError(where, "negative timestamp");
     if (!rows.empty() && r.arrival < rows.back().arrival) throw InputError(where, "rows must be sorted by timestamp");
     rows.push_back(r);
   }

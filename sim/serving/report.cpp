@@ -25,6 +25,10 @@ void latency_row(std::ostringstream& o, const char* name, const LatencyStats& l)
 
 std::vector<std::string> evaluate_alerts(const Report& r) {
   std::vector<std::string> a;
+  if (r.requests_measured == 0) {
+    a.push_back("no request was measured: every request arrived during warm-up (run.warmup_s) or was dropped; "
+                "latency, SLA and throughput figures are empty");
+  }
   const std::string p = fmt("P%g", r.sla_percentile);
   if (r.sla_ttft_at_percentile > r.sla_ttft_s) {
     a.push_back(p + " TTFT " + ms(r.sla_ttft_at_percentile) + " ms is over the SLA of " + ms(r.sla_ttft_s) + " ms");

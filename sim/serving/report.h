@@ -87,7 +87,7 @@ struct Report {
   std::int64_t requests_measured = 0;
   std::int64_t preemptions = 0;
   std::int64_t output_tokens = 0;  // emitted over the whole run
-  std::int64_t output_tokens_asked = 0;  // by the requests that finished
+  std::int64_t output_tokens_asked = 0;  // by the requests that were admitted (not dropped)
   double sim_end_s = 0;
   double window_s = 0;  // measurement window: from the end of warm-up to the end of the run
 

@@ -216,21 +216,24 @@ int Simulation::route() const {
   const int total = static_cast<int>(replicas_.size()) * per_replica;
   if (s_.deployment.router == RouterPolicy::kRoundRobin) return rr_next_++ % total;
   int best = 0;
-  std::size_t best_load = SIZE_MAX;
+  double best_load = 0;
   double min_busy = 0;
   if (s_.experts.load_aware_admission) {
-    min_busy = *std::min_element(group_busy_.begin(), group_busy_.end());
-    if (min_busy <= 0) min_busy = 1;
+    // Groups that have not stepped yet count as the least busy (ratio 1), never as idle.
+    for (const double b : group_busy_) {
+      if (b > 0 && (min_busy == 0 || b < min_busy)) min_busy = b;
+    }
   }
   for (int i = 0; i < total; ++i) {
     const Group& g = replicas_[static_cast<std::size_t>(i / per_replica)].groups[static_cast<std::size_t>(i % per_replica)];
-    std::size_t load = g.running.size() + g.waiting.size();
+    double load = static_cast<double>(g.running.size() + g.waiting.size());
     if (s_.experts.load_aware_admission) {
-      // Steer away from DP ranks whose GPUs were busiest in recent steps: the queue length is weighted
-      // by the rank's busy time relative to the fastest, in 1/16 steps.
-      load = (load + 1) * static_cast<std::size_t>(16.0 * group_busy_[static_cast<std::size_t>(i)] / min_busy);
+      // Steer away from DP ranks whose GPUs were busiest in recent steps: (queue + 1) weighted by the
+      // rank's busy time relative to the least busy one.
+      const double busy = group_busy_[static_cast<std::size_t>(i)];
+      load = (load + 1.0) * (min_busy > 0 && busy > 0 ? busy / min_busy : 1.0);
     }
-    if (load < best_load) {
+    if (i == 0 || load < best_load) {
       best_load = load;
       best = i;
     }
@@ -258,7 +261,10 @@ void Simulation::on_arrival(const RequestSpec& spec) {
   const int per_replica = s_.deployment.attention_dp;
   const int rep_index = target / per_replica;
   Group& g = replicas_[static_cast<std::size_t>(rep_index)].groups[static_cast<std::size_t>(target % per_replica)];
-  const bool too_long = spec.prompt_tokens + spec.output_tokens > max_request_tokens_;
+  // Too long for the KV cache, or (chunked prefill off) for one step's token budget.
+  const bool too_long = spec.prompt_tokens + spec.output_tokens > max_request_tokens_ ||
+                        (!s_.deployment.chunked_prefill &&
+                         spec.prompt_tokens + spec.output_tokens > s_.deployment.max_batched_tokens);
   const bool queue_full = s_.deployment.max_waiting_requests > 0 &&
                           static_cast<std::int64_t>(g.waiting.size()) >= s_.deployment.max_waiting_requests;
   if (too_long || queue_full || spec.output_tokens <= 0 || spec.prompt_tokens <= 0) {
@@ -271,6 +277,7 @@ void Simulation::on_arrival(const RequestSpec& spec) {
     r.prompt = spec.prompt_tokens;
     r.output = spec.output_tokens;
     r.target = r.prompt;
+    output_tokens_asked_ += r.output;
     r.replica = rep_index;
     r.group = target % per_replica;
     r.measured = spec.arrival >= warmup_end_;
@@ -473,7 +480,7 @@ void Simulation::on_step_done(int replica) {
     Request& r = requests_[sc.req];
     r.computed += sc.tokens;
     if (sc.prefill && r.computed < r.target) continue;
-    if (sc.prefill && r.preemptions == 0 && now >= warmup_end_) window_prompt_tokens_ += r.prompt;
+    if (r.generated == 0 && now >= warmup_end_) window_prompt_tokens_ += r.prompt;  // first token: prompt done
     emit_token(r);
     if (r.generated >= r.output) {
       Group& g = rep.groups[static_cast<std::size_t>(r.group)];
@@ -504,7 +511,6 @@ void Simulation::finish(Idx idx) {
   const Request& r = requests_[idx];
   const Time now = sim_.now();
   ++finished_;
-  output_tokens_asked_ += r.output;
   const double ttft = (r.first_token - r.arrival).seconds();
   const double e2e = (now - r.arrival).seconds();
   const double tpot = r.output > 1 ? (r.last_token - r.first_token).seconds() / static_cast<double>(r.output - 1) : 0.0;

@@ -67,8 +67,9 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
 
-  // Expert cost by token count, precomputed up to the most tokens one expert can see in a step.
-  const auto max_tokens = s.deployment.max_batched_tokens * groups_;
+  // Expert cost by token count, precomputed up to the most tokens one expert can see in a step (capped:
+  // larger counts are costed directly).
+  const auto max_tokens = std::min<std::int64_t>(s.deployment.max_batched_tokens * groups_, 1 << 16);
   ffn_table_.resize(static_cast<std::size_t>(max_tokens + 1));
   for (std::int64_t t = 0; t <= max_tokens; ++t) {
     ffn_table_[static_cast<std::size_t>(t)] = gpu_.expert_ffn(ExpertFfnWork{
@@ -542,16 +543,12 @@ void StepPlanner::begin_step(Time now) {
 
 // Per-group costs that are the same for every layer: attention (projections + core), shared experts,
 // gate and TP all-reduces for MoE layers; attention and dense FFN for dense layers.
-Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
+std::pair<AttentionWork, AttentionWork> StepPlanner::attention_work(const GroupBatch& b) const {
   const ModelSpec& m = s_.model;
-  const PrecisionSpec& p = s_.precision;
-  const std::int64_t t = b.tokens();
-  if (t == 0) return Duration::zero();
   const double tp = tp_;
-  const double kv_elem = m.kv_elements_per_token_per_layer() * bytes_per_element(p.kv_cache);
-  const double shard = m.attention == AttentionKind::kGqa ? 1.0 / tp : 1.0;
-  const auto attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp);
-  const double qo = 2.0 / tp;
+  const double kv_elem = m.kv_elements_per_token_per_layer() * bytes_per_element(s_.precision.kv_cache);
+  const double shard = m.attention == AttentionKind::kGqa ? 1.0 / tp : 1.0;  // GQA heads split over TP
+  const double qo = 2.0 / tp;  // BF16 Q in and O out, heads split over TP
   const AttentionWork dec{.bytes = b.decode_context_tokens * kv_elem * shard +
                                    double(b.decode_seqs) * m.attention_qo_elements_per_token(false) * qo,
                           .flops = b.decode_context_tokens * m.attention_flops_per_pair(false) / tp,
@@ -560,28 +557,41 @@ Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
                                    double(b.prefill_tokens) * m.attention_qo_elements_per_token(true) * qo,
                           .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
                           .is_prefill = true};
-  const Duration attn = gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = p.attention}) +
-                        gpu_.attention(dec) + gpu_.attention(pre);
+  return {dec, pre};
+}
+
+// Projections, attention core and the two TP all-reduces of one layer (after attention, after the FFN).
+Duration StepPlanner::group_attention(const GroupBatch& b) const {
+  const ModelSpec& m = s_.model;
+  const std::int64_t t = b.tokens();
+  if (t == 0) return Duration::zero();
+  const auto attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp_);
+  const auto [dec, pre] = attention_work(b);
   const Duration ar =
       fabric_.all_reduce(double(t) * double(m.hidden) * 2.0, tp_, tp_ <= s_.cluster.gpus_per_node) * 2;
+  return gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = s_.precision.attention}) +
+         gpu_.attention(dec) + gpu_.attention(pre) + ar;
+}
+
+Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
+  const ModelSpec& m = s_.model;
+  const std::int64_t t = b.tokens();
+  if (t == 0) return Duration::zero();
   const Duration shared = m.shared_experts > 0
                               ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
                                                               .hidden = m.hidden,
                                                               .inter = m.shared_expert_inter * m.shared_experts / tp_,
-                                                              .weights = p.shared_experts})
+                                                              .weights = s_.precision.shared_experts})
                               : Duration::zero();
-  const Duration gate = gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = p.router});
-  return attn + shared + gate + ar;
+  const Duration gate =
+      gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = s_.precision.router});
+  return group_attention(b) + shared + gate;
 }
 
 void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
   const ModelSpec& m = s_.model;
   const PrecisionSpec& p = s_.precision;
   const double tp = tp_;
-  const double kv_elem = m.kv_elements_per_token_per_layer() * bytes_per_element(p.kv_cache);
-  const double shard = m.attention == AttentionKind::kGqa ? 1.0 / tp : 1.0;
-  const std::int64_t attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp);
-  const bool tp_intra = tp_ <= s_.cluster.gpus_per_node;
   for (int r = 0; r < groups_; ++r) {
     const GroupBatch& b = groups[static_cast<std::size_t>(r)];
     const auto ri = static_cast<std::size_t>(r);
@@ -591,36 +601,15 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
       group_flops_moe_[ri] = group_bytes_moe_[ri] = 0;
       continue;
     }
-    const Duration proj = gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = p.attention});
-    const double qo = 2.0 / tp;  // BF16 Q in and O out, heads split over TP
-    const AttentionWork dec{.bytes = b.decode_context_tokens * kv_elem * shard +
-                                     double(b.decode_seqs) * m.attention_qo_elements_per_token(false) * qo,
-                            .flops = b.decode_context_tokens * m.attention_flops_per_pair(false) / tp,
-                            .is_prefill = false};
-    const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard +
-                                     double(b.prefill_tokens) * m.attention_qo_elements_per_token(true) * qo,
-                            .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
-                            .is_prefill = true};
-    const Duration attn = proj + gpu_.attention(dec) + gpu_.attention(pre);
-    // Two all-reduces per layer under TP (after attention and after the FFN), BF16 activations.
-    const Duration ar = fabric_.all_reduce(double(t) * double(m.hidden) * 2.0, tp_, tp_intra) * 2;
-    Duration shared = Duration::zero();
-    if (m.shared_experts > 0) {
-      shared = gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
-                                             .hidden = m.hidden,
-                                             .inter = m.shared_expert_inter * m.shared_experts / tp_,
-                                             .weights = p.shared_experts});
-    }
-    const Duration gate =
-        gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = p.router});
-    pre_moe_[ri] = attn + shared + gate + ar;
+    pre_moe_[ri] = group_pre_moe(b);
     const Duration dense = m.num_dense_layers > 0
                                ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
                                                                .hidden = m.hidden,
                                                                .inter = m.dense_inter / tp_,
                                                                .weights = p.dense_ffn})
                                : Duration::zero();
-    dense_layer_[ri] = attn + dense + ar;
+    dense_layer_[ri] = m.num_dense_layers > 0 ? group_attention(b) + dense : Duration::zero();
+    const auto [dec, pre] = attention_work(b);
     const double attn_flops = 2.0 * double(t) * m.attention_params_per_layer() / tp + dec.flops + pre.flops;
     const double attn_bytes = m.attention_params_per_layer() / tp * bytes_per_element(p.attention) + dec.bytes + pre.bytes;
     group_flops_moe_[ri] = attn_flops + 2.0 * double(t) * m.shared_expert_params() / tp;

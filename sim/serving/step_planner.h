@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "hwmodels/fabric.h"
@@ -103,6 +104,9 @@ class StepPlanner {
     return drift_ != nullptr ? drift_->layer(layer) : popularity_.layer(layer);
   }
   void cost_groups(std::span<const GroupBatch> groups);
+  // Decode and prefill attention-core work of one layer for one group's batch.
+  [[nodiscard]] std::pair<AttentionWork, AttentionWork> attention_work(const GroupBatch& b) const;
+  [[nodiscard]] Duration group_attention(const GroupBatch& b) const;
   // Attention + shared expert + gate (+ TP all-reduces) of one MoE layer for one group's batch.
   [[nodiscard]] Duration group_pre_moe(const GroupBatch& b) const;
   // Experts in the loop, once per step before routing: drift, reclassification, rebalance.

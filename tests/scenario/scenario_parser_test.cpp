@@ -154,3 +154,25 @@ TEST_CASE("the shared Azure conversation trace replays in full") {
   REQUIRE(rows.size() == 19366);
   REQUIRE(rows.back().arrival.seconds() == Approx(3502).margin(1.0));
 }
+
+TEST_CASE("values that would overflow or never end are refused, not wrapped or saturated") {
+  REQUIRE(starts_with(error_of({"deployment.ep_size=4294967300"}), "deployment.ep_size: must be at most 2147483647"));
+  REQUIRE(starts_with(error_of({"deployment.max_batched_tokens=2000000000"}), "deployment.max_batched_tokens: must be at most"));
+  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=1e-300"}), "workload.arrival.rate_per_s: must be at least"));
+  REQUIRE(starts_with(error_of({"run.duration_s=2e7"}), "run.duration_s: must be in [0, 1e+06], got 2e+07"));
+  REQUIRE(starts_with(error_of({"sla.ttft_ms=1e20"}), "sla.ttft_ms: must be in"));
+  REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.shared_experts=-3"}), "model.shared_experts: must be >= 0"));
+  REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.default_weights=bf17"}),
+                      "model.default_weights: unknown precision"));
+  REQUIRE(starts_with(error_of({"cluster.gpu.kernel_overhead_us=-100"}), "cluster.gpu.kernel_overhead_us: must be in"));
+}
+
+TEST_CASE("rules across sections are checked") {
+  Json closed = base();
+  closed["workload"]["arrival"] = Json{{"kind", "closed_loop"}, {"users", 8}};
+  REQUIRE(starts_with(error_of({"deployment.max_waiting_requests=1"}, closed),
+                      "deployment.max_waiting_requests: a closed loop cannot drop"));
+  REQUIRE(starts_with(error_of({"deployment.chunked_prefill=false", "deployment.max_batched_tokens=64"}),
+                      "deployment.max_batched_tokens: 64 is smaller than the longest request (110 tokens"));
+  REQUIRE(error_of({"deployment.chunked_prefill=false", "deployment.max_batched_tokens=110"}).empty());
+}

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "hwmodels/roofline_cost_model.h"
@@ -133,4 +134,32 @@ TEST_CASE("SLA violations are counted against the configured limits") {
   REQUIRE(std::find_if(tight.alerts.begin(), tight.alerts.end(), [](const std::string& a) {
             return a.find("TPOT") != std::string::npos;
           }) != tight.alerts.end());
+}
+
+TEST_CASE("a warm-up that covers the whole run is reported, not silently empty") {
+  const Report r = run(tiny("tiny_poisson_ep4.json"), {"run.warmup_s=1000"});
+  REQUIRE(r.requests_measured == 0);
+  REQUIRE(r.requests_finished == r.requests_arrived);
+  REQUIRE(std::find_if(r.alerts.begin(), r.alerts.end(), [](const std::string& a) {
+            return a.find("no request was measured") != std::string::npos;
+          }) != r.alerts.end());
+}
+
+TEST_CASE("with several replicas every attention group receives requests") {
+  // 8 GPUs as two EP4 replicas of four attention groups each; the router must use all eight groups.
+  for (const char* admission : {"", "experts.admission=gpu_load_aware"}) {
+    std::vector<std::string> ov = {"cluster.gpus_per_node=8", "deployment.ep_size=4"};
+    if (*admission != '\0') ov.emplace_back(admission);
+    const LoadedScenario sc = load_scenario(tiny("tiny_poisson_ep4.json"), ov);
+    struct Groups final : SimulationObserver {
+      std::set<std::pair<int, int>> seen;
+      void on_step(const StepRecord&) override {}
+      void on_request(const RequestRecord& r) override { seen.insert({r.replica, r.group}); }
+    } groups;
+    const RooflineCostModel gpu(sc.spec.cluster.gpu);
+    const Report r = simulate(sc.spec, gpu, &groups);
+    INFO(admission);
+    REQUIRE(r.replicas == 2);
+    REQUIRE(groups.seen.size() == 8);
+  }
 }
