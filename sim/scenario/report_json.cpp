@@ -101,6 +101,8 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
           {"dispatch", r.dispatch_share},
           {"combine", r.combine_share},
           {"comm_hidden_by_overlap", r.comm_hidden_share},
+          {"pipeline_bubble", r.pipeline_bubble_share},
+          {"pipeline_send", r.pipeline_send_share},
           {"lm_head", r.lm_head_share},
           {"all_to_all", r.all_to_all_share()}}},
         {"nvlink_bytes_per_step", r.nvlink_bytes_per_step},

@@ -355,6 +355,17 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
              "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
     }
     dep.two_batch_overlap = d.boolean("two_batch_overlap", false);
+    if (auto pp = d.optional_object("pipeline")) {
+      dep.pipeline_stages = pp->positive_int("stages", 1);
+      dep.pipeline_microbatches = pp->positive_int("microbatches", dep.pipeline_stages);
+      if (dep.pipeline_stages > s.model.num_layers) pp->fail("stages", "cannot exceed the model's layers");
+      if (total % (dep.ep_size * dep.pipeline_stages) != 0) {
+        pp->fail("stages", "ep_size x stages = " + std::to_string(dep.ep_size * dep.pipeline_stages) +
+                               " does not divide the cluster's " + std::to_string(total) + " GPUs");
+      }
+      if (dep.pipeline_microbatches > 1024) pp->fail("microbatches", "must be at most 1024");
+      pp->finish();
+    }
     const std::string router = d.string("router", "least_loaded");
     if (router == "least_loaded") {
       dep.router = RouterPolicy::kLeastLoaded;

@@ -118,6 +118,10 @@ std::string format_summary(const Report& r) {
     o << "; two-batch overlap hid " << pct(comm > 0 ? r.comm_hidden_share / comm : 0.0) << " of it";
   }
   o << "\n";
+  if (r.pipeline_bubble_share > 0 || r.pipeline_send_share > 0) {
+    o << "  pipeline: bubble " << pct(r.pipeline_bubble_share) << ", activations between stages "
+      << pct(r.pipeline_send_share) << "\n";
+  }
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
     << fmt("%.2f", r.expert_load_imbalance) << "\n";
   if (r.experts.enabled) o << format_experts(r);

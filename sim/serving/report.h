@@ -124,6 +124,9 @@ struct Report {
   double lm_head_share = 0;
   // Communication hidden behind compute by two-batch overlap, as a share of step time (0 without it).
   double comm_hidden_share = 0;
+  // Pipeline parallelism: stages idle during fill and drain, and activations sent between stages.
+  double pipeline_bubble_share = 0;
+  double pipeline_send_share = 0;
   // Exposed All-to-All: dispatch and combine time on the critical path.
   [[nodiscard]] double all_to_all_share() const {
     const double exposed = dispatch_share + combine_share - comm_hidden_share;

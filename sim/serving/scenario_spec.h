@@ -59,6 +59,14 @@ struct DeploymentSpec {
   // Two-micro-batch overlap: the batch runs as two halves so that one half's All-to-All hides behind
   // the other half's compute (DeepSeek's inference overlap), at the cost of smaller GEMMs.
   bool two_batch_overlap = false;
+  // Pipeline parallelism: the layers are split into consecutive stages, each on its own EP group of
+  // ep_size GPUs; a step's batch flows through them as `pipeline_microbatches` micro-batches.
+  int pipeline_stages = 1;
+  int pipeline_microbatches = 1;
+  // Layers held by the busiest stage (the memory of a GPU is set by it).
+  [[nodiscard]] int max_stage_layers(int layers) const {
+    return (layers + pipeline_stages - 1) / pipeline_stages;
+  }
 };
 
 struct WorkloadSpec {
@@ -144,7 +152,8 @@ struct ScenarioSpec {
   ExpertsSpec experts;
   SlaSpec sla;
   RunSpec run;
-  [[nodiscard]] int replicas() const { return cluster.total_gpus() / deployment.ep_size; }
+  [[nodiscard]] int gpus_per_replica() const { return deployment.ep_size * deployment.pipeline_stages; }
+  [[nodiscard]] int replicas() const { return cluster.total_gpus() / gpus_per_replica(); }
 };
 
 }  // namespace moesim

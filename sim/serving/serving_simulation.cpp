@@ -129,6 +129,8 @@ class Simulation {
   double dispatch_s_ = 0;
   double combine_s_ = 0;
   double comm_hidden_s_ = 0;
+  double pipeline_bubble_s_ = 0;
+  double pipeline_send_s_ = 0;
   double lm_head_s_ = 0;
   double batch_tokens_ = 0;
   double gpu_imbalance_ = 0;
@@ -409,6 +411,8 @@ void Simulation::on_decide(int replica) {
     dispatch_s_ += plan.dispatch.seconds();
     combine_s_ += plan.combine.seconds();
     comm_hidden_s_ += plan.comm_hidden.seconds();
+    pipeline_bubble_s_ += plan.pipeline_bubble.seconds();
+    pipeline_send_s_ += plan.pipeline_send.seconds();
     lm_head_s_ += plan.lm_head.seconds();
     batch_tokens_ += static_cast<double>(plan.tokens);
     gpu_imbalance_ += plan.gpu_imbalance;
@@ -564,7 +568,7 @@ Report Simulation::build_report() const {
   r.events = sim_.events_processed();
   r.cost_model = gpu_.source();
   r.replicas = static_cast<int>(replicas_.size());
-  r.gpus = r.replicas * s_.deployment.ep_size;
+  r.gpus = r.replicas * s_.gpus_per_replica();
   r.requests_arrived = arrived_;
   r.requests_finished = finished_;
   r.requests_dropped = dropped_;
@@ -613,6 +617,8 @@ Report Simulation::build_report() const {
     r.dispatch_share = dispatch_s_ / step_s_;
     r.combine_share = combine_s_ / step_s_;
     r.comm_hidden_share = comm_hidden_s_ / step_s_;
+    r.pipeline_bubble_share = pipeline_bubble_s_ / step_s_;
+    r.pipeline_send_share = pipeline_send_s_ / step_s_;
     r.lm_head_share = lm_head_s_ / step_s_;
   }
   const GpuSpec& gpu = s_.cluster.gpu;

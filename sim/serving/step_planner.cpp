@@ -628,6 +628,25 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   MOESIM_CHECK(static_cast<int>(groups.size()) == groups_, "one batch per attention group expected");
   const ModelSpec& m = s_.model;
   plan_ = StepPlan{};
+  const int stages = s_.deployment.pipeline_stages;
+  const std::span<const GroupBatch> full = groups;
+  if (stages > 1) {
+    // Pipeline parallelism: cost one micro-batch (1/M of every group's work) through all layers.
+    const std::int64_t mb = s_.deployment.pipeline_microbatches;
+    const double f = 1.0 / static_cast<double>(mb);
+    micro_.resize(groups.size());
+    for (std::size_t r = 0; r < groups.size(); ++r) {
+      const GroupBatch& b = groups[r];
+      micro_[r] = GroupBatch{.decode_seqs = (b.decode_seqs + mb - 1) / mb,
+                             .decode_context_tokens = b.decode_context_tokens * f,
+                             .prefill_tokens = (b.prefill_tokens + mb - 1) / mb,
+                             .prefill_pairs = b.prefill_pairs * f,
+                             .prefill_kv_tokens = b.prefill_kv_tokens * f,
+                             .sampled_seqs = (b.sampled_seqs + mb - 1) / mb};
+    }
+    groups = micro_;
+  }
+  layer_time_.assign(static_cast<std::size_t>(m.num_layers), Duration::zero());
   if (loop_) begin_step(now);
   std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
   std::fill(flops_.begin(), flops_.end(), 0.0);
@@ -649,6 +668,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   }
   plan_.tokens = total_tokens;
   plan_.dense_ffn = dense_max * m.num_dense_layers;
+  for (int l = 0; l < m.num_dense_layers; ++l) layer_time_[static_cast<std::size_t>(l)] = dense_max;
   plan_.attention = pre_moe_max * m.moe_layers();
   if (total_tokens == 0) {
     plan_.total = plan_.rebalance;
@@ -766,6 +786,9 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     plan_.combine += combine;
     plan_.experts += experts_max;
     plan_.expert_stall += stall;
+    const Duration layer_pre = tbo ? pre_half_max * 2 : pre_moe_max;
+    layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
+        (tbo ? max(layer_pre + experts_max, dispatch + combine) : layer_pre + dispatch + experts_max + combine) + stall;
     cursor += pre_moe_max + dispatch + experts_max + stall + combine;
   }
   for (int g = 0; g < gpus_; ++g) {
@@ -785,11 +808,55 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   }
   plan_.total = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine + plan_.lm_head -
                 plan_.comm_hidden;
-  if (loop_) {
-    plan_.total += plan_.expert_stall + plan_.rebalance;
-    end_step(now + plan_.total);
-  }
+  if (loop_) plan_.total += plan_.expert_stall + plan_.rebalance;
+  if (stages > 1) finish_pipeline(full);
+  if (loop_) end_step(now + plan_.total);
   return plan_;
+}
+
+// M micro-batches through S stages (GPipe-style schedule, Huang et al., NeurIPS 2019): the first
+// micro-batch crosses every stage and link, then the slowest stage paces the other M - 1:
+// total = sum_s t_s + (S - 1) t_send + (M - 1) max_s t_s. The parts of the plan become the work of an
+// average stage (M micro-batches x its share of the layers); what is left is the pipeline bubble.
+void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
+  const ModelSpec& m = s_.model;
+  const int stages = s_.deployment.pipeline_stages;
+  const auto mb = s_.deployment.pipeline_microbatches;
+  std::vector<Duration>& t = stage_time_;
+  t.assign(static_cast<std::size_t>(stages), Duration::zero());
+  for (int l = 0; l < m.num_layers; ++l) {
+    t[static_cast<std::size_t>(static_cast<std::int64_t>(l) * stages / m.num_layers)] += layer_time_[static_cast<std::size_t>(l)];
+  }
+  t.back() += plan_.lm_head;
+  std::int64_t tokens = 0;
+  for (const GroupBatch& b : full) tokens += b.tokens();
+  // Activations of one micro-batch (BF16 hidden states of every token) from each stage to the next,
+  // over NVLink when the whole replica sits in one node, else over the NICs.
+  const double bytes = static_cast<double>(tokens) / static_cast<double>(mb) * double(m.hidden) * 2.0;
+  const bool intra = s_.gpus_per_replica() <= s_.cluster.gpus_per_node;
+  const Duration send = fabric_.send_recv(bytes / gpus_, intra);
+  Duration sum = Duration::zero();
+  Duration slowest = Duration::zero();
+  for (const Duration x : t) {
+    sum += x;
+    slowest = max(slowest, x);
+  }
+  const Duration total = sum + send * (stages - 1) + slowest * (mb - 1);
+  const double work = static_cast<double>(mb) / stages;
+  for (Duration* part : {&plan_.attention, &plan_.dense_ffn, &plan_.experts, &plan_.dispatch, &plan_.combine,
+                         &plan_.lm_head, &plan_.comm_hidden, &plan_.expert_stall}) {
+    *part = part->scaled(work);
+  }
+  const Duration parts = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine +
+                         plan_.lm_head + plan_.expert_stall - plan_.comm_hidden + plan_.rebalance;
+  plan_.pipeline_send = send * (stages - 1);
+  plan_.pipeline_bubble = max(Duration::zero(), total + plan_.rebalance - parts - plan_.pipeline_send);
+  plan_.total = total + plan_.rebalance;
+  for (std::size_t g = 0; g < busy_s_.size(); ++g) {
+    busy_s_[g] *= work;
+    flops_[g] *= work;
+    bytes_[g] *= work;
+  }
 }
 
 }  // namespace moesim

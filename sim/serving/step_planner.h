@@ -45,6 +45,10 @@ struct StepPlan {
   // Under two-batch overlap: communication that ran while the other micro-batch computed (subtracted
   // from the sum of the parts to give `total`).
   Duration comm_hidden;
+  // Under pipeline parallelism: the stages' idle time (fill and drain) and the activation transfers
+  // between stages; the other parts are then the work of an average stage.
+  Duration pipeline_bubble;
+  Duration pipeline_send;
   // Experts in the loop (all zero when the mechanisms are off; included in total).
   Duration expert_stall;  // waiting for expert loads beyond the FFN compute (max over GPUs, per layer)
   Duration rebalance;     // pause before this step for a placement rebalance
@@ -165,6 +169,10 @@ class StepPlanner {
   std::vector<double> group_flops_moe_;
   std::vector<double> group_bytes_moe_;
   AllToAllTraffic traffic_;
+  std::vector<Duration> layer_time_;  // per layer of the last plan (pipeline stages)
+  std::vector<GroupBatch> micro_;     // one micro-batch per group (pipeline parallelism)
+  std::vector<Duration> stage_time_;  // per pipeline stage, one micro-batch
+  void finish_pipeline(std::span<const GroupBatch> groups);
 };
 
 }  // namespace moesim
