@@ -314,7 +314,13 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d bytes\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
-  std::mt19937 rng(std::random_device{}());
+  // Fresh random inputs every run, with the seed printed so that a failure can be replayed
+  // (MOESIM_CHECK_SEED=<seed>).
+  const char* seed_env = std::getenv("MOESIM_CHECK_SEED");
+  const unsigned seed = seed_env != nullptr ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10))
+                                            : std::random_device{}();
+  std::printf("check seed: %u\n", seed);
+  std::mt19937 rng(seed);
   bool ok = check_expert_ffn<bf16>("bf16", rng);
   ok = check_expert_ffn<fp8>("fp8", rng) && ok;
   ok = check_permute(rng) && ok;
