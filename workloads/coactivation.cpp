@@ -389,17 +389,31 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
   for (std::size_t g = 0; g < ng; ++g) {
     if (mass[g] <= 0) continue;
     const auto mem = model.members(layer, static_cast<int>(g));
+    // A member's copies as seen by a token of this group (in) and of another group (out), with
+    // log(1 - mass) computed once per solve (on the stack for groups of up to 64).
+    struct Member {
+      double copies, in, log1m_in, out, log1m_out;
+    };
+    auto member = [&](int e) {
+      const auto u = static_cast<std::size_t>(e);
+      const double c = map.replicas[u];
+      const double in = (rho * probs[u] / mass[g] + (1.0 - rho) * probs[u]) / c;
+      const double out = (1.0 - rho) * probs[u] / c;
+      auto log1m = [](double x) { return x > 0 && x < 1 ? std::log1p(-x) : 0.0; };
+      return Member{.copies = c, .in = in, .log1m_in = log1m(in), .out = out, .log1m_out = log1m(out)};
+    };
+    std::array<Member, 64> cache;
+    const bool cached = mem.size() <= cache.size();
+    for (std::size_t i = 0; cached && i < mem.size(); ++i) cache[i] = member(mem[i]);
     const double n = solve_draws(
         [&](double draws) {
           Distinct d = table_at(draws);
-          for (const int e : mem) {
-            const auto u = static_cast<std::size_t>(e);
-            const double c = map.replicas[u];
-            const double r = rho * probs[u] / mass[g] + (1.0 - rho) * probs[u];
-            const Distinct in = distinct(r / c, draws);
-            const Distinct out = distinct((1.0 - rho) * probs[u] / c, draws);
-            d.value += c * (in.value - out.value);
-            d.slope += c * (in.slope - out.slope);
+          for (std::size_t i = 0; i < mem.size(); ++i) {
+            const Member m = cached ? cache[i] : member(mem[i]);
+            const Distinct in = distinct(m.in, m.log1m_in, draws);
+            const Distinct out = distinct(m.out, m.log1m_out, draws);
+            d.value += m.copies * (in.value - out.value);
+            d.slope += m.copies * (in.slope - out.slope);
           }
           return d;
         },
