@@ -215,10 +215,15 @@ RoutingSampler::Layer RoutingSampler::prepare(std::span<const double> probs, int
   // unconditioned variances so that the conditioned ones are the Binomial pi (1 - pi): solve
   // f (1 - f) = v / A for f = a^2 / A (fixed point on A; a few iterations converge).
   std::vector<double> a2 = v;
+  // Stops early once A no longer moves (usually after three or four sweeps).
+  double prev_a = -1;
   for (int iter = 0; iter < 8 && total > 0; ++iter) {
     const double big_a = std::accumulate(a2.begin(), a2.end(), 0.0);
+    if (std::abs(big_a - prev_a) <= 1e-14 * big_a) break;
+    prev_a = big_a;
+    const double inv_a = 1.0 / big_a;
     for (std::size_t i = 0; i < n; ++i) {
-      const double r = v[i] / big_a;
+      const double r = v[i] * inv_a;
       a2[i] = r < 0.25 ? 0.5 * (1.0 - std::sqrt(1.0 - 4.0 * r)) * big_a : 0.5 * big_a;
     }
   }
