@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <string>
 
@@ -162,4 +163,18 @@ TEST_CASE("with several replicas every attention group receives requests") {
     REQUIRE(r.replicas == 2);
     REQUIRE(groups.seen.size() == 8);
   }
+}
+
+// The fingerprint hashes (time, phase, sequence) of every executed event. Pinned here so that any change
+// of behaviour shows up as a failing test and is made on purpose: when a change is intended, update the
+// value and say why in the commit.
+TEST_CASE("the tiny scenarios' fingerprints are pinned") {
+  const auto fp = [](const char* f) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(run(tiny(f)).fingerprint));
+    return std::string(buf);
+  };
+  CHECK(fp("tiny_model_closed_loop.json") == "d6df06c5092af74d");
+  CHECK(fp("tiny_poisson_ep4.json") == "3f750413ce8e1312");
+  CHECK(fp("tiny_two_nodes.json") == "ea6083f043ed34f9");
 }
