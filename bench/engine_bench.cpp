@@ -13,20 +13,23 @@ void BM_EngineEvents(benchmark::State& state) {
   std::int64_t events = 0;
   for (auto _ : state) {
     moesim::Simulator sim;
-    moesim::Rng rng(1);
-    std::int64_t left = events_per_run;
-    struct Ticker {
+    // State shared by the entities; each event captures one pointer (as the simulator's own events
+    // capture [this, id]), so callbacks stay inside std::function's small buffer.
+    struct Shared {
       moesim::Simulator* sim;
-      moesim::Rng* rng;
-      std::int64_t* left;
+      moesim::Rng rng;
+      std::int64_t left;
+    } shared{&sim, moesim::Rng(1), events_per_run};
+    struct Ticker {
+      Shared* s;
       void operator()() const {
-        if (--*left <= 0) return;
-        sim->schedule_in(moesim::Duration::from_ps(static_cast<std::int64_t>(rng->below(1'000'000))),
-                         moesim::Phase::kNormal, *this);
+        if (--s->left <= 0) return;
+        s->sim->schedule_in(moesim::Duration::from_ps(static_cast<std::int64_t>(s->rng.below(1'000'000))),
+                            moesim::Phase::kNormal, *this);
       }
     };
     for (int i = 0; i < entities; ++i) {
-      sim.schedule_in(moesim::Duration::from_ps(i), moesim::Phase::kNormal, Ticker{&sim, &rng, &left});
+      sim.schedule_in(moesim::Duration::from_ps(i), moesim::Phase::kNormal, Ticker{&shared});
     }
     sim.run();
     benchmark::DoNotOptimize(sim.fingerprint());
