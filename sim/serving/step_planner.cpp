@@ -458,7 +458,10 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
       if (share == 0) continue;
       const int gpu = placement_.gpu_of_slot(copies[r]);
       const auto g = static_cast<std::size_t>(gpu);
-      const Duration t = expert_time(share, p);
+      // Under two-batch overlap each half runs the expert on its own share of the tokens.
+      const Duration t = s_.deployment.two_batch_overlap && gpus_ > 1
+                             ? expert_time(share / 2, p) + expert_time(share - share / 2, p)
+                             : expert_time(share, p);
       gpu_pairs_[g] += share;
       gpu_expert_time_[g] += t;
       bytes_[g] += double(L.copy_bytes[i]);
