@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a bad command line is bad input like any other (exit 2).
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   } catch (const moesim::InputError& e) {
     std::cerr << "moesim: error: " << e.what() << "\n";
     return 2;
