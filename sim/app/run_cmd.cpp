@@ -5,6 +5,7 @@
 
 #include "sim/app/commands.h"
 #include "sim/app/outputs.h"
+#include "sim/scenario/chrome_trace.h"
 #include "sim/engine/check.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/report_json.h"
@@ -34,6 +35,8 @@ struct RunOptions {
   std::string out_dir;
   bool requests_csv = false;
   bool steps_csv = false;
+  std::string trace;
+  double trace_limit_s = 600;
   bool quiet = false;
 };
 
@@ -50,7 +53,11 @@ void run(const RunOptions& o) {
   std::filesystem::create_directories(dir);
   CsvOutputs outputs(o.requests_csv ? dir / "requests.csv" : "", o.steps_csv ? dir / "steps.csv" : "");
   const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
-  const Report r = simulate(sc.spec, *gpu, outputs.active() ? &outputs : nullptr);
+  std::unique_ptr<ChromeTraceWriter> trace;
+  if (!o.trace.empty()) trace = std::make_unique<ChromeTraceWriter>(o.trace, o.trace_limit_s);
+  ObserverPair observers(outputs.active() ? &outputs : nullptr, trace.get());
+  const Report r = simulate(sc.spec, *gpu, outputs.active() || trace ? &observers : nullptr);
+  trace.reset();  // closes the JSON
   write_file(dir / "report.json", report_to_json(r, sc.effective).dump(2) + "\n");
   if (!o.quiet) std::cout << format_summary(r);
   std::cout << "\nreport: " << (dir / "report.json").string() << "\n";
@@ -82,6 +89,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--out", o->out_dir, "Output folder for report.json and CSVs (default: out/<scenario name>)");
   cmd->add_flag("--requests-csv", o->requests_csv, "Also write requests.csv (one row per request)");
   cmd->add_flag("--steps-csv", o->steps_csv, "Also write steps.csv (one row per replica step)");
+  cmd->add_option("--trace", o->trace,
+                  "Write a Chrome/Perfetto timeline of the steps (open in ui.perfetto.dev or chrome://tracing)");
+  cmd->add_option("--trace-limit-s", o->trace_limit_s, "Only trace steps that start in the first N simulated s (0 = all)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print the summary");
   cmd->callback([o] { run(*o); });
 }

@@ -110,3 +110,24 @@ TEST_CASE("sweep writes one row per grid point in grid order") {
   REQUIRE(lines[6].rfind("16,40,ok,", 0) == 0);
   REQUIRE(r.out.find("[6/6]") != std::string::npos);  // progress on stderr
 }
+
+TEST_CASE("run --trace writes a Chrome trace with one step slice per step") {
+  const auto dir = temp_dir("trace");
+  const Result r = moesim("run " + tiny("tiny_two_nodes.json") + " -q --out " + dir.string() + " --trace " +
+                          (dir / "trace.json").string() + " --trace-limit-s 0");
+  REQUIRE(r.code == 0);
+  std::ifstream t(dir / "trace.json");
+  const auto trace = nlohmann::json::parse(t);
+  std::ifstream rep(dir / "report.json");
+  const auto report = nlohmann::json::parse(rep);
+  long steps = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["name"] == "step") {
+      ++steps;
+      REQUIRE(e["ph"] == "X");
+      REQUIRE(e["dur"].get<double>() > 0);
+    }
+  }
+  // No warm-up in this scenario: every step is both traced and counted in the report.
+  REQUIRE(steps == report["step"]["count"].get<long>());
+}

@@ -1,0 +1,63 @@
+#include "sim/scenario/chrome_trace.h"
+
+#include "sim/engine/check.h"
+#include "sim/scenario/json_reader.h"
+
+namespace moesim {
+
+ChromeTraceWriter::ChromeTraceWriter(const std::string& path, double limit_s)
+    : out_(path), path_(path), limit_s_(limit_s) {
+  if (!out_) throw InputError(path, "cannot write the trace file");
+  out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+}
+
+ChromeTraceWriter::~ChromeTraceWriter() { out_ << "\n]}\n"; }
+
+void ChromeTraceWriter::event(const std::string& json) {
+  out_ << (first_ ? "" : ",\n") << json;
+  first_ = false;
+}
+
+void ChromeTraceWriter::on_step(const StepRecord& s) {
+  if (limit_s_ > 0 && s.start_s > limit_s_) return;
+  const StepPlan& p = *s.plan;
+  const double t0 = s.start_s * 1e6;  // trace timestamps are microseconds
+  const auto rep = static_cast<std::size_t>(s.replica);
+  if (rep >= named_.size()) named_.resize(rep + 1, false);
+  if (!named_[rep]) {
+    named_[rep] = true;
+    event(Json{{"name", "process_name"}, {"ph", "M"}, {"pid", s.replica}, {"args", {{"name", "replica " + std::to_string(s.replica)}}}}
+              .dump());
+  }
+  event(Json{{"name", "step"},
+             {"cat", "step"},
+             {"ph", "X"},
+             {"pid", s.replica},
+             {"tid", 0},
+             {"ts", t0},
+             {"dur", p.total.us()},
+             {"args",
+              {{"tokens", p.tokens},
+               {"decode_seqs", s.decode_seqs},
+               {"prefill_tokens", s.prefill_tokens},
+               {"gpu_max_over_mean", p.gpu_imbalance}}}}
+            .dump());
+  double t = t0;
+  const std::pair<const char*, Duration> parts[] = {{"attention", p.attention}, {"dense FFN", p.dense_ffn},
+                                                    {"dispatch", p.dispatch},   {"experts", p.experts},
+                                                    {"expert loads", p.expert_stall}, {"combine", p.combine},
+                                                    {"LM head", p.lm_head}};
+  for (const auto& [name, d] : parts) {
+    if (d <= Duration::zero()) continue;
+    event(Json{{"name", name}, {"cat", "part"}, {"ph", "X"}, {"pid", s.replica}, {"tid", 1}, {"ts", t}, {"dur", d.us()}}.dump());
+    t += d.us();
+  }
+  event(Json{{"name", "requests"},
+             {"ph", "C"},
+             {"pid", s.replica},
+             {"ts", t0},
+             {"args", {{"running", s.running}, {"waiting", s.waiting}}}}
+            .dump());
+}
+
+}  // namespace moesim
