@@ -16,7 +16,10 @@ constexpr int kTopK = 8;
 
 moesim::ExpertPopularity pareto(int layers) {
   const double s = moesim::zipf_exponent_for_top_share(kExperts, kTopK, 0.2, 0.8);
-  return {{.kind = moesim::PopularitySpec::Kind::kZipf, .zipf_exponent = s}, layers, kExperts, kTopK,
+  return {{.kind = moesim::PopularitySpec::Kind::kZipf, .zipf_exponent = s},
+          layers,
+          kExperts,
+          kTopK,
           moesim::Rng(1)};
 }
 
@@ -37,7 +40,8 @@ BENCHMARK(BM_RoutingSample)->ArgName("tokens")->Arg(64)->Arg(512)->Arg(1024)->Ar
 
 void BM_RoutingPrepare(benchmark::State& state) {
   const auto pop = pareto(1);
-  for (auto _ : state) benchmark::DoNotOptimize(moesim::RoutingSampler::prepare(pop.layer(0), kTopK).sd.data());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(moesim::RoutingSampler::prepare(pop.layer(0), kTopK).sd.data());
 }
 BENCHMARK(BM_RoutingPrepare);
 

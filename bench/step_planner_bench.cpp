@@ -12,10 +12,10 @@ void BM_PlanStep(benchmark::State& state) {
   const int ep = static_cast<int>(state.range(0));
   const auto seqs = state.range(1);
   const auto prefill = state.range(2);
-  const moesim::ScenarioSpec s =
-      moesim::load_scenario("", {"cluster.nodes=" + std::to_string(ep / 8), "deployment.ep_size=" + std::to_string(ep),
-                                 "deployment.attention.dp=" + std::to_string(ep)})
-          .spec;
+  const moesim::ScenarioSpec s = moesim::load_scenario("", {"cluster.nodes=" + std::to_string(ep / 8),
+                                                            "deployment.ep_size=" + std::to_string(ep),
+                                                            "deployment.attention.dp=" + std::to_string(ep)})
+                                     .spec;
   const auto gpu = moesim::make_gpu_cost_model(s.cluster.gpu);
   const moesim::Fabric fabric(s.cluster.fabric);
   const moesim::ExpertPopularity pop(s.workload.popularity, s.model.moe_layers(), s.model.routed_experts,

@@ -93,7 +93,8 @@ void Fabric::load_high_throughput(const AllToAllTraffic& t) const {
 }
 
 // Direct kernels (DeepEP low-latency, one-sided NVLink): every unit goes straight to its rank.
-void Fabric::load_direct(const AllToAllTraffic& t, const std::vector<double>& units, bool intranode_nvlink) const {
+void Fabric::load_direct(const AllToAllTraffic& t, const std::vector<double>& units,
+                         bool intranode_nvlink) const {
   reset_ranks(t);
   const int r = t.ranks;
   const int* node = rank_node_.data();
@@ -159,8 +160,9 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllKernel& 
     const double nvl = std::max(ld(topology_.nvlink_out(g)), ld(topology_.nvlink_in(g)));
     LinkKind nic_kind = LinkKind::kNicOut;
     double nic = 0;
-    for (const int link : {topology_.nic_out(g), topology_.nic_in(g), topology_.pcie_up(g), topology_.pcie_down(g),
-                           topology_.leaf_up(topology_.leaf_of(g)), topology_.leaf_down(topology_.leaf_of(g))}) {
+    for (const int link :
+         {topology_.nic_out(g), topology_.nic_in(g), topology_.pcie_up(g), topology_.pcie_down(g),
+          topology_.leaf_up(topology_.leaf_of(g)), topology_.leaf_down(topology_.leaf_of(g))}) {
       const double v = ld(link);
       if (v > nic) {
         nic = v;
@@ -179,14 +181,18 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllKernel& 
     }
     const auto ri = static_cast<std::size_t>(r);
     if (ri < rank_dispatch.size()) {
-      rank_dispatch[ri] = max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(data * t.dispatch_bytes_per_token));
+      rank_dispatch[ri] =
+          max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(data * t.dispatch_bytes_per_token));
     }
     if (ri < rank_combine.size()) {
-      rank_combine[ri] = max(combine_floor, k.combine_startup + Duration::from_seconds(data * t.combine_bytes_per_token));
+      rank_combine[ri] =
+          max(combine_floor, k.combine_startup + Duration::from_seconds(data * t.combine_bytes_per_token));
     }
   }
-  c.dispatch = max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(worst * t.dispatch_bytes_per_token));
-  c.combine = max(combine_floor, k.combine_startup + Duration::from_seconds(worst * t.combine_bytes_per_token));
+  c.dispatch =
+      max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(worst * t.dispatch_bytes_per_token));
+  c.combine =
+      max(combine_floor, k.combine_startup + Duration::from_seconds(worst * t.combine_bytes_per_token));
   c.hot_rank_ratio = sum > 0 ? worst * t.ranks / sum : 1.0;
   c.hot_link_utilisation =
       c.dispatch.ps() > 0 ? worst_link_s * t.dispatch_bytes_per_token / c.dispatch.seconds() : 0.0;
@@ -197,8 +203,8 @@ AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode) con
   return all_to_all(t, mode, {}, {});
 }
 
-AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode, std::span<Duration> rank_dispatch,
-                                std::span<Duration> rank_combine) const {
+AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
+                                std::span<Duration> rank_dispatch, std::span<Duration> rank_combine) const {
   if (t.ranks <= 1) {
     for (auto& d : rank_dispatch) d = Duration::zero();
     for (auto& d : rank_combine) d = Duration::zero();
@@ -252,7 +258,8 @@ Duration Fabric::all_reduce(double bytes, int group, bool intra_node) const {
   double seconds = local > 1 ? 2.0 * (pl - 1.0) / pl * bytes / (spec_.nvlink_bytes_per_s * eff) : 0.0;
   Duration steps = c.all_reduce_step_latency * (2 * (local - 1));
   if (across > 1) {
-    const double nic_share = std::min(spec_.nic_bytes_per_s / topology_.gpus_per_nic(), spec_.pcie_bytes_per_s);
+    const double nic_share =
+        std::min(spec_.nic_bytes_per_s / topology_.gpus_per_nic(), spec_.pcie_bytes_per_s);
     seconds += 2.0 * (pn - 1.0) / pn * (bytes / pl) / (nic_share * eff);
     steps += (spec_.nic_latency + c.all_reduce_step_latency) * (2 * (across - 1));
   }

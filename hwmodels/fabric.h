@@ -81,7 +81,8 @@ class Fabric {
   void reset_ranks(const AllToAllTraffic& t) const;
   void scatter_ranks(const AllToAllTraffic& t) const;
   [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllKernel& k, AllToAllMode mode,
-                                        std::span<Duration> rank_dispatch, std::span<Duration> rank_combine) const;
+                                        std::span<Duration> rank_dispatch,
+                                        std::span<Duration> rank_combine) const;
   [[nodiscard]] int gpu_of(const AllToAllTraffic& t, int rank) const {
     return (t.first_node + rank / t.ranks_per_node) * spec_.gpus_per_node + rank % t.ranks_per_node;
   }

@@ -27,7 +27,7 @@ struct AllToAllKernel {
   Duration combine_floor{};
   Duration floor_growth_per_doubling{};
   double efficiency_loss_per_doubling = 0;
-  double overlap_penalty = 0;        // 0: NVLink and NIC transfers overlap fully, 1: they serialise
+  double overlap_penalty = 0;         // 0: NVLink and NIC transfers overlap fully, 1: they serialise
   bool intranode_over_nvlink = true;  // low-latency family only: peers in the node go over NVLink
 };
 
@@ -89,11 +89,11 @@ struct FabricSpec {
 
   // Topology.
   NetworkLayout layout = NetworkLayout::kRailOptimized;
-  int nics_per_node = 0;         // 0: one NIC per GPU
+  int nics_per_node = 0;          // 0: one NIC per GPU
   int nodes_per_leaf_group = 32;  // nodes that share a leaf (rail-optimised: per rail) before the spine
   double oversubscription = 1.0;  // leaf downlink : uplink capacity
   Duration switch_latency = Duration::from_ns(600);  // per switch hop beyond the first leaf
-  double pcie_bytes_per_s = 63e9;  // GPU <-> PCIe switch (Gen5 x16, per direction)
+  double pcie_bytes_per_s = 63e9;                    // GPU <-> PCIe switch (Gen5 x16, per direction)
   // Host -> GPU: one host link per PCIe switch (or Grace C2C), shared by gpus_per_host_link GPUs.
   // 55 GB/s: pinned H2D measured on H200 (shared/calibration/h200/platform.json).
   double host_link_bytes_per_s = 55e9;

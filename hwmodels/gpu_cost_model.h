@@ -47,12 +47,10 @@ class GpuCostModel {
   return 2.0 * static_cast<double>(w.m) * static_cast<double>(w.n) * static_cast<double>(w.k);
 }
 [[nodiscard]] inline double expert_ffn_flops(const ExpertFfnWork& w) {
-  return 6.0 * static_cast<double>(w.tokens) * static_cast<double>(w.hidden) *
-         static_cast<double>(w.inter);
+  return 6.0 * static_cast<double>(w.tokens) * static_cast<double>(w.hidden) * static_cast<double>(w.inter);
 }
 [[nodiscard]] inline double expert_ffn_weight_bytes(const ExpertFfnWork& w) {
-  return 3.0 * static_cast<double>(w.hidden) * static_cast<double>(w.inter) *
-         bytes_per_element(w.weights);
+  return 3.0 * static_cast<double>(w.hidden) * static_cast<double>(w.inter) * bytes_per_element(w.weights);
 }
 
 }  // namespace moesim

@@ -33,10 +33,14 @@ struct GpuSpec {
   // tensor-core path; INT4/FP4 weights are dequantised and run at the BF16 rate unless FP4 is native.
   [[nodiscard]] double peak_flops(Precision weights) const {
     switch (weights) {
-      case Precision::kFP8: return fp8_flops_per_s > 0 ? fp8_flops_per_s : bf16_flops_per_s;
-      case Precision::kINT8: return int8_ops_per_s > 0 ? int8_ops_per_s : bf16_flops_per_s;
-      case Precision::kFP4: return fp4_flops_per_s > 0 ? fp4_flops_per_s : bf16_flops_per_s;
-      default: return bf16_flops_per_s;
+      case Precision::kFP8:
+        return fp8_flops_per_s > 0 ? fp8_flops_per_s : bf16_flops_per_s;
+      case Precision::kINT8:
+        return int8_ops_per_s > 0 ? int8_ops_per_s : bf16_flops_per_s;
+      case Precision::kFP4:
+        return fp4_flops_per_s > 0 ? fp4_flops_per_s : bf16_flops_per_s;
+      default:
+        return bf16_flops_per_s;
     }
   }
 };

@@ -15,7 +15,9 @@ Duration BandwidthServer::transfer_time(std::int64_t bytes) const {
   return Duration::from_seconds(static_cast<double>(bytes) / bytes_per_s_);
 }
 
-Time BandwidthServer::submit(Time arrival, std::int64_t bytes) { return submit_not_before(arrival, arrival, bytes); }
+Time BandwidthServer::submit(Time arrival, std::int64_t bytes) {
+  return submit_not_before(arrival, arrival, bytes);
+}
 
 Time BandwidthServer::submit_not_before(Time arrival, Time earliest_start, std::int64_t bytes) {
   MOESIM_CHECK(arrival >= last_arrival_, "requests to a FIFO server must arrive in time order");
@@ -33,7 +35,8 @@ ExpertLoader::ExpertLoader(const LoaderSpec& spec, int gpus) : spec_(spec) {
                "loader sharing factors must be positive");
   const int links = (gpus + spec.gpus_per_host_link - 1) / spec.gpus_per_host_link;
   const int arrays = (gpus + spec.gpus_per_nvme_array - 1) / spec.gpus_per_nvme_array;
-  host_links_.assign(static_cast<std::size_t>(links), BandwidthServer(spec.host_link_bytes_per_s, spec.host_latency));
+  host_links_.assign(static_cast<std::size_t>(links),
+                     BandwidthServer(spec.host_link_bytes_per_s, spec.host_latency));
   nvme_arrays_.assign(static_cast<std::size_t>(arrays),
                       BandwidthServer(spec.nvme_drive_bytes_per_s * spec.nvme_drives, spec.nvme_latency));
 }
@@ -49,8 +52,10 @@ const BandwidthServer& ExpertLoader::nvme_array(int gpu) const {
 Time ExpertLoader::load(int gpu, Tier source, std::int64_t bytes, Time arrival) {
   auto& link = host_links_[static_cast<std::size_t>(gpu / spec_.gpus_per_host_link)];
   switch (source) {
-    case Tier::kHbm: return arrival;
-    case Tier::kHostDram: return link.submit(arrival, bytes);
+    case Tier::kHbm:
+      return arrival;
+    case Tier::kHostDram:
+      return link.submit(arrival, bytes);
     case Tier::kNvme: {
       auto& array = nvme_arrays_[static_cast<std::size_t>(gpu / spec_.gpus_per_nvme_array)];
       const Time read_done = array.submit(arrival, bytes);
@@ -65,8 +70,10 @@ Time ExpertLoader::load(int gpu, Tier source, std::int64_t bytes, Time arrival) 
 Duration ExpertLoader::uncontended_time(Tier source, std::int64_t bytes) const {
   const BandwidthServer& link = host_links_.front();
   switch (source) {
-    case Tier::kHbm: return Duration::zero();
-    case Tier::kHostDram: return link.service_time(bytes);
+    case Tier::kHbm:
+      return Duration::zero();
+    case Tier::kHostDram:
+      return link.service_time(bytes);
     case Tier::kNvme: {
       // Same arithmetic as load() with idle servers.
       const Duration read = nvme_arrays_.front().service_time(bytes);

@@ -1,9 +1,9 @@
 #include "hwmodels/topology.h"
 
+#include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <boost/graph/filtered_graph.hpp>
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -155,13 +155,14 @@ Topology::Topology(const FabricSpec& s) {
   std::vector<Vertex> pred(nv);
   std::vector<std::int64_t> dist(nv);
   const boost::filtered_graph<Graph, boost::keep_all, SwitchesOnly> switches(g, boost::keep_all{},
-                                                                            SwitchesOnly{&g});
+                                                                             SwitchesOnly{&g});
   leaf_routes_.assign(static_cast<std::size_t>(leaves_ * leaves_), Route{});
   for (int a = 0; a < leaves_; ++a) {
     const Vertex src = leaf_v[static_cast<std::size_t>(a)];
     boost::dijkstra_shortest_paths(
         switches, src,
-        boost::predecessor_map(boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, g)))
+        boost::predecessor_map(
+            boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, g)))
             .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)))
             .weight_map(boost::get(&EdgeProps::weight, g)));
     for (int b = 0; b < leaves_; ++b) {
@@ -176,7 +177,8 @@ Topology::Topology(const FabricSpec& s) {
       }
       Route& r = leaf_routes_[static_cast<std::size_t>(a * leaves_ + b)];
       r.hops = hops;
-      for (int i = 0; i < hops; ++i) r.links[static_cast<std::size_t>(i)] = rev[static_cast<std::size_t>(hops - 1 - i)];
+      for (int i = 0; i < hops; ++i)
+        r.links[static_cast<std::size_t>(i)] = rev[static_cast<std::size_t>(hops - 1 - i)];
     }
   }
 

@@ -234,8 +234,7 @@ void CoactivationModel::sample_counts(int layer, std::span<const double> probs, 
   }
 }
 
-double CoactivationModel::pair_rate(int layer, std::span<const double> probs, int top_k, int a,
-                                    int b) const {
+double CoactivationModel::pair_rate(int layer, std::span<const double> probs, int top_k, int a, int b) const {
   const double k2 = static_cast<double>(top_k) * static_cast<double>(top_k - 1);
   const double pa = probs[static_cast<std::size_t>(a)];
   const double pb = probs[static_cast<std::size_t>(b)];
@@ -326,7 +325,8 @@ void touch_fractions_independent(std::span<const double> probs, const SlotMap& m
       [&](double draws) {
         Distinct d;
         for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
-          const Distinct one = s < cached ? distinct(slot_mass(s), log1m[s], draws) : distinct(slot_mass(s), draws);
+          const Distinct one =
+              s < cached ? distinct(slot_mass(s), log1m[s], draws) : distinct(slot_mass(s), draws);
           d.value += one.value;
           d.slope += one.slope;
         }
@@ -350,7 +350,8 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
   const auto q = scratch.subspan(0, ng * nb);
   const auto mass = scratch.subspan(ng * nb, ng);
   const auto table = scratch.subspan(ng * nb + ng, kTouchGridPoints);
-  std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(touch_scratch_size(groups, map.bins())), 0.0);
+  std::fill(scratch.begin(),
+            scratch.begin() + static_cast<std::ptrdiff_t>(touch_scratch_size(groups, map.bins())), 0.0);
   std::fill(touch.begin(), touch.end(), 0.0);  // R_j first
   for (std::size_t e = 0; e < probs.size(); ++e) mass[static_cast<std::size_t>(group_of[e])] += probs[e];
   for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
@@ -361,10 +362,11 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
     touch[j] += m;
     if (mass[g] > 0) q[g * nb + j] += m / mass[g];
   }
-  // table[i] = sum over slots of distinct((1 - rho) m_s, n_i): every slot as seen by a token of another group.
-  // n_{i+8} = 2 n_i, so (1 - x)^{n_{i+8}} is the square of (1 - x)^{n_i}: eight exponentials per slot.
+  // table[i] = sum over slots of distinct((1 - rho) m_s, n_i): every slot as seen by a token of another
+  // group. n_{i+8} = 2 n_i, so (1 - x)^{n_{i+8}} is the square of (1 - x)^{n_i}: eight exponentials per slot.
   for (const int e : map.slot_expert) {
-    const double x = (1.0 - rho) * probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)];
+    const double x =
+        (1.0 - rho) * probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)];
     if (x <= 0) continue;
     if (x >= 1) {
       for (double& v : table) v += 1.0;

@@ -20,8 +20,8 @@ namespace moesim {
 // Approximation: picks are drawn with replacement (a real top-k never repeats an expert); the count sampler
 // only enforces count_e <= tokens.
 struct CoactivationSpec {
-  int group_size = 8;   // experts per group; must divide the expert count
-  double rho = 0.0;     // in [0, 1]; 0 is independent routing
+  int group_size = 8;                    // experts per group; must divide the expert count
+  double rho = 0.0;                      // in [0, 1]; 0 is independent routing
   bool shuffle_groups_per_layer = true;  // groups are random sets of experts (else contiguous ids)
 };
 
@@ -34,9 +34,7 @@ class CoactivationModel final {
   [[nodiscard]] int groups() const { return experts_ / group_size_; }
   [[nodiscard]] int group_size() const { return group_size_; }
   [[nodiscard]] double rho() const { return rho_; }
-  [[nodiscard]] int group_of(int layer, int expert) const {
-    return group_of_[index(layer, expert)];
-  }
+  [[nodiscard]] int group_of(int layer, int expert) const { return group_of_[index(layer, expert)]; }
   // Members of group g in layer l (group_size entries).
   [[nodiscard]] std::span<const int> members(int layer, int group) const {
     return {members_.data() + index(layer, group * group_size_), static_cast<std::size_t>(group_size_)};
@@ -56,8 +54,7 @@ class CoactivationModel final {
 
  private:
   [[nodiscard]] std::size_t index(int layer, int i) const {
-    return static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_) +
-           static_cast<std::size_t>(i);
+    return static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_) + static_cast<std::size_t>(i);
   }
   int layers_;
   int experts_;
@@ -97,8 +94,8 @@ void touch_fractions_independent(std::span<const double> probs, const SlotMap& m
 // `scratch` must hold touch_scratch_size(groups, bins) doubles.
 inline constexpr int kTouchGridPoints = 48;
 [[nodiscard]] constexpr std::size_t touch_scratch_size(int groups, int bins) {
-  return static_cast<std::size_t>(groups) * static_cast<std::size_t>(bins) + static_cast<std::size_t>(groups) +
-         static_cast<std::size_t>(kTouchGridPoints);
+  return static_cast<std::size_t>(groups) * static_cast<std::size_t>(bins) +
+         static_cast<std::size_t>(groups) + static_cast<std::size_t>(kTouchGridPoints);
 }
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,

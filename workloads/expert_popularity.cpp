@@ -73,8 +73,7 @@ ExpertPopularity::ExpertPopularity(const PopularitySpec& spec, int moe_layers, i
     std::iota(perm.begin(), perm.end(), 0);
     if (spec.shuffle_per_layer) {
       for (int i = experts - 1; i > 0; --i) {  // Fisher-Yates with our own generator
-        std::swap(perm[static_cast<std::size_t>(i)],
-                  perm[rng.below(static_cast<std::uint64_t>(i) + 1)]);
+        std::swap(perm[static_cast<std::size_t>(i)], perm[rng.below(static_cast<std::uint64_t>(i) + 1)]);
       }
     }
     auto row = mutable_layer(l);
@@ -89,10 +88,10 @@ namespace {
 
 // Inverse standard-normal CDF (Acklam's rational approximation, relative error < 1.2e-9).
 double inverse_normal_cdf(double p) {
-  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
                                  1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
   static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                                 6.680131188771972e+01,  -1.328068155288572e+01};
+                                 6.680131188771972e+01, -1.328068155288572e+01};
   static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
                                  -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
   static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
@@ -113,7 +112,8 @@ double inverse_normal_cdf(double p) {
 struct NormalTable {
   std::array<double, 4096> z{};
   NormalTable() {
-    for (std::size_t i = 0; i < z.size(); ++i) z[i] = inverse_normal_cdf((static_cast<double>(i) + 0.5) / 4096.0);
+    for (std::size_t i = 0; i < z.size(); ++i)
+      z[i] = inverse_normal_cdf((static_cast<double>(i) + 0.5) / 4096.0);
   }
 };
 const NormalTable kNormalTable;
@@ -121,7 +121,8 @@ const NormalTable kNormalTable;
 // e^-x for 0 <= x <= 0.25 by its Taylor series (8 terms, relative error < 1e-10). Plain arithmetic: the
 // same bits on every machine.
 double exp_neg_quarter(double x) {
-  return 1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6 - x * (1.0 / 24 - x * (1.0 / 120 - x * (1.0 / 720 - x / 5040))))));
+  return 1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6 -
+                                          x * (1.0 / 24 - x * (1.0 / 120 - x * (1.0 / 720 - x / 5040))))));
 }
 
 // Exact Poisson sampling for the cold experts (mean m < RoutingSampler::kColdMean) without a per-expert
@@ -130,9 +131,9 @@ double exp_neg_quarter(double x) {
 // table (Devroye 1986, section III.2.4: start at the first value whose CDF passes the uniform's bucket;
 // about 0.1 steps on average); Poisson(m - mu), m - mu < 1/4, is 0 with probability > 0.77.
 struct PoissonTables {
-  static constexpr int kGrid = 4;                 // grid points per unit of mean
-  static constexpr int kMeans = 8 * kGrid;        // mu = 0, 1/4, ..., 7.75
-  static constexpr int kValues = 48;              // P(X >= 48 | mu = 7.75) < 1e-20
+  static constexpr int kGrid = 4;           // grid points per unit of mean
+  static constexpr int kMeans = 8 * kGrid;  // mu = 0, 1/4, ..., 7.75
+  static constexpr int kValues = 48;        // P(X >= 48 | mu = 7.75) < 1e-20
   static constexpr int kGuideBits = 7;
   static constexpr int kGuide = 1 << kGuideBits;
   std::array<std::array<double, kValues>, kMeans> cdf{};
@@ -237,7 +238,8 @@ RoutingSampler::Layer RoutingSampler::prepare(std::span<const double> probs, int
 
 RoutingSampler::RoutingSampler(int experts) : z_(static_cast<std::size_t>(experts)) {}
 
-void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng, std::span<std::int32_t> counts) {
+void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng,
+                            std::span<std::int32_t> counts) {
   const std::size_t n = layer.order.size();
   MOESIM_CHECK(counts.size() == n && n <= z_.size(), "routing sampler size mismatch");
   const std::int64_t slots = tokens * layer.top_k;

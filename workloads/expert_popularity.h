@@ -64,10 +64,10 @@ class RoutingSampler {
   // What the sampler derives from one layer's probabilities; rebuild when they change.
   struct Layer {
     int top_k = 1;
-    std::vector<int> order;         // experts by descending inclusion probability
-    std::vector<double> pi;         // inclusion probability k p, in `order`
-    std::vector<double> sd;         // per-token sd before conditioning on the total, in `order`
-    std::vector<double> pi_prefix;  // sum of pi over order[0..i)
+    std::vector<int> order;          // experts by descending inclusion probability
+    std::vector<double> pi;          // inclusion probability k p, in `order`
+    std::vector<double> sd;          // per-token sd before conditioning on the total, in `order`
+    std::vector<double> pi_prefix;   // sum of pi over order[0..i)
     std::vector<double> var_prefix;  // sum of sd^2 over order[0..i)
   };
   static Layer prepare(std::span<const double> probs, int top_k);

@@ -10,9 +10,13 @@
 namespace moesim {
 
 DriftingPopularity::DriftingPopularity(const ExpertPopularity& base, DriftSpec spec, Rng rng)
-    : layers_(base.layers()), n_(static_cast<std::size_t>(base.experts())), spec_(std::move(spec)), rng_(rng) {
+    : layers_(base.layers()),
+      n_(static_cast<std::size_t>(base.experts())),
+      spec_(std::move(spec)),
+      rng_(rng) {
   MOESIM_CHECK(spec_.half_life_s >= 0 && spec_.update_interval_s >= 0, "drift times must be non-negative");
-  MOESIM_CHECK(std::is_sorted(spec_.phase_times_s.begin(), spec_.phase_times_s.end()), "phase times must ascend");
+  MOESIM_CHECK(std::is_sorted(spec_.phase_times_s.begin(), spec_.phase_times_s.end()),
+               "phase times must ascend");
   if (spec_.update_interval_s == 0) spec_.update_interval_s = spec_.half_life_s / 64;
   const std::size_t total = static_cast<std::size_t>(layers_) * n_;
   sorted_.resize(total);
@@ -69,7 +73,8 @@ void DriftingPopularity::rerank() {
 void DriftingPopularity::advance_to(double t_seconds) {
   MOESIM_CHECK(t_seconds >= now_, "time does not go backwards");
   now_ = t_seconds;
-  const bool phase_due = next_phase_ < spec_.phase_times_s.size() && spec_.phase_times_s[next_phase_] <= t_seconds;
+  const bool phase_due =
+      next_phase_ < spec_.phase_times_s.size() && spec_.phase_times_s[next_phase_] <= t_seconds;
   if (!phase_due && t_seconds < next_update_) return;
   while (next_phase_ < spec_.phase_times_s.size() && spec_.phase_times_s[next_phase_] <= t_seconds) {
     const double tp = spec_.phase_times_s[next_phase_++];

@@ -19,7 +19,8 @@ std::int64_t sample_length(const LengthSpec& spec, Rng& rng) {
       Overloaded{
           [](const FixedLength& f) { return f.tokens; },
           [&](const UniformLength& u) {
-            return u.min + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(u.max - u.min + 1)));
+            return u.min +
+                   static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(u.max - u.min + 1)));
           },
           [&](const LognormalLength& l) {
             const double mu = std::log(l.mean) - 0.5 * l.sigma * l.sigma;
@@ -34,17 +35,18 @@ std::int64_t sample_length(const LengthSpec& spec, Rng& rng) {
 }
 
 std::int64_t max_length(const LengthSpec& spec) {
-  return std::visit(Overloaded{[](const FixedLength& f) { return f.tokens; },
-                               [](const UniformLength& u) { return u.max; },
-                               [](const LognormalLength& l) { return l.max; }},
-                    spec);
+  return std::visit(
+      Overloaded{[](const FixedLength& f) { return f.tokens; }, [](const UniformLength& u) { return u.max; },
+                 [](const LognormalLength& l) { return l.max; }},
+      spec);
 }
 
 double mean_length(const LengthSpec& spec) {
-  return std::visit(Overloaded{[](const FixedLength& f) { return static_cast<double>(f.tokens); },
-                               [](const UniformLength& u) { return 0.5 * static_cast<double>(u.min + u.max); },
-                               [](const LognormalLength& l) { return l.mean; }},
-                    spec);
+  return std::visit(
+      Overloaded{[](const FixedLength& f) { return static_cast<double>(f.tokens); },
+                 [](const UniformLength& u) { return 0.5 * static_cast<double>(u.min + u.max); },
+                 [](const LognormalLength& l) { return l.mean; }},
+      spec);
 }
 
 SyntheticSource::SyntheticSource(ArrivalSpec arrivals, LengthSpec prompt, LengthSpec output, RunLimits limits,

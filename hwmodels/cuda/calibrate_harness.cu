@@ -20,13 +20,13 @@ namespace {
 using moesim::cuda::bf16;
 using moesim::cuda::fp8;
 
-#define CUDA_OK(call)                                                                      \
-  do {                                                                                     \
-    cudaError_t err_ = (call);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
+#define CUDA_OK(call)                                                                               \
+  do {                                                                                              \
+    cudaError_t err_ = (call);                                                                      \
+    if (err_ != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+      std::exit(1);                                                                                 \
+    }                                                                                               \
   } while (0)
 
 struct Shape {
@@ -35,8 +35,9 @@ struct Shape {
   int inter;
 };
 // Expert shapes of the catalog models (issue #3).
-const Shape kShapes[] = {{"deepseek_v3", 7168, 2048}, {"mixtral_8x7b", 4096, 14336}, {"qwen3_235b_a22b", 4096, 1536},
-                         {"qwen3_30b_a3b", 2048, 768}, {"kimi_k2", 7168, 2048},       {"gpt_oss_120b", 2880, 2880}};
+const Shape kShapes[] = {{"deepseek_v3", 7168, 2048},     {"mixtral_8x7b", 4096, 14336},
+                         {"qwen3_235b_a22b", 4096, 1536}, {"qwen3_30b_a3b", 2048, 768},
+                         {"kimi_k2", 7168, 2048},         {"gpt_oss_120b", 2880, 2880}};
 
 float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
@@ -93,11 +94,20 @@ bool check_expert_ffn(const char* name, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<bf16> x(size_t(rows) * hidden);
   std::vector<float> xf(x.size());
-  for (size_t i = 0; i < x.size(); ++i) { x[i] = __float2bfloat16(u(rng)); xf[i] = __bfloat162float(x[i]); }
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = __float2bfloat16(u(rng));
+    xf[i] = __bfloat162float(x[i]);
+  }
   std::vector<W> w13(size_t(experts) * hidden * 2 * inter), w2(size_t(experts) * inter * hidden);
   std::vector<float> s13(experts), s2(experts);
-  for (int e = 0; e < experts; ++e) { s13[e] = 0.05f * (1 + e % 3); s2[e] = 0.04f * (1 + e % 2); }
-  if (std::is_same<W, bf16>::value) { std::fill(s13.begin(), s13.end(), 1.0f); std::fill(s2.begin(), s2.end(), 1.0f); }
+  for (int e = 0; e < experts; ++e) {
+    s13[e] = 0.05f * (1 + e % 3);
+    s2[e] = 0.04f * (1 + e % 2);
+  }
+  if (std::is_same<W, bf16>::value) {
+    std::fill(s13.begin(), s13.end(), 1.0f);
+    std::fill(s2.begin(), s2.end(), 1.0f);
+  }
   const float wscale = std::is_same<W, bf16>::value ? 0.15f : 3.0f;
   for (auto& w : w13) w = W(u(rng) * wscale);
   for (auto& w : w2) w = W(u(rng) * wscale);
@@ -112,7 +122,8 @@ bool check_expert_ffn(const char* name, std::mt19937& rng) {
   CUDA_OK(cudaMalloc(&dy, size_t(rows) * hidden * sizeof(bf16)));
   poison(dact, size_t(rows) * inter);
   poison(dy, size_t(rows) * hidden);
-  moesim::cuda::launch_expert_ffn<W>(dx, dw13, ds13, dw2, ds2, dact, dy, doff, experts, max_tokens, hidden, inter, 0);
+  moesim::cuda::launch_expert_ffn<W>(dx, dw13, ds13, dw2, ds2, dact, dy, doff, experts, max_tokens, hidden,
+                                     inter, 0);
   CUDA_OK(cudaDeviceSynchronize());
   const std::vector<float> y = to_host_float(dy, size_t(rows) * hidden);
   double worst = 0;
@@ -131,7 +142,8 @@ bool check_expert_ffn(const char* name, std::mt19937& rng) {
       }
       for (int c = 0; c < hidden; ++c) {
         double s = 0;
-        for (int j = 0; j < inter; ++j) s += act[j] * static_cast<float>(w2[size_t(e) * inter * hidden + size_t(j) * hidden + c]) * s2[e];
+        for (int j = 0; j < inter; ++j)
+          s += act[j] * static_cast<float>(w2[size_t(e) * inter * hidden + size_t(j) * hidden + c]) * s2[e];
         const double got = y[size_t(r) * hidden + c];
         const double err = std::abs(got - s) / (std::abs(s) + 1e-2);
         worst = std::max(worst, std::isfinite(got) ? err : 1e9);
@@ -139,7 +151,14 @@ bool check_expert_ffn(const char* name, std::mt19937& rng) {
       }
     }
   std::printf("check expert_ffn %-4s: %s (worst relative error %.2e)\n", name, ok ? "ok" : "FAILED", worst);
-  cudaFree(dx); cudaFree(dw13); cudaFree(dw2); cudaFree(ds13); cudaFree(ds2); cudaFree(doff); cudaFree(dact); cudaFree(dy);
+  cudaFree(dx);
+  cudaFree(dw13);
+  cudaFree(dw2);
+  cudaFree(ds13);
+  cudaFree(ds2);
+  cudaFree(doff);
+  cudaFree(dact);
+  cudaFree(dy);
   return ok;
 }
 
@@ -171,7 +190,8 @@ bool check_permute(std::mt19937& rng) {
   const auto y = to_host_float(dy, size_t(tokens) * hidden);
   bool ok = true;
   for (int row = 0; row < rows; ++row)
-    for (int h = 0; h < hidden; ++h) ok = ok && p[size_t(row) * hidden + h] == __bfloat162float(x[size_t(r.src_token[row]) * hidden + h]);
+    for (int h = 0; h < hidden; ++h)
+      ok = ok && p[size_t(row) * hidden + h] == __bfloat162float(x[size_t(r.src_token[row]) * hidden + h]);
   std::printf("check permute      : %s\n", ok ? "ok" : "FAILED");
   bool ok2 = true;
   for (int t = 0; t < tokens; ++t)
@@ -182,7 +202,12 @@ bool check_permute(std::mt19937& rng) {
       ok2 = ok2 && std::abs(got - s) <= 1e-2f * std::abs(s) + 1e-3f;
     }
   std::printf("check unpermute    : %s\n", ok2 ? "ok" : "FAILED");
-  cudaFree(dx); cudaFree(dsrc); cudaFree(drow); cudaFree(dw); cudaFree(dp); cudaFree(dy);
+  cudaFree(dx);
+  cudaFree(dsrc);
+  cudaFree(drow);
+  cudaFree(dw);
+  cudaFree(dp);
+  cudaFree(dy);
   return ok && ok2;
 }
 
@@ -219,7 +244,10 @@ Timing time_graph(F launch, int copies, cudaStream_t s, double budget_s) {
     us.push_back(ms * 1e3 / copies);
   }
   std::sort(us.begin(), us.end());
-  cudaEventDestroy(a); cudaEventDestroy(b); cudaGraphExecDestroy(exec); cudaGraphDestroy(graph);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
   return {us[us.size() / 2], us.front(), us.back(), static_cast<int>(us.size())};
 }
 
@@ -248,8 +276,8 @@ void time_expert_ffn(FILE* csv, const Shape& sh, const char* prec, const std::ve
     const Timing tm = time_graph(
         [&](int i) {
           W* base = w + w_elems * i;
-          moesim::cuda::launch_expert_ffn<W>(x, base, dscale, base + w13, dscale, act, y, doff, experts, t, sh.hidden,
-                                             sh.inter, s);
+          moesim::cuda::launch_expert_ffn<W>(x, base, dscale, base + w13, dscale, act, y, doff, experts, t,
+                                             sh.hidden, sh.inter, s);
         },
         copies, s, budget_s);
     std::fprintf(csv, "expert_ffn,%s,%d,%d,%d,%d,%.3f,%.3f,%.3f,%d\n", prec, experts, t, sh.hidden, sh.inter,
@@ -258,10 +286,15 @@ void time_expert_ffn(FILE* csv, const Shape& sh, const char* prec, const std::ve
     std::printf("expert_ffn %-4s %-16s E=%d T=%5d: %10.2f us\n", prec, sh.model, experts, t, tm.median_us);
     cudaFree(doff);
   }
-  cudaFree(w); cudaFree(dscale); cudaFree(x); cudaFree(act); cudaFree(y);
+  cudaFree(w);
+  cudaFree(dscale);
+  cudaFree(x);
+  cudaFree(act);
+  cudaFree(y);
 }
 
-void time_permute(FILE* csv, int hidden, const std::vector<int>& grid, int experts, cudaStream_t s, double budget_s) {
+void time_permute(FILE* csv, int hidden, const std::vector<int>& grid, int experts, cudaStream_t s,
+                  double budget_s) {
   const int top_k = 1;  // rows = experts * t; one copy per routed token
   const int max_rows = grid.back() * experts;
   bf16 *x, *p, *yy;
@@ -278,14 +311,21 @@ void time_permute(FILE* csv, int hidden, const std::vector<int>& grid, int exper
     std::vector<float> w(rows, 1.0f);
     int* dperm = device_copy(perm);
     float* dw = device_copy(w);
-    const Timing a = time_graph([&](int) { moesim::cuda::launch_permute(x, dperm, p, rows, hidden, s); }, 1, s, budget_s);
-    const Timing b = time_graph([&](int) { moesim::cuda::launch_unpermute(p, dperm, dw, yy, rows, top_k, hidden, s); }, 1, s,
-                                budget_s);
-    std::fprintf(csv, "permute,bf16,%d,%d,%d,0,%.3f,%.3f,%.3f,%d\n", experts, t, hidden, a.median_us, a.min_us, a.max_us, a.repeats);
-    std::fprintf(csv, "unpermute,bf16,%d,%d,%d,0,%.3f,%.3f,%.3f,%d\n", experts, t, hidden, b.median_us, b.min_us, b.max_us, b.repeats);
-    cudaFree(dperm); cudaFree(dw);
+    const Timing a =
+        time_graph([&](int) { moesim::cuda::launch_permute(x, dperm, p, rows, hidden, s); }, 1, s, budget_s);
+    const Timing b =
+        time_graph([&](int) { moesim::cuda::launch_unpermute(p, dperm, dw, yy, rows, top_k, hidden, s); }, 1,
+                   s, budget_s);
+    std::fprintf(csv, "permute,bf16,%d,%d,%d,0,%.3f,%.3f,%.3f,%d\n", experts, t, hidden, a.median_us,
+                 a.min_us, a.max_us, a.repeats);
+    std::fprintf(csv, "unpermute,bf16,%d,%d,%d,0,%.3f,%.3f,%.3f,%d\n", experts, t, hidden, b.median_us,
+                 b.min_us, b.max_us, b.repeats);
+    cudaFree(dperm);
+    cudaFree(dw);
   }
-  cudaFree(x); cudaFree(p); cudaFree(yy);
+  cudaFree(x);
+  cudaFree(p);
+  cudaFree(yy);
 }
 
 }  // namespace
@@ -297,10 +337,14 @@ int main(int argc, char** argv) {
   double budget_s = 0.3;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--csv" && i + 1 < argc) csv_path = argv[++i];
-    else if (a == "--check-only") check_only = true;
-    else if (a == "--quick") quick = true;  // fewer token counts and shapes, for a short device session
-    else if (a == "--budget-s" && i + 1 < argc) budget_s = std::atof(argv[++i]);
+    if (a == "--csv" && i + 1 < argc)
+      csv_path = argv[++i];
+    else if (a == "--check-only")
+      check_only = true;
+    else if (a == "--quick")
+      quick = true;  // fewer token counts and shapes, for a short device session
+    else if (a == "--budget-s" && i + 1 < argc)
+      budget_s = std::atof(argv[++i]);
     else {
       std::fprintf(stderr, "usage: calibrate_harness [--csv FILE] [--check-only] [--quick] [--budget-s S]\n");
       return 2;
@@ -328,8 +372,12 @@ int main(int argc, char** argv) {
   if (check_only) return 0;
 
   FILE* csv = std::fopen(csv_path.c_str(), "w");
-  if (csv == nullptr) { std::perror(csv_path.c_str()); return 1; }
-  std::fprintf(csv, "kernel,precision,experts,tokens_per_expert,hidden,inter,median_us,min_us,max_us,repeats\n");
+  if (csv == nullptr) {
+    std::perror(csv_path.c_str());
+    return 1;
+  }
+  std::fprintf(csv,
+               "kernel,precision,experts,tokens_per_expert,hidden,inter,median_us,min_us,max_us,repeats\n");
   std::vector<int> grid;
   for (int t = 1; t <= 8192; t *= 2) grid.push_back(t);
   if (quick) grid = {1, 16, 128, 512, 2048};
@@ -337,7 +385,8 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaStreamCreate(&s));
   const size_t l2 = static_cast<size_t>(prop.l2CacheSize);
   for (const Shape& sh : kShapes) {
-    if (quick && std::strcmp(sh.model, "deepseek_v3") != 0 && std::strcmp(sh.model, "mixtral_8x7b") != 0) continue;
+    if (quick && std::strcmp(sh.model, "deepseek_v3") != 0 && std::strcmp(sh.model, "mixtral_8x7b") != 0)
+      continue;
     time_expert_ffn<bf16>(csv, sh, "bf16", grid, 1, l2, s, budget_s);
     time_expert_ffn<fp8>(csv, sh, "fp8", grid, 1, l2, s, budget_s);  // Hopper has FP8 (E4M3) support
   }

@@ -31,7 +31,8 @@ __device__ __forceinline__ float silu(float a) { return a / (1.0f + __expf(-a));
 template <typename W, bool kSwiGlu>
 __global__ void grouped_gemm_kernel(const bf16* __restrict__ in, const W* __restrict__ w,
                                     const float* __restrict__ w_scale, bf16* __restrict__ out,
-                                    const int* __restrict__ offsets, int k, int n, long long w_expert_stride) {
+                                    const int* __restrict__ offsets, int k, int n,
+                                    long long w_expert_stride) {
   const int e = blockIdx.z;
   const int begin = offsets[e];
   const int rows = offsets[e + 1] - begin;
@@ -98,12 +99,14 @@ inline void launch_expert_ffn(const bf16* x, const W* w13, const float* w13_scal
   if (experts == 0 || max_tokens == 0) return;
   const dim3 block(kTileN, kTileM / kRowsPerThread);
   const unsigned tiles_m = static_cast<unsigned>((max_tokens + kTileM - 1) / kTileM);
-  const dim3 up(tiles_m, static_cast<unsigned>((inter + kTileN - 1) / kTileN), static_cast<unsigned>(experts));
-  grouped_gemm_kernel<W, true><<<up, block, 0, stream>>>(x, w13, w13_scale, act, offsets, hidden, inter,
-                                                        2LL * hidden * inter);
-  const dim3 down(tiles_m, static_cast<unsigned>((hidden + kTileN - 1) / kTileN), static_cast<unsigned>(experts));
+  const dim3 up(tiles_m, static_cast<unsigned>((inter + kTileN - 1) / kTileN),
+                static_cast<unsigned>(experts));
+  grouped_gemm_kernel<W, true>
+      <<<up, block, 0, stream>>>(x, w13, w13_scale, act, offsets, hidden, inter, 2LL * hidden * inter);
+  const dim3 down(tiles_m, static_cast<unsigned>((hidden + kTileN - 1) / kTileN),
+                  static_cast<unsigned>(experts));
   grouped_gemm_kernel<W, false><<<down, block, 0, stream>>>(act, w2, w2_scale, y, offsets, inter, hidden,
-                                                           static_cast<long long>(inter) * hidden);
+                                                            static_cast<long long>(inter) * hidden);
 }
 
 // Permute (local side of dispatch): out[r, :] = x[src_token[r], :] for r < rows; rows are grouped by
@@ -123,15 +126,16 @@ __global__ void permute_kernel(const bf16* __restrict__ x, const int* __restrict
 // Unpermute (local side of combine): y[t, :] = sum_j weight[t, j] * expert_out[row_of[t * top_k + j], :],
 // FP32 accumulation, BF16 result.
 __global__ void unpermute_kernel(const bf16* __restrict__ expert_out, const int* __restrict__ row_of,
-                                 const float* __restrict__ weight, bf16* __restrict__ y, int tokens, int top_k,
-                                 int hidden) {
+                                 const float* __restrict__ weight, bf16* __restrict__ y, int tokens,
+                                 int top_k, int hidden) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
        i < static_cast<long long>(tokens) * hidden; i += static_cast<long long>(gridDim.x) * blockDim.x) {
     const long long t = i / hidden;
     const long long h = i % hidden;
     float acc = 0.0f;
     for (int j = 0; j < top_k; ++j) {
-      acc += weight[t * top_k + j] * __bfloat162float(expert_out[static_cast<long long>(row_of[t * top_k + j]) * hidden + h]);
+      acc += weight[t * top_k + j] *
+             __bfloat162float(expert_out[static_cast<long long>(row_of[t * top_k + j]) * hidden + h]);
     }
     y[i] = __float2bfloat16(acc);
   }
@@ -143,16 +147,18 @@ inline unsigned grid_for(long long work, int block) {
 }
 
 // hidden must be a multiple of 8 (every catalog model's is).
-inline void launch_permute(const bf16* x, const int* src_token, bf16* out, int rows, int hidden, cudaStream_t s) {
+inline void launch_permute(const bf16* x, const int* src_token, bf16* out, int rows, int hidden,
+                           cudaStream_t s) {
   if (rows == 0) return;
-  permute_kernel<<<grid_for(static_cast<long long>(rows) * (hidden / 8), 256), 256, 0, s>>>(x, src_token, out, rows, hidden);
+  permute_kernel<<<grid_for(static_cast<long long>(rows) * (hidden / 8), 256), 256, 0, s>>>(x, src_token, out,
+                                                                                            rows, hidden);
 }
 
-inline void launch_unpermute(const bf16* expert_out, const int* row_of, const float* weight, bf16* y, int tokens,
-                             int top_k, int hidden, cudaStream_t s) {
+inline void launch_unpermute(const bf16* expert_out, const int* row_of, const float* weight, bf16* y,
+                             int tokens, int top_k, int hidden, cudaStream_t s) {
   if (tokens == 0) return;
-  unpermute_kernel<<<grid_for(static_cast<long long>(tokens) * hidden, 256), 256, 0, s>>>(expert_out, row_of, weight, y,
-                                                                                      tokens, top_k, hidden);
+  unpermute_kernel<<<grid_for(static_cast<long long>(tokens) * hidden, 256), 256, 0, s>>>(
+      expert_out, row_of, weight, y, tokens, top_k, hidden);
 }
 
 }  // namespace moesim::cuda

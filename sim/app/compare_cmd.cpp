@@ -72,7 +72,6 @@ const MetricColumn& metric(const std::string& name) {
   throw InternalError("compare: no metric column named " + name);
 }
 
-
 struct Column {
   std::string label;
   std::string file;
@@ -104,7 +103,8 @@ std::vector<Column> plan_columns(const CompareOptions& o) {
   for (const auto& file : files) {
     std::string stem = file.empty() ? "default" : std::filesystem::path(file).stem().string();
     for (const auto& other : files) {
-      if (&other != &file && !other.empty() && std::filesystem::path(other).stem().string() == stem) stem = file;
+      if (&other != &file && !other.empty() && std::filesystem::path(other).stem().string() == stem)
+        stem = file;
     }
     for (const auto& point : grid) {
       Column c;
@@ -120,7 +120,8 @@ std::vector<Column> plan_columns(const CompareOptions& o) {
     }
   }
   if (cols.size() < 2) {
-    throw InputError("compare", "needs at least two columns: give several scenario files, or a --set key=v1,v2,...");
+    throw InputError("compare",
+                     "needs at least two columns: give several scenario files, or a --set key=v1,v2,...");
   }
   return cols;
 }
@@ -136,8 +137,9 @@ void simulate_columns(std::vector<Column>& cols, unsigned jobs, bool roofline) {
       const auto t0 = std::chrono::steady_clock::now();
       try {
         const ScenarioSpec& spec = c.scenario->spec;
-        const std::unique_ptr<GpuCostModel> gpu = roofline ? std::make_unique<RooflineCostModel>(spec.cluster.gpu)
-                                                           : make_gpu_cost_model(spec.cluster.gpu);
+        const std::unique_ptr<GpuCostModel> gpu = roofline
+                                                      ? std::make_unique<RooflineCostModel>(spec.cluster.gpu)
+                                                      : make_gpu_cost_model(spec.cluster.gpu);
         c.report = simulate(spec, *gpu);
       } catch (const InputError& e) {
         c.error = e.what();
@@ -146,8 +148,8 @@ void simulate_columns(std::vector<Column>& cols, unsigned jobs, bool roofline) {
       }
       c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const std::lock_guard<std::mutex> lock(io);
-      std::cerr << "[" << ++done << "/" << cols.size() << "] " << c.label << (c.error.empty() ? "" : "  ERROR") << "  ("
-                << c.wall_s << " s)\n";
+      std::cerr << "[" << ++done << "/" << cols.size() << "] " << c.label
+                << (c.error.empty() ? "" : "  ERROR") << "  (" << c.wall_s << " s)\n";
     }
   };
   std::vector<std::thread> threads;
@@ -224,7 +226,8 @@ std::string text_table(const std::vector<Column>& cols) {
   std::ostringstream o;
   for (const auto& line : cells) {
     o << line[0] << std::string(width[0] - line[0].size(), ' ');
-    for (std::size_t i = 1; i < line.size(); ++i) o << "  " << std::string(width[i] - line[i].size(), ' ') << line[i];
+    for (std::size_t i = 1; i < line.size(); ++i)
+      o << "  " << std::string(width[i] - line[i].size(), ' ') << line[i];
     o << "\n";
   }
   o << "(+) higher is better, (-) lower is better; * marks the best of a row.\n";
@@ -237,7 +240,9 @@ std::string text_table(const std::vector<Column>& cols) {
 Json compare_json(const std::vector<Column>& cols) {
   Json columns = Json::array();
   for (const Column& c : cols) {
-    Json col{{"label", c.label}, {"file", c.file.empty() ? Json(nullptr) : Json(c.file)}, {"overrides", c.overrides}};
+    Json col{{"label", c.label},
+             {"file", c.file.empty() ? Json(nullptr) : Json(c.file)},
+             {"overrides", c.overrides}};
     col["scenario"] = c.scenario->effective;
     if (c.report) {
       col["report"] = report_to_json(*c.report, Json());
@@ -255,7 +260,9 @@ Json compare_json(const std::vector<Column>& cols) {
       const double v = c.report ? m.value(*c.report) : std::nan("");
       values.push_back(std::isfinite(v) ? Json(v) : Json(nullptr));
     }
-    const char* better = row.better == Better::kHigher ? "higher" : row.better == Better::kLower ? "lower" : nullptr;
+    const char* better = row.better == Better::kHigher  ? "higher"
+                         : row.better == Better::kLower ? "lower"
+                                                        : nullptr;
     rows.push_back(Json{{"metric", row.metric},
                         {"better", better ? Json(better) : Json(nullptr)},
                         {"values", values},
@@ -282,9 +289,9 @@ void compare(const CompareOptions& o) {
   }
   simulate_columns(cols, o.jobs, o.roofline);
 
-  const std::filesystem::path dir = o.out_dir.empty()
-                                        ? std::filesystem::path("out") / ("compare-" + cols.front().scenario->spec.name)
-                                        : std::filesystem::path(o.out_dir);
+  const std::filesystem::path dir =
+      o.out_dir.empty() ? std::filesystem::path("out") / ("compare-" + cols.front().scenario->spec.name)
+                        : std::filesystem::path(o.out_dir);
   std::filesystem::create_directories(dir);
   const Json j = compare_json(cols);
   write_file(dir / "compare.json", j.dump(2) + "\n");
@@ -296,7 +303,8 @@ void compare(const CompareOptions& o) {
   std::cout << text_table(cols);
   std::cout << "\ncompare: " << (dir / "compare.json").string() << ", " << (dir / "compare.csv").string()
             << (o.json_file.empty() ? "" : ", " + o.json_file) << "\n";
-  const bool all_failed = std::none_of(cols.begin(), cols.end(), [](const Column& c) { return c.report.has_value(); });
+  const bool all_failed =
+      std::none_of(cols.begin(), cols.end(), [](const Column& c) { return c.report.has_value(); });
   if (all_failed) throw InputError("compare", "every column failed; first error: " + cols.front().error);
 }
 
@@ -307,7 +315,8 @@ void add_compare_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "compare",
       "Simulate several scenarios and show their key metrics side by side, the best of each row marked. "
-      "Columns: each scenario file, times the product of the --set lists (--set cluster.nodes=1,2,4 makes three "
+      "Columns: each scenario file, times the product of the --set lists (--set cluster.nodes=1,2,4 makes "
+      "three "
       "columns; a --set with one value applies to all). Writes compare.json and compare.csv");
   cmd->add_option("scenarios", o->files, "Scenario JSON files (default: the built-in default)");
   add_scenario_options(*cmd, o->scenario);

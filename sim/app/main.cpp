@@ -12,11 +12,13 @@ int main(int argc, char** argv) {
       "Describe a deployment in one scenario JSON (model, cluster, deployment, workload, SLA, run) and get\n"
       "throughput, latency percentiles, All-to-All share, memory and expert load.\n\n"
       "Examples:\n"
-      "  moesim run                                   # the default scenario (DeepSeek-V3 FP8 on 8xH200, EP8)\n"
+      "  moesim run                                   # the default scenario (DeepSeek-V3 FP8 on 8xH200, "
+      "EP8)\n"
       "  moesim run scenarios/tiny/tiny_model_closed_loop.json --set workload.arrival.users=8 --seed 3\n"
       "  moesim validate my.json\n"
       "  moesim sweep my.json --set deployment.max_batch_size=8,16,32,64,128,256\n"
-      "  moesim compare scenarios/reference/topology_dsv3_1x8xh200_ep8.json scenarios/reference/topology_dsv3_2x8xh100_ep16.json\n"
+      "  moesim compare scenarios/reference/topology_dsv3_1x8xh200_ep8.json "
+      "scenarios/reference/topology_dsv3_2x8xh100_ep16.json\n"
       "  moesim plan scenarios/reference/review_deepseek_v3_8xh100.json --markdown review.md\n"
       "Every verb takes --set path.to.key=value to override any scenario value. See README.md.\n",
       "moesim"};

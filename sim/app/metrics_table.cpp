@@ -30,8 +30,11 @@ const std::vector<MetricColumn>& metric_columns() {
       {"gpu_busy", [](const Report& r) { return r.gpu_mean.busy; }, "%.3f"},
       {"gpu_mfu", [](const Report& r) { return r.gpu_mean.compute_util; }, "%.3f"},
       {"gpu_hbm_bw_util", [](const Report& r) { return r.gpu_mean.hbm_bw_util; }, "%.3f"},
-      {"memory_used_fraction", [](const Report& r) { return r.memory.hbm > 0 ? r.memory.used() / r.memory.hbm : 0.0; }, "%.3f"},
-      {"kv_headroom_gib", [](const Report& r) { return (r.memory.kv_pool - r.memory.kv_peak_used) / (1024.0 * 1024 * 1024); }, "%.1f"},
+      {"memory_used_fraction",
+       [](const Report& r) { return r.memory.hbm > 0 ? r.memory.used() / r.memory.hbm : 0.0; }, "%.3f"},
+      {"kv_headroom_gib",
+       [](const Report& r) { return (r.memory.kv_pool - r.memory.kv_peak_used) / (1024.0 * 1024 * 1024); },
+       "%.1f"},
       {"gpu_load_imbalance", [](const Report& r) { return r.gpu_load_imbalance; }, "%.2f"},
       {"expert_load_imbalance", [](const Report& r) { return r.expert_load_imbalance; }, "%.2f"},
       {"preemptions", [](const Report& r) { return static_cast<double>(r.preemptions); }, "%.0f"},
@@ -48,7 +51,8 @@ const std::vector<MetricColumn>& metric_columns() {
   return cols;
 }
 
-void MetricsTable::add(std::vector<std::string> key_values, const std::optional<Report>& r, const std::string& error) {
+void MetricsTable::add(std::vector<std::string> key_values, const std::optional<Report>& r,
+                       const std::string& error) {
   rows_.push_back(Row{std::move(key_values), r, error});
 }
 
@@ -85,8 +89,9 @@ std::string MetricsTable::csv() const {
 
 std::string MetricsTable::text() const {
   // A compact table: key columns plus the metrics users scan first.
-  static const std::vector<std::string> shown = {"output_tok_s_per_gpu", "ttft_p99_ms", "tpot_p99_ms", "all_to_all_share",
-                                                 "sla_violation_rate", "mean_batch_tokens", "gpu_busy"};
+  static const std::vector<std::string> shown = {
+      "output_tok_s_per_gpu", "ttft_p99_ms",       "tpot_p99_ms", "all_to_all_share",
+      "sla_violation_rate",   "mean_batch_tokens", "gpu_busy"};
   std::vector<std::vector<std::string>> cells;
   std::vector<std::string> header = keys_;
   for (const auto& s : shown) header.push_back(s);

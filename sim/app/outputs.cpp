@@ -10,13 +10,15 @@ CsvOutputs::CsvOutputs(const std::filesystem::path& requests, const std::filesys
   if (!requests.empty()) {
     requests_.open(requests);
     if (!requests_) throw InputError(requests.string(), "cannot write the file");
-    requests_ << "id,arrival_s,prompt_tokens,output_tokens,dropped,queueing_s,ttft_s,tpot_s,e2e_s,preemptions,"
-                 "replica,group\n";
+    requests_
+        << "id,arrival_s,prompt_tokens,output_tokens,dropped,queueing_s,ttft_s,tpot_s,e2e_s,preemptions,"
+           "replica,group\n";
   }
   if (!steps.empty()) {
     steps_.open(steps);
     if (!steps_) throw InputError(steps.string(), "cannot write the file");
-    steps_ << "replica,start_s,duration_s,tokens,decode_seqs,prefill_tokens,running,waiting,attention_s,dense_ffn_s,"
+    steps_ << "replica,start_s,duration_s,tokens,decode_seqs,prefill_tokens,running,waiting,attention_s,"
+              "dense_ffn_s,"
               "experts_s,dispatch_s,combine_s,lm_head_s,gpu_max_over_mean,expert_max_over_mean\n";
   }
 }
@@ -25,8 +27,9 @@ void CsvOutputs::on_step(const StepRecord& s) {
   if (!steps_.is_open()) return;
   const StepPlan& p = *s.plan;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%d,%.9f,%.9f,%lld,%lld,%lld,%lld,%lld,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.4f,%.4f\n",
-                s.replica, s.start_s, p.total.seconds(), static_cast<long long>(p.tokens),
+  std::snprintf(buf, sizeof buf,
+                "%d,%.9f,%.9f,%lld,%lld,%lld,%lld,%lld,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.4f,%.4f\n", s.replica,
+                s.start_s, p.total.seconds(), static_cast<long long>(p.tokens),
                 static_cast<long long>(s.decode_seqs), static_cast<long long>(s.prefill_tokens),
                 static_cast<long long>(s.running), static_cast<long long>(s.waiting), p.attention.seconds(),
                 p.dense_ffn.seconds(), p.experts.seconds(), p.dispatch.seconds(), p.combine.seconds(),
@@ -37,9 +40,10 @@ void CsvOutputs::on_step(const StepRecord& s) {
 void CsvOutputs::on_request(const RequestRecord& r) {
   if (!requests_.is_open()) return;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%lld,%.9f,%lld,%lld,%d,%.9f,%.9f,%.9f,%.9f,%d,%d,%d\n", static_cast<long long>(r.id),
-                r.arrival_s, static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.output_tokens),
-                r.dropped ? 1 : 0, r.queueing_s, r.ttft_s, r.tpot_s, r.e2e_s, r.preemptions, r.replica, r.group);
+  std::snprintf(buf, sizeof buf, "%lld,%.9f,%lld,%lld,%d,%.9f,%.9f,%.9f,%.9f,%d,%d,%d\n",
+                static_cast<long long>(r.id), r.arrival_s, static_cast<long long>(r.prompt_tokens),
+                static_cast<long long>(r.output_tokens), r.dropped ? 1 : 0, r.queueing_s, r.ttft_s, r.tpot_s,
+                r.e2e_s, r.preemptions, r.replica, r.group);
   requests_ << buf;
 }
 

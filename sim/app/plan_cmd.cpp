@@ -68,8 +68,9 @@ void plan(const PlanCliOptions& o) {
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Capacity review without simulation: memory by precision, fit and nodes, KV vs concurrency, "
-              "throughput estimate, topology advice (--simulate adds measured latency and SLA results)");
+      "plan",
+      "Capacity review without simulation: memory by precision, fit and nodes, KV vs concurrency, "
+      "throughput estimate, topology advice (--simulate adds measured latency and SLA results)");
   cmd->add_option("scenario", o->file, "Scenario JSON (default: the built-in scenarios/default.json)");
   add_scenario_options(*cmd, o->scenario);
   cmd->add_option("--context", o->context,

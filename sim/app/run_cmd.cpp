@@ -5,8 +5,8 @@
 
 #include "sim/app/commands.h"
 #include "sim/app/outputs.h"
-#include "sim/scenario/chrome_trace.h"
 #include "sim/engine/check.h"
+#include "sim/scenario/chrome_trace.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/report_json.h"
 #include "sim/scenario/scenario_parser.h"
@@ -16,8 +16,9 @@
 namespace moesim {
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
-  cmd.add_option("--set", o.overrides,
-                 "Override a scenario value: path.to.key=value (repeatable), e.g. --set deployment.ep_size=16");
+  cmd.add_option(
+      "--set", o.overrides,
+      "Override a scenario value: path.to.key=value (repeatable), e.g. --set deployment.ep_size=16");
   cmd.add_option("--seed", o.seed, "Random seed (overrides run.seed)")->check(CLI::NonNegativeNumber);
 }
 
@@ -69,8 +70,9 @@ void validate(const std::string& file, const ScenarioOptions& so) {
   check_fits(sc.spec, m);
   const ScenarioSpec& s = sc.spec;
   std::printf("%s: OK\n", file.empty() ? "scenarios/default.json (built in)" : file.c_str());
-  std::printf("  model %s: %.1fB total, %.1fB active parameters%s\n", s.model.name.c_str(), s.model.total_params() / 1e9,
-              s.model.active_params() / 1e9, s.model.architecture_known ? "" : " (architecture ASSUMED)");
+  std::printf("  model %s: %.1fB total, %.1fB active parameters%s\n", s.model.name.c_str(),
+              s.model.total_params() / 1e9, s.model.active_params() / 1e9,
+              s.model.architecture_known ? "" : " (architecture ASSUMED)");
   std::printf("  cluster: %d x %d %s, %d replica(s) of EP%d (attention DP%d x TP%d)\n", s.cluster.nodes,
               s.cluster.gpus_per_node, s.cluster.gpu.name.c_str(), s.replicas(), s.deployment.ep_size,
               s.deployment.attention_dp, s.deployment.attention_tp);
@@ -86,12 +88,15 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Simulate one scenario and print its serving report");
   cmd->add_option("scenario", o->file, "Scenario JSON (default: the built-in scenarios/default.json)");
   add_scenario_options(*cmd, o->scenario);
-  cmd->add_option("--out", o->out_dir, "Output folder for report.json and CSVs (default: out/<scenario name>)");
+  cmd->add_option("--out", o->out_dir,
+                  "Output folder for report.json and CSVs (default: out/<scenario name>)");
   cmd->add_flag("--requests-csv", o->requests_csv, "Also write requests.csv (one row per request)");
   cmd->add_flag("--steps-csv", o->steps_csv, "Also write steps.csv (one row per replica step)");
-  cmd->add_option("--trace", o->trace,
-                  "Write a Chrome/Perfetto timeline of the steps (open in ui.perfetto.dev or chrome://tracing)");
-  cmd->add_option("--trace-limit-s", o->trace_limit_s, "Only trace steps that start in the first N simulated s (0 = all)")
+  cmd->add_option(
+      "--trace", o->trace,
+      "Write a Chrome/Perfetto timeline of the steps (open in ui.perfetto.dev or chrome://tracing)");
+  cmd->add_option("--trace-limit-s", o->trace_limit_s,
+                  "Only trace steps that start in the first N simulated s (0 = all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print the summary");
   cmd->callback([o] { run(*o); });
@@ -100,7 +105,8 @@ void add_run_command(CLI::App& app) {
 void add_validate_command(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   auto so = std::make_shared<ScenarioOptions>();
-  CLI::App* cmd = app.add_subcommand("validate", "Check a scenario (keys, types, ranges, memory fit) without running it");
+  CLI::App* cmd =
+      app.add_subcommand("validate", "Check a scenario (keys, types, ranges, memory fit) without running it");
   cmd->add_option("scenario", *file, "Scenario JSON (default: the built-in default)");
   add_scenario_options(*cmd, *so);
   cmd->callback([file, so] { validate(*file, *so); });

@@ -8,11 +8,11 @@
 #include <mutex>
 #include <thread>
 
-#include "sim/scenario/profile_io.h"
 #include "sim/app/commands.h"
 #include "sim/app/grid.h"
 #include "sim/app/metrics_table.h"
 #include "sim/engine/check.h"
+#include "sim/scenario/profile_io.h"
 #include "sim/scenario/report_json.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/serving_simulation.h"
@@ -20,8 +20,6 @@
 namespace moesim {
 
 namespace {
-
-
 
 struct SweepOptions {
   std::string file;
@@ -84,12 +82,14 @@ void sweep(const SweepOptions& o) {
       points[i].wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const std::lock_guard<std::mutex> lock(io);
       std::cerr << "[" << ++done << "/" << points.size() << "]";
-      for (std::size_t a = 0; a < axes.size(); ++a) std::cerr << " " << axes[a].key << "=" << points[i].values[a];
+      for (std::size_t a = 0; a < axes.size(); ++a)
+        std::cerr << " " << axes[a].key << "=" << points[i].values[a];
       std::cerr << (points[i].error.empty() ? "" : "  ERROR") << "  (" << points[i].wall_s << " s)\n";
     }
   };
   std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::min<unsigned>(jobs, static_cast<unsigned>(points.size())); ++t) threads.emplace_back(worker);
+  for (unsigned t = 0; t < std::min<unsigned>(jobs, static_cast<unsigned>(points.size())); ++t)
+    threads.emplace_back(worker);
   for (auto& t : threads) t.join();
 
   const std::filesystem::path dir =
@@ -122,7 +122,8 @@ void sweep(const SweepOptions& o) {
         Json{{"scenario", loaded.front().effective}, {"axes", keys}, {"rows", rows}}.dump(2) + "\n");
   std::cout << table.text();
   std::cout << "\nsweep: " << (dir / "sweep.csv").string() << ", " << (dir / "sweep.json").string() << "\n";
-  if (failed == points.size()) throw InputError("sweep", "every point failed; first error: " + points.front().error);
+  if (failed == points.size())
+    throw InputError("sweep", "every point failed; first error: " + points.front().error);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ class InputError : public std::runtime_error {
 
 }  // namespace moesim
 
-#define MOESIM_CHECK(cond, msg)                                   \
-  do {                                                            \
+#define MOESIM_CHECK(cond, msg)                                          \
+  do {                                                                   \
     if (!(cond)) ::moesim::fail_check(#cond, (msg), __FILE__, __LINE__); \
   } while (false)

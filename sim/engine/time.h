@@ -35,8 +35,14 @@ class Duration {
   constexpr auto operator<=>(const Duration&) const = default;
   constexpr Duration operator+(Duration o) const { return Duration(ps_ + o.ps_); }
   constexpr Duration operator-(Duration o) const { return Duration(ps_ - o.ps_); }
-  constexpr Duration& operator+=(Duration o) { ps_ += o.ps_; return *this; }
-  constexpr Duration& operator-=(Duration o) { ps_ -= o.ps_; return *this; }
+  constexpr Duration& operator+=(Duration o) {
+    ps_ += o.ps_;
+    return *this;
+  }
+  constexpr Duration& operator-=(Duration o) {
+    ps_ -= o.ps_;
+    return *this;
+  }
   constexpr Duration operator*(std::int64_t k) const { return Duration(ps_ * k); }
   constexpr Duration operator/(std::int64_t k) const { return Duration(ps_ / k); }
   [[nodiscard]] constexpr Duration scaled(double f) const {
@@ -64,7 +70,10 @@ class Time {
 
   constexpr auto operator<=>(const Time&) const = default;
   constexpr Time operator+(Duration d) const { return Time(d_ + d); }
-  constexpr Time& operator+=(Duration d) { d_ += d; return *this; }
+  constexpr Time& operator+=(Duration d) {
+    d_ += d;
+    return *this;
+  }
   constexpr Duration operator-(Time o) const { return d_ - o.d_; }
 
  private:

@@ -25,7 +25,8 @@ const Json& catalog(std::string_view path) {
 
 std::vector<std::string> catalog_names(std::string_view catalog_path) {
   std::vector<std::string> names;
-  for (auto it = catalog(catalog_path).begin(); it != catalog(catalog_path).end(); ++it) names.push_back(it.key());
+  for (auto it = catalog(catalog_path).begin(); it != catalog(catalog_path).end(); ++it)
+    names.push_back(it.key());
   return names;
 }
 

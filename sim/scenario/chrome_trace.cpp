@@ -26,7 +26,10 @@ void ChromeTraceWriter::on_step(const StepRecord& s) {
   if (rep >= named_.size()) named_.resize(rep + 1, false);
   if (!named_[rep]) {
     named_[rep] = true;
-    event(Json{{"name", "process_name"}, {"ph", "M"}, {"pid", s.replica}, {"args", {{"name", "replica " + std::to_string(s.replica)}}}}
+    event(Json{{"name", "process_name"},
+               {"ph", "M"},
+               {"pid", s.replica},
+               {"args", {{"name", "replica " + std::to_string(s.replica)}}}}
               .dump());
   }
   event(Json{{"name", "step"},
@@ -43,13 +46,20 @@ void ChromeTraceWriter::on_step(const StepRecord& s) {
                {"gpu_max_over_mean", p.gpu_imbalance}}}}
             .dump());
   double t = t0;
-  const std::pair<const char*, Duration> parts[] = {{"attention", p.attention}, {"dense FFN", p.dense_ffn},
-                                                    {"dispatch", p.dispatch},   {"experts", p.experts},
-                                                    {"expert loads", p.expert_stall}, {"combine", p.combine},
-                                                    {"LM head", p.lm_head}};
+  const std::pair<const char*, Duration> parts[] = {
+      {"attention", p.attention}, {"dense FFN", p.dense_ffn},       {"dispatch", p.dispatch},
+      {"experts", p.experts},     {"expert loads", p.expert_stall}, {"combine", p.combine},
+      {"LM head", p.lm_head}};
   for (const auto& [name, d] : parts) {
     if (d <= Duration::zero()) continue;
-    event(Json{{"name", name}, {"cat", "part"}, {"ph", "X"}, {"pid", s.replica}, {"tid", 1}, {"ts", t}, {"dur", d.us()}}.dump());
+    event(Json{{"name", name},
+               {"cat", "part"},
+               {"ph", "X"},
+               {"pid", s.replica},
+               {"tid", 1},
+               {"ts", t},
+               {"dur", d.us()}}
+              .dump());
     t += d.us();
   }
   event(Json{{"name", "requests"},

@@ -137,10 +137,12 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
     r.fail("redundant_slots_per_gpu", "replicas need placement \"eplb\"");
   }
   x.eplb_groups = static_cast<int>(r.positive_integer("eplb_groups", 1));
-  if (experts % x.eplb_groups != 0) r.fail("eplb_groups", "must divide the " + std::to_string(experts) + " experts");
+  if (experts % x.eplb_groups != 0)
+    r.fail("eplb_groups", "must divide the " + std::to_string(experts) + " experts");
   if (auto p = r.optional_object("partition")) {
     x.partition.load_tolerance = bounded(*p, "load_tolerance", x.partition.load_tolerance, 1.0, 10.0);
-    x.partition.refine_passes = static_cast<int>(non_negative(*p, "refine_passes", x.partition.refine_passes));
+    x.partition.refine_passes =
+        static_cast<int>(non_negative(*p, "refine_passes", x.partition.refine_passes));
     p->finish();
   }
   if (auto reb = r.optional_object("rebalance")) {
@@ -185,7 +187,8 @@ void parse_popularity_extensions(JsonReader& r, const ModelSpec& m, WorkloadSpec
       if (!times.is_array()) d->fail("phase_times_s", "must be an array of seconds");
       double last = 0;
       for (const Json& t : times) {
-        if (!t.is_number() || t.get<double>() < last) d->fail("phase_times_s", "must be ascending seconds >= 0");
+        if (!t.is_number() || t.get<double>() < last)
+          d->fail("phase_times_s", "must be ascending seconds >= 0");
         last = t.get<double>();
         w.drift_spec.phase_times_s.push_back(last);
       }

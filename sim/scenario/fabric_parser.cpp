@@ -91,10 +91,12 @@ void parse_topology(JsonReader& r, FabricSpec& f) {
                                 std::to_string(f.gpus_per_node) + " GPUs");
   }
   f.nics_per_node = static_cast<int>(nics);
-  f.nodes_per_leaf_group = static_cast<int>(r.positive_integer("nodes_per_leaf_group", f.nodes_per_leaf_group));
+  f.nodes_per_leaf_group =
+      static_cast<int>(r.positive_integer("nodes_per_leaf_group", f.nodes_per_leaf_group));
   f.oversubscription = r.number("oversubscription", f.oversubscription);
   if (f.oversubscription < 1.0) {
-    r.fail("oversubscription", "must be >= 1 (leaf downlink : uplink capacity), got " + Json(f.oversubscription).dump());
+    r.fail("oversubscription",
+           "must be >= 1 (leaf downlink : uplink capacity), got " + Json(f.oversubscription).dump());
   }
   f.switch_latency = microseconds(r, "switch_latency_us", f.switch_latency);
   f.pcie_bytes_per_s = bandwidth(r, "pcie_gb_per_s", 1e9, f.pcie_bytes_per_s);
@@ -129,8 +131,9 @@ FabricSpec parse_fabric(const Json& resolved, const std::string& path, int nodes
   if (r.has("gpus_per_node")) {
     const std::int64_t n = r.positive_integer("gpus_per_node");
     if (n != gpus_per_node) {
-      r.fail("gpus_per_node", "the fabric has " + std::to_string(n) + " GPUs per NVLink domain but cluster.gpus_per_node is " +
-                                  std::to_string(gpus_per_node) + " (leave cluster.gpus_per_node out to take the fabric's)");
+      r.fail("gpus_per_node",
+             "the fabric has " + std::to_string(n) + " GPUs per NVLink domain but cluster.gpus_per_node is " +
+                 std::to_string(gpus_per_node) + " (leave cluster.gpus_per_node out to take the fabric's)");
     }
   }
   f.nvlink_bytes_per_s = bandwidth(r, "nvlink_gb_per_s", 1e9, gpu.nvlink_bytes_per_s);

@@ -7,9 +7,9 @@ namespace moesim {
 namespace {
 
 Json weights_json(const WeightBytes& w) {
-  return Json{{"attention_bytes", w.attention},       {"dense_ffn_bytes", w.dense_ffn},
+  return Json{{"attention_bytes", w.attention},           {"dense_ffn_bytes", w.dense_ffn},
               {"shared_experts_bytes", w.shared_experts}, {"router_bytes", w.router},
-              {"embeddings_bytes", w.embeddings},     {"routed_experts_bytes", w.routed_experts}};
+              {"embeddings_bytes", w.embeddings},         {"routed_experts_bytes", w.routed_experts}};
 }
 
 Json precision_json(const PrecisionRow& r, bool components) {
@@ -114,9 +114,11 @@ Json plan_to_json(const CapacityPlan& p, const Json& scenario_echo) {
   if (p.simulated) {
     Json by_batch = Json::array();
     for (const SimulatedBatch& b : p.simulated->by_batch) {
-      by_batch.push_back(Json{{"max_batch_size", b.max_batch_size}, {"report", report_to_json(b.report, Json::object())}});
+      by_batch.push_back(
+          Json{{"max_batch_size", b.max_batch_size}, {"report", report_to_json(b.report, Json::object())}});
     }
-    j["simulated"] = Json{{"report", report_to_json(p.simulated->report, Json::object())}, {"by_batch", by_batch}};
+    j["simulated"] =
+        Json{{"report", report_to_json(p.simulated->report, Json::object())}, {"by_batch", by_batch}};
   }
   return j;
 }

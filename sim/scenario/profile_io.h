@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "hwmodels/gpu_cost_model.h"
-#include "sim/engine/check.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/profile_cost_model.h"
+#include "sim/engine/check.h"
 
 namespace moesim {
 

@@ -67,7 +67,9 @@ LengthSpec parse_length(JsonReader r) {
     if (u.max < u.min) r.fail("max", "must be >= min (" + std::to_string(u.min) + ")");
     out = u;
   } else if (kind == "lognormal") {
-    LognormalLength l{.mean = r.positive("mean"), .sigma = r.positive("sigma"), .min = r.positive_integer("min", 1),
+    LognormalLength l{.mean = r.positive("mean"),
+                      .sigma = r.positive("sigma"),
+                      .min = r.positive_integer("min", 1),
                       .max = r.positive_integer("max")};
     if (l.max < l.min) r.fail("max", "must be >= min (" + std::to_string(l.min) + ")");
     if (l.mean < static_cast<double>(l.min) || l.mean > static_cast<double>(l.max)) {
@@ -94,7 +96,8 @@ PopularitySpec parse_popularity(JsonReader r, const ModelSpec& m, WorkloadSpec& 
     // "The top `top_fraction` of experts take `top_share` of the tokens" (seed section 4: 20% / 80%).
     const double fraction = r.fraction("top_fraction", 0.2);
     const double share = r.fraction("top_share", 0.8);
-    if (share <= fraction) r.fail("top_share", "must exceed top_fraction (uniform popularity gives share == fraction)");
+    if (share <= fraction)
+      r.fail("top_share", "must exceed top_fraction (uniform popularity gives share == fraction)");
     const double max_share = std::min(1.0, std::round(fraction * m.routed_experts) / m.top_k);
     if (share >= max_share) {
       r.fail("top_share", "cannot be reached: with top-" + std::to_string(m.top_k) + " routing over " +
@@ -153,7 +156,8 @@ ModelSpec parse_model(JsonReader& r) {
   m.expert_inter = r.positive_integer("expert_inter");
   m.shared_expert_inter = r.non_negative_int("shared_expert_inter", static_cast<int>(m.expert_inter));
   m.dense_inter = r.non_negative_int("dense_inter", 0);
-  if (m.num_dense_layers > 0 && m.dense_inter <= 0) r.fail("dense_inter", "must be positive when there are dense layers");
+  if (m.num_dense_layers > 0 && m.dense_inter <= 0)
+    r.fail("dense_inter", "must be positive when there are dense layers");
   m.published_total_params_b = r.number("total_params_b", 0);
   m.published_active_params_b = r.number("active_params_b", 0);
   m.architecture_known = r.boolean("architecture_known", true);
@@ -246,7 +250,8 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     auto pr = root.optional_object("precision");
     Json empty = Json::object();
     JsonReader p = pr ? *pr : JsonReader(empty, "precision");
-    const Precision weights = precision_of(p, "weights", parse_precision(default_weights).value_or(Precision::kBF16));
+    const Precision weights =
+        precision_of(p, "weights", parse_precision(default_weights).value_or(Precision::kBF16));
     PrecisionSpec& ps = s.precision;
     ps.routed_experts = precision_of(p, "routed_experts", weights);
     ps.shared_experts = precision_of(p, "shared_experts", weights);
@@ -255,7 +260,8 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     ps.router = precision_of(p, "router", Precision::kBF16);
     ps.embeddings = precision_of(p, "embeddings", Precision::kBF16);
     ps.kv_cache = precision_of(p, "kv_cache", Precision::kBF16);
-    ps.dispatch = precision_of(p, "dispatch", weights == Precision::kFP8 ? Precision::kFP8 : Precision::kBF16);
+    ps.dispatch =
+        precision_of(p, "dispatch", weights == Precision::kFP8 ? Precision::kFP8 : Precision::kBF16);
     ps.combine = precision_of(p, "combine", Precision::kBF16);
     p.finish();
   }
@@ -266,7 +272,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     const Json& gpu_ref = c.raw("gpu");
     const Json gpu_json = resolve_entry(gpu_ref, kGpus, "cluster.gpu");
     out.effective["cluster"]["gpu"] = gpu_json;
-    std::string gpu_name = gpu_ref.is_string() ? gpu_ref.get<std::string>()
+    std::string gpu_name = gpu_ref.is_string()        ? gpu_ref.get<std::string>()
                            : gpu_ref.contains("base") ? gpu_ref["base"].get<std::string>()
                                                       : "custom-gpu";
     JsonReader gr(gpu_json, "cluster.gpu");
@@ -279,8 +285,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       out.effective["cluster"]["fabric"] = fabric_json;
     }
     s.cluster.nodes = c.positive_int("nodes", 1);
-    s.cluster.gpus_per_node =
-        c.positive_int("gpus_per_node", fabric_gpus_per_node(fabric_json, 8));
+    s.cluster.gpus_per_node = c.positive_int("gpus_per_node", fabric_gpus_per_node(fabric_json, 8));
     FabricSpec& f = s.cluster.fabric;
     f = parse_fabric(fabric_json, "cluster.fabric", s.cluster.nodes, s.cluster.gpus_per_node, s.cluster.gpu);
     // The cluster-level link keys override the fabric's figures.
@@ -291,10 +296,11 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     if (c.has("all_to_all_efficiency")) {
       // It used to scale FabricSpec::efficiency, which now means bulk NVLink copies only; All-to-All
       // efficiency is per kernel family and per link kind.
-      c.fail("all_to_all_efficiency",
-             "no longer supported: All-to-All efficiency is per kernel family and link; set "
-             "cluster.fabric.all_to_all_kernels.{high_throughput,low_latency,nvlink_domain}.{nvlink_efficiency,"
-             "nic_efficiency} (or cluster.fabric.nvlink_copy_efficiency for weight copies)");
+      c.fail(
+          "all_to_all_efficiency",
+          "no longer supported: All-to-All efficiency is per kernel family and link; set "
+          "cluster.fabric.all_to_all_kernels.{high_throughput,low_latency,nvlink_domain}.{nvlink_efficiency,"
+          "nic_efficiency} (or cluster.fabric.nvlink_copy_efficiency for weight copies)");
     }
     c.finish();
   }
@@ -306,11 +312,12 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     const int total = s.cluster.total_gpus();
     dep.ep_size = d.positive_int("ep_size", total);
     if (total % dep.ep_size != 0) {
-      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide the cluster's " + std::to_string(total) + " GPUs");
+      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide the cluster's " +
+                            std::to_string(total) + " GPUs");
     }
     if (s.model.routed_experts % dep.ep_size != 0) {
-      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide " + std::to_string(s.model.routed_experts) +
-                            " experts");
+      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide " +
+                            std::to_string(s.model.routed_experts) + " experts");
     }
     auto attn = d.optional_object("attention");
     Json empty = Json::object();
@@ -410,7 +417,8 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     }
     auto pop = w.optional_object("expert_popularity");
     Json uniform = Json{{"kind", "uniform"}};
-    wl.popularity = parse_popularity(pop ? *pop : JsonReader(uniform, "workload.expert_popularity"), s.model, wl);
+    wl.popularity =
+        parse_popularity(pop ? *pop : JsonReader(uniform, "workload.expert_popularity"), s.model, wl);
     w.finish();
   }
 
@@ -461,8 +469,7 @@ LoadedScenario load_scenario(const std::string& path, const std::vector<std::str
                         : load_json_file(path);
   if (!j.is_object()) throw InputError(path, "a scenario must be a JSON object, got " + json_type_name(j));
   for (const auto& o : overrides) apply_override(j, o);
-  const std::string base =
-      path.empty() ? std::string() : std::filesystem::path(path).parent_path().string();
+  const std::string base = path.empty() ? std::string() : std::filesystem::path(path).parent_path().string();
   LoadedScenario loaded = parse_scenario(j, base);
   if (!loaded.spec.model.architecture_known) {
     // Simulation of an assumed architecture is allowed but must be visible.

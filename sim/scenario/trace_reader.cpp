@@ -41,8 +41,9 @@ bool parse_timestamp(std::string_view s, double& seconds) {
     return false;
   }
   double sec = 0;
-  if (!parse_number(s.substr(0, 4), y) || !parse_number(s.substr(5, 2), mo) || !parse_number(s.substr(8, 2), d) ||
-      !parse_number(s.substr(11, 2), h) || !parse_number(s.substr(14, 2), mi) || !parse_number(s.substr(17), sec)) {
+  if (!parse_number(s.substr(0, 4), y) || !parse_number(s.substr(5, 2), mo) ||
+      !parse_number(s.substr(8, 2), d) || !parse_number(s.substr(11, 2), h) ||
+      !parse_number(s.substr(14, 2), mi) || !parse_number(s.substr(17), sec)) {
     return false;
   }
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec < 0 || sec >= 61) return false;
@@ -71,7 +72,8 @@ std::vector<RequestSpec> read_azure(std::ifstream& in, const std::string& file) 
     double t = 0;
     RequestSpec r;
     if (!parse_timestamp(std::string_view(line).substr(0, c1), t)) {
-      throw InputError(where, "bad TIMESTAMP \"" + line.substr(0, c1) + "\" (expected YYYY-MM-DD HH:MM:SS.fff)");
+      throw InputError(where,
+                       "bad TIMESTAMP \"" + line.substr(0, c1) + "\" (expected YYYY-MM-DD HH:MM:SS.fff)");
     }
     if (!parse_number(std::string_view(line).substr(c1 + 1, c2 - c1 - 1), r.prompt_tokens) ||
         !parse_number(std::string_view(line).substr(c2 + 1), r.output_tokens)) {
@@ -81,7 +83,8 @@ std::vector<RequestSpec> read_azure(std::ifstream& in, const std::string& file) 
     if (rows.empty()) first = t;
     if (t < first) throw InputError(where, "timestamps must not go backwards");
     r.arrival = Time::at(Duration::from_seconds(t - first));
-    if (!rows.empty() && r.arrival < rows.back().arrival) throw InputError(where, "rows must be sorted by time");
+    if (!rows.empty() && r.arrival < rows.back().arrival)
+      throw InputError(where, "rows must be sorted by time");
     rows.push_back(r);
   }
   return rows;
@@ -99,7 +102,8 @@ std::vector<RequestSpec> read_mooncake(std::ifstream& in, const std::string& fil
     if (!j.is_object()) throw InputError(where, "expected one JSON object per line");
     RequestSpec r;
     for (const char* key : {"timestamp", "input_length", "output_length"}) {
-      if (!j.contains(key) || !j[key].is_number()) throw InputError(where, std::string("missing numeric field \"") + key + "\"");
+      if (!j.contains(key) || !j[key].is_number())
+        throw InputError(where, std::string("missing numeric field \"") + key + "\"");
     }
     const double ms = j["timestamp"].get<double>();
     if (ms < 0 || ms > 1e12) throw InputError(where, "timestamp must be in [0, 1e12] ms");
@@ -112,7 +116,8 @@ std::vector<RequestSpec> read_mooncake(std::ifstream& in, const std::string& fil
     }
     r.prompt_tokens = j["input_length"].get<std::int64_t>();
     r.output_tokens = j["output_length"].get<std::int64_t>();
-    if (!rows.empty() && r.arrival < rows.back().arrival) throw InputError(where, "rows must be sorted by timestamp");
+    if (!rows.empty() && r.arrival < rows.back().arrival)
+      throw InputError(where, "rows must be sorted by timestamp");
     rows.push_back(r);
   }
   return rows;
@@ -123,7 +128,8 @@ std::vector<RequestSpec> read_mooncake(std::ifstream& in, const std::string& fil
 std::vector<RequestSpec> read_trace(const std::string& file, const std::string& format,
                                     const std::string& format_path) {
   if (format != "azure_csv" && format != "mooncake_jsonl") {
-    throw InputError(format_path, "unknown trace format \"" + format + "\" (known: azure_csv, mooncake_jsonl)");
+    throw InputError(format_path,
+                     "unknown trace format \"" + format + "\" (known: azure_csv, mooncake_jsonl)");
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file, "cannot open the trace file");

@@ -63,11 +63,11 @@ PrecisionRow make_row(const CapacityPlan& plan, const ScenarioSpec& s, const std
   r.fits_one_node_by_weights = r.weight_bytes <= plan.node_hbm_bytes;
   r.nodes_by_weights = static_cast<int>(std::ceil(r.weight_bytes / plan.node_hbm_bytes));
   const double usable_node = plan.usable_bytes_per_gpu * plan.gpus_per_node;
-  r.nodes_needed = usable_node > 0 ? std::max(1, static_cast<int>(std::ceil((r.weight_bytes + r.kv_bytes) / usable_node)))
-                                   : 0;
+  r.nodes_needed = usable_node > 0
+                       ? std::max(1, static_cast<int>(std::ceil((r.weight_bytes + r.kv_bytes) / usable_node)))
+                       : 0;
   r.fits_scenario_cluster = r.nodes_needed > 0 && r.nodes_needed <= plan.nodes;
-  r.max_concurrency =
-      concurrency_that_fits(usable_node * plan.nodes - r.weight_bytes, kv_bytes_per_sequence);
+  r.max_concurrency = concurrency_that_fits(usable_node * plan.nodes - r.weight_bytes, kv_bytes_per_sequence);
   r.max_concurrency_needed_nodes =
       concurrency_that_fits(usable_node * r.nodes_needed - r.weight_bytes, kv_bytes_per_sequence);
   return r;
@@ -92,42 +92,50 @@ void add_memory_advice(CapacityPlan& plan, const ScenarioSpec& s) {
   } else {
     o << "The weights as configured (" << gb(scen.weight_bytes) << ") plus KV (" << gb(scen.kv_bytes)
       << ") exceed one " << where << " (" << gb(usable_node) << " usable, " << gb(plan.node_hbm_bytes)
-      << " raw): " << (scen.nodes_needed > 0 ? std::to_string(scen.nodes_needed) : std::string("no number of"))
+      << " raw): "
+      << (scen.nodes_needed > 0 ? std::to_string(scen.nodes_needed) : std::string("no number of"))
       << " nodes needed; go multi-node (EP inside each node over NVLink, cross-node EP over "
          "InfiniBand/RoCE or TP/PP across nodes) or quantise (seed sections 2-3).";
     plan.advice.push_back(o.str());
     for (const char* label : {"fp8", "int8", "int4"}) {
       const PrecisionRow& r = plan.row(label);
       if (r.nodes_needed != 1) continue;
-      plan.advice.push_back(std::string("Quantising every weight to ") + label + " (" + gb(r.weight_bytes) +
-                            ") fits one node with room for " + std::to_string(r.max_concurrency_needed_nodes) +
-                            " sequences of " + std::to_string(plan.context_tokens) +
-                            " tokens; keep the router in BF16 and the hottest experts at the higher precision, "
-                            "and calibrate on the deployment's token mix (seed section 5).");
+      plan.advice.push_back(
+          std::string("Quantising every weight to ") + label + " (" + gb(r.weight_bytes) +
+          ") fits one node with room for " + std::to_string(r.max_concurrency_needed_nodes) +
+          " sequences of " + std::to_string(plan.context_tokens) +
+          " tokens; keep the router in BF16 and the hottest experts at the higher precision, "
+          "and calibrate on the deployment's token mix (seed section 5).");
       break;
     }
     if (plan.row("int4").nodes_needed != 1) {
-      plan.advice.push_back("No weight precision down to INT4 fits one " + where + ": multi-node is required (" +
-                            std::to_string(plan.row("int4").nodes_needed) + " nodes at INT4).");
+      plan.advice.push_back("No weight precision down to INT4 fits one " + where +
+                            ": multi-node is required (" + std::to_string(plan.row("int4").nodes_needed) +
+                            " nodes at INT4).");
     }
   }
   if (scen.nodes_needed > plan.nodes) {
-    plan.advice.push_back("The scenario's cluster (" + std::to_string(plan.nodes) + " node(s)) is smaller than the " +
-                          std::to_string(scen.nodes_needed) + " nodes the configured precision needs.");
+    plan.advice.push_back("The scenario's cluster (" + std::to_string(plan.nodes) +
+                          " node(s)) is smaller than the " + std::to_string(scen.nodes_needed) +
+                          " nodes the configured precision needs.");
   }
   if (!plan.deployment_memory.fits() && scen.fits_scenario_cluster) {
     const WeightBytes& w = plan.deployment_memory.weights_per_gpu;
-    plan.advice.push_back(
-        "As deployed (EP" + std::to_string(s.deployment.ep_size) + ", attention DP" +
-        std::to_string(s.deployment.attention_dp) + " x TP" + std::to_string(s.deployment.attention_tp) +
-        ") each GPU holds " + gb(w.total()) + " of weights (attention, dense and shared parts replicated per "
-        "attention group: " + gb(w.total() - w.routed_experts) + ") and the KV pool is empty: raise attention TP, "
-        "widen EP, or lower precision.");
+    plan.advice.push_back("As deployed (EP" + std::to_string(s.deployment.ep_size) + ", attention DP" +
+                          std::to_string(s.deployment.attention_dp) + " x TP" +
+                          std::to_string(s.deployment.attention_tp) + ") each GPU holds " + gb(w.total()) +
+                          " of weights (attention, dense and shared parts replicated per "
+                          "attention group: " +
+                          gb(w.total() - w.routed_experts) +
+                          ") and the KV pool is empty: raise attention TP, "
+                          "widen EP, or lower precision.");
   }
   if (scen.nodes_needed > 1 || plan.nodes > 1) {
-    plan.advice.push_back("If the replica spans nodes, expect a larger All-to-All share than the 8-15% DeepSeek-V3 spends on one "
-                          "NVLink node; keep it under the 20% target (over 25% means imbalance or too small a "
-                          "batch); measure with --simulate.");
+    plan.advice.push_back(
+        "If the replica spans nodes, expect a larger All-to-All share than the 8-15% DeepSeek-V3 spends on "
+        "one "
+        "NVLink node; keep it under the 20% target (over 25% means imbalance or too small a "
+        "batch); measure with --simulate.");
   }
 }
 
@@ -165,7 +173,8 @@ ThroughputRow estimate(StepPlanner& planner, const CapacityPlan& plan, const Sce
   return t;
 }
 
-void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu, const PlanOptions& o) {
+void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu,
+                    const PlanOptions& o) {
   const RandomStreams streams(s.run.seed);
   const ModelSpec& m = s.model;
   const ExpertPopularity popularity(s.workload.popularity, m.moe_layers(), m.routed_experts, m.top_k,
@@ -178,8 +187,10 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
   std::vector<GroupBatch> groups(dp);
   for (const std::int64_t b : o.decode_batch_sizes) {
     if (b <= 0) continue;
-    std::fill(groups.begin(), groups.end(),
-              GroupBatch{.decode_seqs = b, .decode_context_tokens = static_cast<double>(b) * ctx, .sampled_seqs = b});
+    std::fill(
+        groups.begin(), groups.end(),
+        GroupBatch{
+            .decode_seqs = b, .decode_context_tokens = static_cast<double>(b) * ctx, .sampled_seqs = b});
     ThroughputRow t = estimate(planner, plan, s, groups, steps);
     t.phase = "decode";
     t.batch = b;
@@ -187,7 +198,8 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
   }
   // Prefill: each group fills a step of max_batched_tokens with whole prompts (one chunk when longer).
   const std::int64_t chunk = s.deployment.max_batched_tokens;
-  const double prompt = s.workload.trace.empty() ? std::max(1.0, std::round(mean_length(s.workload.prompt))) : ctx;
+  const double prompt =
+      s.workload.trace.empty() ? std::max(1.0, std::round(mean_length(s.workload.prompt))) : ctx;
   const double p = std::min(prompt, static_cast<double>(chunk));
   const double n = static_cast<double>(chunk) / p;
   std::fill(groups.begin(), groups.end(),
@@ -207,7 +219,8 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
 
   std::int64_t memory_bound_up_to = 0;
   for (const ThroughputRow& t : plan.throughput) {
-    if (t.phase == "decode" && t.regime == "memory-bound") memory_bound_up_to = std::max(memory_bound_up_to, t.batch);
+    if (t.phase == "decode" && t.regime == "memory-bound")
+      memory_bound_up_to = std::max(memory_bound_up_to, t.batch);
   }
   if (memory_bound_up_to > 0) {
     std::ostringstream a;
@@ -215,8 +228,9 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
     a.precision(1);
     const auto it = std::find_if(plan.throughput.begin(), plan.throughput.end(),
                                  [&](const ThroughputRow& t) { return t.batch == memory_bound_up_to; });
-    a << "Decode is memory-bound up to batch " << memory_bound_up_to << " per attention group (tensor cores at "
-      << 100.0 * it->compute_util << "%): raise concurrency toward the KV limit; concurrent requests share "
+    a << "Decode is memory-bound up to batch " << memory_bound_up_to
+      << " per attention group (tensor cores at " << 100.0 * it->compute_util
+      << "%): raise concurrency toward the KV limit; concurrent requests share "
       << "expert weights, so the cost per token falls with batch (seed section 1).";
     plan.advice.push_back(a.str());
   }
@@ -261,8 +275,9 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o) {
   plan.published_active_params = m.published_active_params_b * 1e9;
   const bool published = !m.architecture_known && plan.published_total_params > 0;
   plan.total_params = published ? plan.published_total_params : plan.shapes_total_params;
-  plan.active_params = !m.architecture_known && plan.published_active_params > 0 ? plan.published_active_params
-                                                                                 : plan.shapes_active_params;
+  plan.active_params = !m.architecture_known && plan.published_active_params > 0
+                           ? plan.published_active_params
+                           : plan.shapes_active_params;
   plan.attention = m.attention == AttentionKind::kMla ? "MLA" : "GQA";
   plan.kv_precision = precision_label(s.precision.kv_cache);
   plan.kv_bytes_per_token = m.kv_bytes_per_token(s.precision.kv_cache);
@@ -276,7 +291,8 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o) {
   plan.activation_bytes = d.activation_bytes;
   plan.overhead_bytes = d.framework_overhead_bytes;
   plan.kv_cache_memory_fraction = d.kv_cache_memory_fraction;
-  plan.usable_bytes_per_gpu = plan.hbm_bytes * d.kv_cache_memory_fraction - d.activation_bytes - d.framework_overhead_bytes;
+  plan.usable_bytes_per_gpu =
+      plan.hbm_bytes * d.kv_cache_memory_fraction - d.activation_bytes - d.framework_overhead_bytes;
 
   if (o.context_tokens > 0) {
     plan.context_tokens = o.context_tokens;
@@ -301,14 +317,16 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o) {
   const double kv_per_sequence =
       plan.kv_bytes_per_token * kv_replication(m, d) * static_cast<double>(plan.context_tokens);
   for (const Precision p : {Precision::kBF16, Precision::kFP8, Precision::kINT8, Precision::kINT4}) {
-    plan.precisions.push_back(make_row(plan, s, precision_label(p), uniform_precision(p, s.precision), kv_per_sequence));
+    plan.precisions.push_back(
+        make_row(plan, s, precision_label(p), uniform_precision(p, s.precision), kv_per_sequence));
   }
   plan.precisions.push_back(make_row(plan, s, "scenario", s.precision, kv_per_sequence));
   plan.deployment_memory = plan_memory(s);
 
   const PrecisionRow& scen = plan.row("scenario");
   std::vector<std::int64_t> table = o.kv_table_concurrency;
-  if (std::find(table.begin(), table.end(), plan.concurrency) == table.end()) table.push_back(plan.concurrency);
+  if (std::find(table.begin(), table.end(), plan.concurrency) == table.end())
+    table.push_back(plan.concurrency);
   std::sort(table.begin(), table.end());
   for (const std::int64_t c : table) {
     const double kv = kv_per_sequence * static_cast<double>(c);
@@ -323,14 +341,16 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o) {
                          " is not public: memory uses the published totals; the KV-cache and throughput "
                          "figures rest on the ASSUMED shapes in scenarios/catalog/models.json.");
   }
-  plan.notes.push_back("Memory in decimal GB (1e9 bytes), as the seed counts it. Usable per GPU = HBM x " +
-                       std::to_string(d.kv_cache_memory_fraction).substr(0, 4) +
-                       " (deployment.kv_cache_memory_fraction) - activations - framework overhead "
-                       "(deployment.activation_gib, framework_overhead_gib; defaults 4 and 2 GiB, a vLLM-style "
-                       "allowance for the activation workspace, CUDA graphs and the allocator).");
-  plan.notes.push_back("Fit, node counts and max concurrency use the seed's arithmetic (every weight held once "
-                       "across the cluster); the 'as deployed' figures add what the deployment replicates per "
-                       "attention group (attention, dense and shared parts, embeddings).");
+  plan.notes.push_back(
+      "Memory in decimal GB (1e9 bytes), as the seed counts it. Usable per GPU = HBM x " +
+      std::to_string(d.kv_cache_memory_fraction).substr(0, 4) +
+      " (deployment.kv_cache_memory_fraction) - activations - framework overhead "
+      "(deployment.activation_gib, framework_overhead_gib; defaults 4 and 2 GiB, a vLLM-style "
+      "allowance for the activation workspace, CUDA graphs and the allocator).");
+  plan.notes.push_back(
+      "Fit, node counts and max concurrency use the seed's arithmetic (every weight held once "
+      "across the cluster); the 'as deployed' figures add what the deployment replicates per "
+      "attention group (attention, dense and shared parts, embeddings).");
   add_memory_advice(plan, s);
   return plan;
 }

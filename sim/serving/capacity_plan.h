@@ -35,7 +35,7 @@ struct PrecisionRow {
   double weight_bytes_per_gpu = 0;  // over the scenario's cluster
   double kv_bytes = 0;              // context x concurrency, whole cluster
   double activation_overhead_bytes = 0;  // (activations + overhead) x GPUs of the scenario's cluster
-  double total_bytes = 0;           // weights + KV + activations + overhead on the scenario's cluster
+  double total_bytes = 0;                // weights + KV + activations + overhead on the scenario's cluster
   double total_bytes_per_gpu = 0;
   bool fits_one_node_by_weights = false;  // weights <= gpus_per_node x HBM (raw capacity, the seed's test)
   int nodes_by_weights = 0;               // ceil(weights / (gpus_per_node x HBM))
@@ -53,20 +53,20 @@ struct KvRow {
 };
 
 struct ThroughputRow {
-  std::string phase;                 // "decode" or "prefill"
-  std::int64_t batch = 0;            // decode: sequences per attention group; prefill: tokens per group
-  std::int64_t replica_tokens = 0;   // tokens per step over the replica
+  std::string phase;                // "decode" or "prefill"
+  std::int64_t batch = 0;           // decode: sequences per attention group; prefill: tokens per group
+  std::int64_t replica_tokens = 0;  // tokens per step over the replica
   double step_s = 0;
   double tokens_per_s_per_gpu = 0;
   double tokens_per_s_per_node = 0;
-  double tokens_per_s_cluster = 0;   // all replicas of the scenario's cluster
-  double ms_per_token = 0;           // decode: step time, the inter-token latency of every sequence
-  double flops_per_byte = 0;         // arithmetic intensity, mean over the replica's GPUs
-  double ridge_flops_per_byte = 0;   // the GPU's achievable compute / achievable bandwidth
-  double compute_util = 0;           // achieved FLOP/s over the peak (MFU)
-  double hbm_util = 0;               // achieved HBM bytes/s over the peak
-  double all_to_all_share = 0;       // dispatch + combine over step time
-  std::string regime;                // "memory-bound" or "compute-bound"
+  double tokens_per_s_cluster = 0;  // all replicas of the scenario's cluster
+  double ms_per_token = 0;          // decode: step time, the inter-token latency of every sequence
+  double flops_per_byte = 0;        // arithmetic intensity, mean over the replica's GPUs
+  double ridge_flops_per_byte = 0;  // the GPU's achievable compute / achievable bandwidth
+  double compute_util = 0;          // achieved FLOP/s over the peak (MFU)
+  double hbm_util = 0;              // achieved HBM bytes/s over the peak
+  double all_to_all_share = 0;      // dispatch + combine over step time
+  std::string regime;               // "memory-bound" or "compute-bound"
 };
 
 struct SimulatedBatch {
@@ -89,7 +89,7 @@ struct CapacityPlan {
   double shapes_active_params = 0;
   double published_total_params = 0;
   double published_active_params = 0;
-  std::string attention;  // "MLA" or "GQA"
+  std::string attention;          // "MLA" or "GQA"
   double kv_bytes_per_token = 0;  // all layers, at the scenario's KV precision
   std::string kv_precision;
 

@@ -30,22 +30,24 @@ std::string model_line(const CapacityPlan& p) {
 }
 
 std::string cluster_line(const CapacityPlan& p) {
-  return sf("%d node(s) x %d %s = %d GPUs; %.0f GB HBM per GPU, %.0f GB per node; usable per GPU %.1f GB "
-            "(x %.2f - %.1f GB activations - %.1f GB overhead)",
-            p.nodes, p.gpus_per_node, p.gpu.c_str(), p.gpus, gbs(p.hbm_bytes), gbs(p.node_hbm_bytes),
-            gbs(p.usable_bytes_per_gpu), p.kv_cache_memory_fraction, gbs(p.activation_bytes),
-            gbs(p.overhead_bytes));
+  return sf(
+      "%d node(s) x %d %s = %d GPUs; %.0f GB HBM per GPU, %.0f GB per node; usable per GPU %.1f GB "
+      "(x %.2f - %.1f GB activations - %.1f GB overhead)",
+      p.nodes, p.gpus_per_node, p.gpu.c_str(), p.gpus, gbs(p.hbm_bytes), gbs(p.node_hbm_bytes),
+      gbs(p.usable_bytes_per_gpu), p.kv_cache_memory_fraction, gbs(p.activation_bytes),
+      gbs(p.overhead_bytes));
 }
 
 std::string sim_batches_md(const SimulatedReview& r) {
   std::ostringstream o;
-  o << "| max batch | output tok/s | tok/s per GPU | P50 TPOT ms | P99 TPOT ms | P99 TTFT ms | All-to-All | SLA |\n"
+  o << "| max batch | output tok/s | tok/s per GPU | P50 TPOT ms | P99 TPOT ms | P99 TTFT ms | All-to-All | "
+       "SLA |\n"
        "|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const SimulatedBatch& b : r.by_batch) {
     const Report& x = b.report;
-    o << sf("| %d | %.0f | %.0f | %.1f | %.1f | %.0f | %.1f%% | %s |\n", b.max_batch_size, x.output_tokens_per_s,
-            x.output_tokens_per_s_per_gpu, x.tpot.p50 * 1e3, x.tpot.p99 * 1e3, x.ttft.p99 * 1e3,
-            100.0 * x.all_to_all_share(), x.sla_met ? "met" : "NOT met");
+    o << sf("| %d | %.0f | %.0f | %.1f | %.1f | %.0f | %.1f%% | %s |\n", b.max_batch_size,
+            x.output_tokens_per_s, x.output_tokens_per_s_per_gpu, x.tpot.p50 * 1e3, x.tpot.p99 * 1e3,
+            x.ttft.p99 * 1e3, 100.0 * x.all_to_all_share(), x.sla_met ? "met" : "NOT met");
   }
   return o.str();
 }
@@ -64,19 +66,22 @@ std::string format_plan_table(const CapacityPlan& p) {
   o << sf("  %-9s %6s %10s %9s %9s %10s %8s %9s %9s %9s %10s\n", "precision", "B/par", "weights", "per GPU",
           "KV", "total", "1 node?", "nodes(w)", "nodes", "cluster?", "max conc.");
   for (const PrecisionRow& r : p.precisions) {
-    o << sf("  %-9s %6.2f %10.1f %9.1f %9.1f %10.1f %8s %9d %9s %9s %10lld\n", r.label.c_str(), r.bytes_per_param,
-            gbs(r.weight_bytes), gbs(r.weight_bytes_per_gpu), gbs(r.kv_bytes), gbs(r.total_bytes),
-            yes(r.fits_one_node_by_weights), r.nodes_by_weights, nodes_text(r.nodes_needed).c_str(),
-            yes(r.fits_scenario_cluster), static_cast<long long>(r.max_concurrency));
+    o << sf("  %-9s %6.2f %10.1f %9.1f %9.1f %10.1f %8s %9d %9s %9s %10lld\n", r.label.c_str(),
+            r.bytes_per_param, gbs(r.weight_bytes), gbs(r.weight_bytes_per_gpu), gbs(r.kv_bytes),
+            gbs(r.total_bytes), yes(r.fits_one_node_by_weights), r.nodes_by_weights,
+            nodes_text(r.nodes_needed).c_str(), yes(r.fits_scenario_cluster),
+            static_cast<long long>(r.max_concurrency));
   }
-  o << "  (1 node?: weights <= raw node HBM; nodes(w): by weights and raw HBM; nodes: weights + KV over usable "
+  o << "  (1 node?: weights <= raw node HBM; nodes(w): by weights and raw HBM; nodes: weights + KV over "
+       "usable "
        "memory; max conc.: sequences of the context length on this cluster)\n";
   const WeightBytes& w = p.deployment_memory.weights_per_gpu;
-  o << sf("  as deployed, per GPU: weights %.1f GB (routed experts %.1f), KV pool %.1f GB, %lld tokens per "
-          "attention group: %s\n\n",
-          gbs(w.total()), gbs(w.routed_experts), gbs(p.deployment_memory.kv_pool_bytes_per_gpu),
-          static_cast<long long>(p.deployment_memory.kv_tokens_per_group),
-          p.deployment_memory.fits() ? "fits" : "does NOT fit");
+  o << sf(
+      "  as deployed, per GPU: weights %.1f GB (routed experts %.1f), KV pool %.1f GB, %lld tokens per "
+      "attention group: %s\n\n",
+      gbs(w.total()), gbs(w.routed_experts), gbs(p.deployment_memory.kv_pool_bytes_per_gpu),
+      static_cast<long long>(p.deployment_memory.kv_tokens_per_group),
+      p.deployment_memory.fits() ? "fits" : "does NOT fit");
 
   o << "KV cache vs concurrency (context " << p.context_tokens << ", " << p.kv_precision << ")\n";
   o << sf("  %11s %12s %12s %6s\n", "concurrency", "KV GB", "per GPU GB", "fits");
@@ -92,23 +97,25 @@ std::string format_plan_table(const CapacityPlan& p) {
             "tok/s/node", "FLOP/B", "ridge", "MFU", "A2A", "regime");
     for (const ThroughputRow& t : p.throughput) {
       o << sf("  %-8s %6lld %9.2f %12.0f %13.0f %10.1f %8.1f %7.1f%% %7.1f%% %14s\n", t.phase.c_str(),
-              static_cast<long long>(t.batch), t.step_s * 1e3, t.tokens_per_s_per_gpu, t.tokens_per_s_per_node,
-              t.flops_per_byte, t.ridge_flops_per_byte, 100.0 * t.compute_util, 100.0 * t.all_to_all_share,
-              t.regime.c_str());
+              static_cast<long long>(t.batch), t.step_s * 1e3, t.tokens_per_s_per_gpu,
+              t.tokens_per_s_per_node, t.flops_per_byte, t.ridge_flops_per_byte, 100.0 * t.compute_util,
+              100.0 * t.all_to_all_share, t.regime.c_str());
     }
     o << sf("  one request alone: %.1f ms per output token\n\n", p.single_request_ms_per_token);
   }
 
   if (p.simulated) {
     const Report& r = p.simulated->report;
-    o << "Simulated (as configured): output " << sf("%.0f", r.output_tokens_per_s) << " tok/s, TPOT P50/P95/P99 "
+    o << "Simulated (as configured): output " << sf("%.0f", r.output_tokens_per_s)
+      << " tok/s, TPOT P50/P95/P99 "
       << sf("%.1f/%.1f/%.1f ms", r.tpot.p50 * 1e3, r.tpot.p95 * 1e3, r.tpot.p99 * 1e3) << ", TTFT P99 "
       << sf("%.0f ms", r.ttft.p99 * 1e3) << ", All-to-All " << sf("%.1f%%", 100.0 * r.all_to_all_share())
       << " (target < 20%), SLA " << (r.sla_met ? "met" : "NOT met") << "\n";
     for (const SimulatedBatch& b : p.simulated->by_batch) {
       const Report& x = b.report;
-      o << sf("  max batch %4d: %8.0f tok/s, TPOT P99 %7.1f ms, All-to-All %5.1f%%, SLA %s\n", b.max_batch_size,
-              x.output_tokens_per_s, x.tpot.p99 * 1e3, 100.0 * x.all_to_all_share(), x.sla_met ? "met" : "NOT met");
+      o << sf("  max batch %4d: %8.0f tok/s, TPOT P99 %7.1f ms, All-to-All %5.1f%%, SLA %s\n",
+              b.max_batch_size, x.output_tokens_per_s, x.tpot.p99 * 1e3, 100.0 * x.all_to_all_share(),
+              x.sla_met ? "met" : "NOT met");
     }
     o << "\n";
   }
@@ -126,14 +133,17 @@ std::string format_plan_markdown(const CapacityPlan& p) {
 
   o << "## 1. Assessment\n\n";
   o << "- Model: " << model_line(p) << "\n";
-  o << sf("- Total parameters %.1fB (memory is set by these), active %.1fB per token (throughput is set by these)\n",
-          p.total_params / 1e9, p.active_params / 1e9);
+  o << sf(
+      "- Total parameters %.1fB (memory is set by these), active %.1fB per token (throughput is set by "
+      "these)\n",
+      p.total_params / 1e9, p.active_params / 1e9);
   o << sf("- BF16 weights %.1f GB, INT4 weights %.1f GB\n", gbs(p.row("bf16").weight_bytes),
           gbs(p.row("int4").weight_bytes));
   o << "- Hardware: " << cluster_line(p) << "\n";
   o << "- Load assumed: context " << p.context_tokens << " tokens (" << p.context_source << "), concurrency "
     << p.concurrency << " (" << p.concurrency_source << ")\n\n";
-  o << "| precision | weights GB | KV GB | total GB | fits one node (raw) | nodes (weights, raw) | nodes needed | "
+  o << "| precision | weights GB | KV GB | total GB | fits one node (raw) | nodes (weights, raw) | nodes "
+       "needed | "
        "max concurrency here |\n|---|---:|---:|---:|---|---:|---:|---:|\n";
   for (const PrecisionRow& r : p.precisions) {
     o << sf("| %s | %.1f | %.1f | %.1f | %s | %d | %s | %lld |\n", r.label.c_str(), gbs(r.weight_bytes),
@@ -157,13 +167,14 @@ std::string format_plan_markdown(const CapacityPlan& p) {
   }
   if (!p.throughput.empty()) {
     o << "\nThroughput estimate (" << p.cost_model << "; batch per attention group):\n\n";
-    o << "| phase | batch | step ms | tok/s per GPU | tok/s per node | FLOP/byte | ridge | MFU | All-to-All | regime |\n"
+    o << "| phase | batch | step ms | tok/s per GPU | tok/s per node | FLOP/byte | ridge | MFU | All-to-All "
+         "| regime |\n"
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const ThroughputRow& t : p.throughput) {
       o << sf("| %s | %lld | %.2f | %.0f | %.0f | %.1f | %.1f | %.1f%% | %.1f%% | %s |\n", t.phase.c_str(),
-              static_cast<long long>(t.batch), t.step_s * 1e3, t.tokens_per_s_per_gpu, t.tokens_per_s_per_node,
-              t.flops_per_byte, t.ridge_flops_per_byte, 100.0 * t.compute_util, 100.0 * t.all_to_all_share,
-              t.regime.c_str());
+              static_cast<long long>(t.batch), t.step_s * 1e3, t.tokens_per_s_per_gpu,
+              t.tokens_per_s_per_node, t.flops_per_byte, t.ridge_flops_per_byte, 100.0 * t.compute_util,
+              100.0 * t.all_to_all_share, t.regime.c_str());
     }
     o << sf("\nOne request alone: %.1f ms per output token (seed: 50-80 ms on 8xH100 for DeepSeek-V3).\n",
             p.single_request_ms_per_token);
@@ -171,26 +182,32 @@ std::string format_plan_markdown(const CapacityPlan& p) {
   if (p.simulated) {
     const Report& r = p.simulated->report;
     o << "\nSimulated, as configured (" << r.requests_measured << " requests measured):\n\n";
-    o << sf("- Latency P50/P95/P99: TPOT %.1f / %.1f / %.1f ms, TTFT %.0f / %.0f / %.0f ms\n", r.tpot.p50 * 1e3,
-            r.tpot.p95 * 1e3, r.tpot.p99 * 1e3, r.ttft.p50 * 1e3, r.ttft.p95 * 1e3, r.ttft.p99 * 1e3);
-    o << sf("- Throughput: %.0f output tok/s (%.0f per GPU)\n", r.output_tokens_per_s, r.output_tokens_per_s_per_gpu);
+    o << sf("- Latency P50/P95/P99: TPOT %.1f / %.1f / %.1f ms, TTFT %.0f / %.0f / %.0f ms\n",
+            r.tpot.p50 * 1e3, r.tpot.p95 * 1e3, r.tpot.p99 * 1e3, r.ttft.p50 * 1e3, r.ttft.p95 * 1e3,
+            r.ttft.p99 * 1e3);
+    o << sf("- Throughput: %.0f output tok/s (%.0f per GPU)\n", r.output_tokens_per_s,
+            r.output_tokens_per_s_per_gpu);
     o << sf("- All-to-All share: %.1f%% (target < 20%%): %s\n", 100.0 * r.all_to_all_share(),
             r.all_to_all_share() < 0.20 ? "within target" : "OVER target");
     o << sf("- SLA P%g TTFT <= %.0f ms, TPOT <= %.0f ms: %s (violations %.1f%%)\n", r.sla_percentile,
-            r.sla_ttft_s * 1e3, r.sla_tpot_s * 1e3, r.sla_met ? "met" : "NOT met", 100.0 * r.sla_violation_rate);
-    if (!p.simulated->by_batch.empty()) o << "\nThroughput against batch size (simulated):\n\n" << sim_batches_md(*p.simulated);
+            r.sla_ttft_s * 1e3, r.sla_tpot_s * 1e3, r.sla_met ? "met" : "NOT met",
+            100.0 * r.sla_violation_rate);
+    if (!p.simulated->by_batch.empty())
+      o << "\nThroughput against batch size (simulated):\n\n" << sim_batches_md(*p.simulated);
   } else {
     o << "\nLatency percentiles, throughput against batch size, All-to-All share and SLA results: run "
          "`moesim plan --simulate`.\n";
   }
-  o << "\nQuantisation quality (INT8/INT4) is not simulated; measure it on the deployment's own token mix.\n\n";
+  o << "\nQuantisation quality (INT8/INT4) is not simulated; measure it on the deployment's own token "
+       "mix.\n\n";
 
   o << "## 3. Optimisation hints\n\n";
   o << "- Expert tiers from measured hotness (EWMA over 1000-5000 batches): hot 15-25% of experts in HBM at "
        "BF16/FP8, warm INT8, cold INT4 in host memory or on NVMe.\n";
   o << "- Topology-aware placement: partition the co-activation graph so co-selected experts share a GPU "
        "(20-40% less All-to-All traffic).\n";
-  o << "- Continuous batching: max_batch_size (max_num_seqs) up to the KV limit above; prefix caching for shared "
+  o << "- Continuous batching: max_batch_size (max_num_seqs) up to the KV limit above; prefix caching for "
+       "shared "
        "prompts; speculative decoding only if acceptance > 60%.\n";
   o << "- Keep the router in BF16; shared experts BF16/INT8; rare routed experts INT4.\n\n";
 
@@ -198,7 +215,8 @@ std::string format_plan_markdown(const CapacityPlan& p) {
   o << "| signal | alert when |\n|---|---|\n";
   if (p.simulated) {
     const Report& r = p.simulated->report;
-    o << sf("| P%g TTFT / TPOT | over %.0f ms / %.0f ms |\n", r.sla_percentile, r.sla_ttft_s * 1e3, r.sla_tpot_s * 1e3);
+    o << sf("| P%g TTFT / TPOT | over %.0f ms / %.0f ms |\n", r.sla_percentile, r.sla_ttft_s * 1e3,
+            r.sla_tpot_s * 1e3);
   } else {
     o << "| P99 latency | over the SLA (sla.ttft_ms, sla.tpot_ms) |\n";
   }

@@ -5,7 +5,8 @@
 namespace moesim {
 
 ExpertCache::ExpertCache(int layers, int experts, const ExpertCacheSpec& spec)
-    : experts_(experts), spec_(spec),
+    : experts_(experts),
+      spec_(spec),
       index_(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts), -1) {
   MOESIM_CHECK(spec.prefetch_window_batches >= 1, "the prefetch window must be at least one batch");
   MOESIM_CHECK(spec.hbm_bytes >= 0 && spec.staging_bytes >= 0, "cache capacities must be non-negative");
@@ -17,10 +18,12 @@ int ExpertCache::checked_id(ExpertKey key) const {
   return c;
 }
 
-void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precision precision, Hotness hotness) {
+void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precision precision,
+                           Hotness hotness) {
   MOESIM_CHECK(id(key) < 0, "expert copy registered twice");
   const int c = static_cast<int>(key_.size());
-  index_[static_cast<std::size_t>(key.layer) * static_cast<std::size_t>(experts_) + static_cast<std::size_t>(key.expert)] = c;
+  index_[static_cast<std::size_t>(key.layer) * static_cast<std::size_t>(experts_) +
+         static_cast<std::size_t>(key.expert)] = c;
   key_.push_back(key);
   bytes_.push_back(bytes);
   home_.push_back(home);
@@ -41,18 +44,32 @@ void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precisi
   }
 }
 
-bool ExpertCache::is_resident(ExpertKey key) const { return resident_[static_cast<std::size_t>(checked_id(key))] != 0; }
-Hotness ExpertCache::hotness(ExpertKey key) const { return hotness_[static_cast<std::size_t>(checked_id(key))]; }
-Precision ExpertCache::precision(ExpertKey key) const { return precision_[static_cast<std::size_t>(checked_id(key))]; }
-std::int64_t ExpertCache::bytes(ExpertKey key) const { return bytes_[static_cast<std::size_t>(checked_id(key))]; }
+bool ExpertCache::is_resident(ExpertKey key) const {
+  return resident_[static_cast<std::size_t>(checked_id(key))] != 0;
+}
+Hotness ExpertCache::hotness(ExpertKey key) const {
+  return hotness_[static_cast<std::size_t>(checked_id(key))];
+}
+Precision ExpertCache::precision(ExpertKey key) const {
+  return precision_[static_cast<std::size_t>(checked_id(key))];
+}
+std::int64_t ExpertCache::bytes(ExpertKey key) const {
+  return bytes_[static_cast<std::size_t>(checked_id(key))];
+}
 std::int64_t ExpertCache::window_count(ExpertKey key) const {
   return window_sum_[static_cast<std::size_t>(checked_id(key))];
 }
 
 void ExpertCache::lru_unlink(int c) {
   const auto u = static_cast<std::size_t>(c);
-  if (prev_[u] >= 0) next_[static_cast<std::size_t>(prev_[u])] = next_[u]; else head_ = next_[u];
-  if (next_[u] >= 0) prev_[static_cast<std::size_t>(next_[u])] = prev_[u]; else tail_ = prev_[u];
+  if (prev_[u] >= 0)
+    next_[static_cast<std::size_t>(prev_[u])] = next_[u];
+  else
+    head_ = next_[u];
+  if (next_[u] >= 0)
+    prev_[static_cast<std::size_t>(next_[u])] = prev_[u];
+  else
+    tail_ = prev_[u];
   prev_[u] = next_[u] = -1;
 }
 
@@ -60,7 +77,10 @@ void ExpertCache::lru_push_front(int c) {
   const auto u = static_cast<std::size_t>(c);
   prev_[u] = -1;
   next_[u] = head_;
-  if (head_ >= 0) prev_[static_cast<std::size_t>(head_)] = c; else tail_ = c;
+  if (head_ >= 0)
+    prev_[static_cast<std::size_t>(head_)] = c;
+  else
+    tail_ = c;
   head_ = c;
 }
 
@@ -75,7 +95,8 @@ void ExpertCache::evict(int c, std::vector<ExpertKey>& evicted) {
 bool ExpertCache::make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted) {
   // Only warm copies are evictable; check first so that a failed admission evicts nothing.
   std::int64_t evictable = 0;
-  for (int c = tail_; c >= 0 && hbm_used_ - evictable + bytes > spec_.hbm_bytes; c = prev_[static_cast<std::size_t>(c)]) {
+  for (int c = tail_; c >= 0 && hbm_used_ - evictable + bytes > spec_.hbm_bytes;
+       c = prev_[static_cast<std::size_t>(c)]) {
     evictable += bytes_[static_cast<std::size_t>(c)];
   }
   if (hbm_used_ - evictable + bytes > spec_.hbm_bytes) return false;
@@ -139,7 +160,8 @@ CacheAccess ExpertCache::access(ExpertKey key, std::int32_t routed, std::vector<
 
 void ExpertCache::record_routed(ExpertKey key, std::int32_t routed) {
   const auto u = static_cast<std::size_t>(checked_id(key));
-  window_[u * static_cast<std::size_t>(spec_.prefetch_window_batches) + static_cast<std::size_t>(window_pos_)] += routed;
+  window_[u * static_cast<std::size_t>(spec_.prefetch_window_batches) +
+          static_cast<std::size_t>(window_pos_)] += routed;
   window_sum_[u] += routed;
 }
 

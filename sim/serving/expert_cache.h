@@ -18,7 +18,8 @@ struct ExpertCacheSpec {
   std::int64_t hbm_bytes = 0;       // HBM set aside for expert weights on this GPU
   std::int64_t staging_bytes = 0;   // transient area for cold experts, emptied at end_batch()
   int prefetch_window_batches = 8;  // N: routed counts are summed over the last N batches
-  std::int64_t prefetch_threshold = 1;  // routed (token, expert) pairs over the window that trigger a prefetch
+  std::int64_t prefetch_threshold =
+      1;  // routed (token, expert) pairs over the window that trigger a prefetch
 };
 
 struct ExpertKey {
@@ -36,8 +37,8 @@ enum class CacheOutcome : std::uint8_t {
 
 struct CacheAccess {
   CacheOutcome outcome = CacheOutcome::kHit;
-  Tier source = Tier::kHbm;   // where the bytes come from when something is loaded
-  std::int64_t bytes = 0;     // bytes to load (0 on a hit)
+  Tier source = Tier::kHbm;  // where the bytes come from when something is loaded
+  std::int64_t bytes = 0;    // bytes to load (0 on a hit)
 };
 
 class ExpertCache final {

@@ -8,10 +8,14 @@
 namespace moesim {
 
 ExpertStats::ExpertStats(int layers, int experts, int groups, const ExpertStatsSpec& spec)
-    : n_(static_cast<std::size_t>(experts)), g_(static_cast<std::size_t>(std::max(groups, 1))),
-      alpha_(2.0 / (spec.window_batches + 1.0)), spec_(spec),
-      load_(static_cast<std::size_t>(layers) * n_, 0.0), group_load_(static_cast<std::size_t>(layers) * g_, 0.0),
-      batches_(static_cast<std::size_t>(layers), 0), group_batches_(static_cast<std::size_t>(layers), 0),
+    : n_(static_cast<std::size_t>(experts)),
+      g_(static_cast<std::size_t>(std::max(groups, 1))),
+      alpha_(2.0 / (spec.window_batches + 1.0)),
+      spec_(spec),
+      load_(static_cast<std::size_t>(layers) * n_, 0.0),
+      group_load_(static_cast<std::size_t>(layers) * g_, 0.0),
+      batches_(static_cast<std::size_t>(layers), 0),
+      group_batches_(static_cast<std::size_t>(layers), 0),
       order_(n_) {
   MOESIM_CHECK(spec.window_batches >= 1, "the EWMA window must be at least one batch");
   MOESIM_CHECK(spec.hot_share > 0 && spec.hot_share <= spec.warm_share && spec.warm_share <= 1.0,
@@ -40,8 +44,9 @@ void ExpertStats::classify(int layer, std::span<Hotness> out) {
   MOESIM_CHECK(out.size() == n_, "one class per expert");
   const auto l = load(layer);
   std::iota(order_.begin(), order_.end(), 0);
-  std::stable_sort(order_.begin(), order_.end(),
-                   [&](int a, int b) { return l[static_cast<std::size_t>(a)] > l[static_cast<std::size_t>(b)]; });
+  std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) {
+    return l[static_cast<std::size_t>(a)] > l[static_cast<std::size_t>(b)];
+  });
   const double total = std::accumulate(l.begin(), l.end(), 0.0);
   double before = 0;  // cumulative share of the experts ranked above this one
   for (const int e : order_) {
@@ -61,8 +66,9 @@ void ExpertStats::classify(int layer, std::span<Hotness> out) {
 void ExpertStats::coactivation(int layer, const CoactivationModel& model, int top_k, bool grouping_only,
                                std::span<double> matrix) const {
   MOESIM_CHECK(matrix.size() == n_ * n_, "matrix is E x E");
-  MOESIM_CHECK(static_cast<std::size_t>(model.groups()) == g_ && static_cast<std::size_t>(model.experts()) == n_,
-               "model shape differs from the statistics");
+  MOESIM_CHECK(
+      static_cast<std::size_t>(model.groups()) == g_ && static_cast<std::size_t>(model.experts()) == n_,
+      "model shape differs from the statistics");
   const auto l = load(layer);
   const auto gl = group_load(layer);
   const double total = std::accumulate(l.begin(), l.end(), 0.0);
@@ -94,7 +100,8 @@ void ExpertStats::coactivation(int layer, const CoactivationModel& model, int to
                                : (1.0 - rho) * (1.0 - rho) * p[a] * p[b] +
                                      rho * (1.0 - rho) * (p[b] * home_q[a] + p[a] * home_q[b]);
       if (same && home_q[a] > 0) {
-        const double home = group_total > 0 ? gl[static_cast<std::size_t>(ga)] / group_total : mass[static_cast<std::size_t>(ga)];
+        const double home = group_total > 0 ? gl[static_cast<std::size_t>(ga)] / group_total
+                                            : mass[static_cast<std::size_t>(ga)];
         v += rho * rho * home_q[a] * home_q[b] / home;
       }
       v *= k2;

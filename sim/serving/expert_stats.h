@@ -66,7 +66,7 @@ class ExpertStats final {
   std::vector<double> group_load_;  // [layer][group]
   std::vector<std::int64_t> batches_;
   std::vector<std::int64_t> group_batches_;
-  std::vector<int> order_;          // classify() scratch
+  std::vector<int> order_;  // classify() scratch
 };
 
 }  // namespace moesim

@@ -25,8 +25,10 @@ MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu
   w.embeddings = m.embedding_params() * bytes_per_element(p.embeddings) / tp;
   // EPLB replicas take redundant slots on every GPU; tiered experts take the HBM set aside for them.
   plan.experts_per_gpu = (m.routed_experts + d.ep_size - 1) / d.ep_size + s.experts.redundant_slots_per_gpu;
-  w.routed_experts = m.expert_params() * plan.experts_per_gpu * m.moe_layers() * bytes_per_element(p.routed_experts);
-  if (s.experts.tiers.enabled) w.routed_experts = s.experts.tiers.hbm_expert_bytes + s.experts.tiers.staging_bytes;
+  w.routed_experts =
+      m.expert_params() * plan.experts_per_gpu * m.moe_layers() * bytes_per_element(p.routed_experts);
+  if (s.experts.tiers.enabled)
+    w.routed_experts = s.experts.tiers.hbm_expert_bytes + s.experts.tiers.staging_bytes;
   if (routed_expert_bytes_per_gpu >= 0) w.routed_experts = routed_expert_bytes_per_gpu;
 
   // Pipeline stages: a GPU holds its stage's layers (the busiest stage sets the memory) and one of the
@@ -34,8 +36,8 @@ MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu
   if (d.pipeline_stages > 1) {
     const double share = static_cast<double>(d.max_stage_layers(m.num_layers)) / m.num_layers;
     w.attention *= share;
-    w.dense_ffn *= std::min(1.0, static_cast<double>(d.max_stage_layers(m.num_layers)) /
-                                     std::max(1, m.num_dense_layers));
+    w.dense_ffn *= std::min(
+        1.0, static_cast<double>(d.max_stage_layers(m.num_layers)) / std::max(1, m.num_dense_layers));
     w.shared_experts *= share;
     w.router *= share;
     w.routed_experts *= share;
@@ -45,7 +47,8 @@ MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu
   plan.overhead_bytes = d.framework_overhead_bytes;
   plan.usable_bytes = s.cluster.gpu.hbm_bytes * d.kv_cache_memory_fraction;
   plan.kv_pool_bytes_per_gpu = plan.usable_bytes - w.total() - plan.activation_bytes - plan.overhead_bytes;
-  plan.kv_bytes_per_token = m.kv_bytes_per_token(p.kv_cache) * d.max_stage_layers(m.num_layers) / m.num_layers;
+  plan.kv_bytes_per_token =
+      m.kv_bytes_per_token(p.kv_cache) * d.max_stage_layers(m.num_layers) / m.num_layers;
   // GQA shards KV heads over the TP group (a head is never split: ceil); MLA's latent is replicated.
   double shard = 1.0;
   if (m.attention == AttentionKind::kGqa && d.attention_tp > 1) {
@@ -71,12 +74,13 @@ void check_fits(const ScenarioSpec& s, const MemoryPlan& m) {
   if (m.kv_pool_bytes_per_gpu <= 0) {
     std::ostringstream o;
     o << "model " << s.model.name << " does not fit: each of the " << s.deployment.ep_size << " GPUs needs "
-      << gib(m.weights_per_gpu.total()) << " of weights (routed experts " << gib(m.weights_per_gpu.routed_experts)
-      << ") + " << gib(m.activation_bytes + m.overhead_bytes) << " activations and overhead = " << gib(need)
-      << ", but " << s.cluster.gpu.name << " offers " << gib(m.usable_bytes) << " (" << gib(s.cluster.gpu.hbm_bytes)
-      << " x kv_cache_memory_fraction " << s.deployment.kv_cache_memory_fraction << "); short by "
-      << gib(need - m.usable_bytes)
-      << " per GPU. Use more GPUs per replica (deployment.ep_size or deployment.pipeline.stages), lower-precision weights "
+      << gib(m.weights_per_gpu.total()) << " of weights (routed experts "
+      << gib(m.weights_per_gpu.routed_experts) << ") + " << gib(m.activation_bytes + m.overhead_bytes)
+      << " activations and overhead = " << gib(need) << ", but " << s.cluster.gpu.name << " offers "
+      << gib(m.usable_bytes) << " (" << gib(s.cluster.gpu.hbm_bytes) << " x kv_cache_memory_fraction "
+      << s.deployment.kv_cache_memory_fraction << "); short by " << gib(need - m.usable_bytes)
+      << " per GPU. Use more GPUs per replica (deployment.ep_size or deployment.pipeline.stages), "
+         "lower-precision weights "
          "(precision.weights), or a GPU with more memory";
     throw InputError("deployment", o.str());
   }

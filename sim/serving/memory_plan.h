@@ -25,9 +25,9 @@ struct MemoryPlan {
   WeightBytes weights_per_gpu;
   double activation_bytes = 0;
   double overhead_bytes = 0;
-  double usable_bytes = 0;         // HBM x kv_cache_memory_fraction
-  double kv_pool_bytes_per_gpu = 0;  // what is left for the KV cache (may be negative: does not fit)
-  double kv_bytes_per_token = 0;     // whole model, all layers
+  double usable_bytes = 0;               // HBM x kv_cache_memory_fraction
+  double kv_pool_bytes_per_gpu = 0;      // what is left for the KV cache (may be negative: does not fit)
+  double kv_bytes_per_token = 0;         // whole model, all layers
   std::int64_t kv_tokens_per_group = 0;  // KV capacity of one attention group
   std::int64_t kv_blocks_per_group = 0;
   int experts_per_gpu = 0;

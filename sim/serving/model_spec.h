@@ -52,9 +52,7 @@ struct ModelSpec {
   [[nodiscard]] double embedding_params() const {
     return double(vocab) * double(hidden) * (tied_embeddings ? 1.0 : 2.0);
   }
-  [[nodiscard]] double routed_params_total() const {
-    return expert_params() * routed_experts * moe_layers();
-  }
+  [[nodiscard]] double routed_params_total() const { return expert_params() * routed_experts * moe_layers(); }
   // Everything that is not a routed expert: attention, dense FFNs, shared experts, routers, embeddings.
   [[nodiscard]] double non_routed_params() const;
   [[nodiscard]] double total_params() const { return non_routed_params() + routed_params_total(); }

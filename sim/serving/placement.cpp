@@ -12,7 +12,8 @@ namespace moesim {
 
 Placement::Placement(int layers, int experts, int gpus, int slots_per_gpu)
     : layers_(layers), experts_(experts), gpus_(gpus), slots_per_gpu_(slots_per_gpu) {
-  MOESIM_CHECK(layers >= 1 && experts >= 1 && gpus >= 1 && slots_per_gpu >= 1, "placement sizes must be positive");
+  MOESIM_CHECK(layers >= 1 && experts >= 1 && gpus >= 1 && slots_per_gpu >= 1,
+               "placement sizes must be positive");
   MOESIM_CHECK(gpus * slots_per_gpu >= experts, "fewer slots than experts");
   const auto l = static_cast<std::size_t>(layers);
   phy2log_.assign(l * static_cast<std::size_t>(slots()), 0);
@@ -47,7 +48,8 @@ void Placement::finalize() {
 }
 
 std::span<const int> Placement::slots_of(int layer, int expert) const {
-  const int* first = first_slot_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_ + 1);
+  const int* first =
+      first_slot_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_ + 1);
   const int* list = slot_list_.data() + slot_index(layer, 0);
   return {list + first[expert], static_cast<std::size_t>(first[expert + 1] - first[expert])};
 }
@@ -106,8 +108,13 @@ class PartitionState {
  public:
   PartitionState(std::span<const double> load, std::span<const double> affinity, int parts,
                  std::vector<int> part)
-      : load_(load), aff_(affinity), n_(static_cast<int>(load.size())), parts_(parts), part_(std::move(part)),
-        part_load_(static_cast<std::size_t>(parts), 0.0), part_size_(static_cast<std::size_t>(parts), 0),
+      : load_(load),
+        aff_(affinity),
+        n_(static_cast<int>(load.size())),
+        parts_(parts),
+        part_(std::move(part)),
+        part_load_(static_cast<std::size_t>(parts), 0.0),
+        part_size_(static_cast<std::size_t>(parts), 0),
         conn_(static_cast<std::size_t>(n_) * static_cast<std::size_t>(parts), 0.0) {
     for (int v = 0; v < n_; ++v) {
       part_load_[pi(part_[static_cast<std::size_t>(v)])] += load_[static_cast<std::size_t>(v)];
@@ -121,7 +128,8 @@ class PartitionState {
     return aff_[static_cast<std::size_t>(a) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(b)];
   }
   double& conn(int v, int j) {
-    return conn_[static_cast<std::size_t>(v) * static_cast<std::size_t>(parts_) + static_cast<std::size_t>(j)];
+    return conn_[static_cast<std::size_t>(v) * static_cast<std::size_t>(parts_) +
+                 static_cast<std::size_t>(j)];
   }
   [[nodiscard]] int part(int v) const { return part_[static_cast<std::size_t>(v)]; }
   [[nodiscard]] double part_load(int j) const { return part_load_[pi(j)]; }
@@ -184,7 +192,8 @@ std::vector<int> metis_proposal(std::span<const double> load, std::span<const do
     vwgt.push_back(1);
     for (int u = 0; u < n; ++u) {
       if (u == v || max_aff <= 0) continue;
-      const double a = affinity[static_cast<std::size_t>(v) * static_cast<std::size_t>(n) + static_cast<std::size_t>(u)];
+      const double a =
+          affinity[static_cast<std::size_t>(v) * static_cast<std::size_t>(n) + static_cast<std::size_t>(u)];
       const auto wt = static_cast<idx_t>(std::llround(a / max_aff * 1000.0));
       if (wt <= 0) continue;
       adjncy.push_back(u);
@@ -209,7 +218,8 @@ std::vector<int> metis_proposal(std::span<const double> load, std::span<const do
     for (int v = 0; v < n; ++v) part[static_cast<std::size_t>(v)] = v % gpus;  // fall back to round-robin
     return part;
   }
-  for (int v = 0; v < n; ++v) part[static_cast<std::size_t>(v)] = static_cast<int>(out[static_cast<std::size_t>(v)]);
+  for (int v = 0; v < n; ++v)
+    part[static_cast<std::size_t>(v)] = static_cast<int>(out[static_cast<std::size_t>(v)]);
   return part;
 }
 
@@ -273,7 +283,8 @@ void balance_loads(PartitionState& st, double limit) {
         const double gain = st.swap_gain(u, v);
         const bool fits = peak <= limit;
         const bool best_fits = best_peak <= limit;
-        if (bu < 0 || (fits && !best_fits) || (fits == best_fits && (fits ? gain > best_gain : peak < best_peak))) {
+        if (bu < 0 || (fits && !best_fits) ||
+            (fits == best_fits && (fits ? gain > best_gain : peak < best_peak))) {
           bu = u;
           bv = v;
           best_gain = gain;
@@ -328,7 +339,8 @@ void partition_layer(std::span<const double> load, std::span<const double> affin
                      const PartitionSpec& spec, std::span<int> slot_expert) {
   const int n = static_cast<int>(load.size());
   MOESIM_CHECK(n % gpus == 0, "GPU count must divide the expert count");
-  MOESIM_CHECK(affinity.size() == static_cast<std::size_t>(n) * static_cast<std::size_t>(n), "affinity is E x E");
+  MOESIM_CHECK(affinity.size() == static_cast<std::size_t>(n) * static_cast<std::size_t>(n),
+               "affinity is E x E");
   MOESIM_CHECK(slot_expert.size() == static_cast<std::size_t>(n), "one slot per expert");
   const int size = n / gpus;
   PartitionState st(load, affinity, gpus, metis_proposal(load, affinity, gpus, spec));
@@ -349,15 +361,17 @@ double cut_weight(std::span<const double> affinity, std::span<const int> slot_ex
   double cut = 0;
   for (std::size_t s = 0; s < n; ++s) {
     for (std::size_t t = s + 1; t < n; ++t) {
-      if (s / static_cast<std::size_t>(slots_per_gpu) == t / static_cast<std::size_t>(slots_per_gpu)) continue;
-      cut += affinity[static_cast<std::size_t>(slot_expert[s]) * n + static_cast<std::size_t>(slot_expert[t])];
+      if (s / static_cast<std::size_t>(slots_per_gpu) == t / static_cast<std::size_t>(slots_per_gpu))
+        continue;
+      cut +=
+          affinity[static_cast<std::size_t>(slot_expert[s]) * n + static_cast<std::size_t>(slot_expert[t])];
     }
   }
   return cut;
 }
 
-void coactivation_affinity(const CoactivationModel& model, int layer, std::span<const double> probs, int top_k,
-                           std::span<double> affinity) {
+void coactivation_affinity(const CoactivationModel& model, int layer, std::span<const double> probs,
+                           int top_k, std::span<double> affinity) {
   const auto n = static_cast<std::size_t>(model.experts());
   MOESIM_CHECK(affinity.size() == n * n, "affinity is E x E");
   std::fill(affinity.begin(), affinity.end(), 0.0);
@@ -378,14 +392,15 @@ void coactivation_affinity(const CoactivationModel& model, int layer, std::span<
   }
 }
 
-Placement coactivation_placement(const CoactivationModel& model, std::span<const double> probs, int top_k, int gpus,
-                                 const PartitionSpec& spec) {
+Placement coactivation_placement(const CoactivationModel& model, std::span<const double> probs, int top_k,
+                                 int gpus, const PartitionSpec& spec) {
   const int n = model.experts();
   MOESIM_CHECK(n % gpus == 0, "GPU count must divide the expert count");
   Placement p(model.layers(), n, gpus, n / gpus);
   std::vector<double> affinity(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
   for (int l = 0; l < model.layers(); ++l) {
-    const auto row = probs.subspan(static_cast<std::size_t>(l) * static_cast<std::size_t>(n), static_cast<std::size_t>(n));
+    const auto row =
+        probs.subspan(static_cast<std::size_t>(l) * static_cast<std::size_t>(n), static_cast<std::size_t>(n));
     coactivation_affinity(model, l, row, top_k, affinity);
     partition_layer(row, affinity, gpus, spec, p.mutable_phy2log(l));
   }
@@ -411,8 +426,9 @@ void balanced_packing(std::span<const double> w, int packs, std::span<int> pack,
   }
   std::vector<int> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return w[static_cast<std::size_t>(a)] > w[static_cast<std::size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return w[static_cast<std::size_t>(a)] > w[static_cast<std::size_t>(b)];
+  });
   std::vector<double> pack_w(static_cast<std::size_t>(packs), 0.0);
   std::vector<int> pack_n(static_cast<std::size_t>(packs), 0);
   for (const int item : order) {
@@ -496,7 +512,8 @@ void eplb_layer(std::span<const double> w, const EplbSpec& s, int groups, int no
 }  // namespace
 
 Placement eplb_placement(std::span<const double> weight, int layers, int experts, const EplbSpec& spec) {
-  MOESIM_CHECK(spec.gpus >= 1 && spec.nodes >= 1 && spec.gpus % spec.nodes == 0, "GPUs must be a multiple of nodes");
+  MOESIM_CHECK(spec.gpus >= 1 && spec.nodes >= 1 && spec.gpus % spec.nodes == 0,
+               "GPUs must be a multiple of nodes");
   MOESIM_CHECK(spec.physical_slots >= experts && spec.physical_slots % spec.gpus == 0,
                "physical slots must be a multiple of the GPU count and at least the expert count");
   MOESIM_CHECK(spec.groups >= 1 && experts % spec.groups == 0, "expert groups must divide the expert count");
@@ -506,7 +523,8 @@ Placement eplb_placement(std::span<const double> weight, int layers, int experts
   const int groups = hierarchical ? spec.groups : 1;
   const int nodes = hierarchical ? spec.nodes : 1;
   if (hierarchical) {
-    MOESIM_CHECK(spec.physical_slots % spec.nodes == 0 && experts % spec.nodes == 0, "slots must split over nodes");
+    MOESIM_CHECK(spec.physical_slots % spec.nodes == 0 && experts % spec.nodes == 0,
+                 "slots must split over nodes");
   }
   Placement p(layers, experts, spec.gpus, spec.physical_slots / spec.gpus);
   for (int l = 0; l < layers; ++l) {
@@ -521,12 +539,14 @@ Placement eplb_placement(std::span<const double> weight, int layers, int experts
 // ---- Measuring --------------------------------------------------------------------------------------
 
 PlacementMeter::PlacementMeter(int gpus, int groups)
-    : load_(static_cast<std::size_t>(gpus)), touch_(static_cast<std::size_t>(gpus)),
+    : load_(static_cast<std::size_t>(gpus)),
+      touch_(static_cast<std::size_t>(gpus)),
       scratch_(touch_scratch_size(std::max(groups, 1), gpus)) {}
 
 PlacementQuality PlacementMeter::measure(const Placement& placement, int layer, std::span<const double> probs,
                                          int top_k, const CoactivationModel* model) {
-  MOESIM_CHECK(static_cast<std::size_t>(placement.gpus()) == load_.size(), "meter sized for another GPU count");
+  MOESIM_CHECK(static_cast<std::size_t>(placement.gpus()) == load_.size(),
+               "meter sized for another GPU count");
   const SlotMap map = placement.slot_map(layer);
   std::fill(load_.begin(), load_.end(), 0.0);
   for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {

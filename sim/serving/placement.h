@@ -50,7 +50,8 @@ class Placement final {
 
  private:
   [[nodiscard]] std::size_t slot_index(int layer, int slot) const {
-    return static_cast<std::size_t>(layer) * static_cast<std::size_t>(slots()) + static_cast<std::size_t>(slot);
+    return static_cast<std::size_t>(layer) * static_cast<std::size_t>(slots()) +
+           static_cast<std::size_t>(slot);
   }
   [[nodiscard]] std::size_t expert_index(int layer, int e) const {
     return static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_) + static_cast<std::size_t>(e);
@@ -59,10 +60,10 @@ class Placement final {
   int experts_;
   int gpus_;
   int slots_per_gpu_;
-  std::vector<int> phy2log_;       // [layer][slot]
-  std::vector<int> replicas_;      // [layer][expert]
-  std::vector<int> first_slot_;    // [layer][expert + 1] offsets into slot_list_ (per-layer CSR)
-  std::vector<int> slot_list_;     // [layer][slot]
+  std::vector<int> phy2log_;     // [layer][slot]
+  std::vector<int> replicas_;    // [layer][expert]
+  std::vector<int> first_slot_;  // [layer][expert + 1] offsets into slot_list_ (per-layer CSR)
+  std::vector<int> slot_list_;   // [layer][slot]
 };
 
 // Expert e on GPU e / (experts / gpus): consecutive ids together (the default of most frameworks).
@@ -117,7 +118,7 @@ struct EplbSpec {
   int physical_slots = 0;  // multiple of gpus, >= experts
   int groups = 1;          // expert groups (node-limited routing); must divide experts
   int nodes = 1;
-  int gpus = 1;            // multiple of nodes
+  int gpus = 1;               // multiple of nodes
   bool force_global = false;  // use the global policy even when groups % nodes == 0
 };
 
@@ -129,8 +130,8 @@ struct EplbSpec {
 
 // ---- Measuring a placement ---------------------------------------------------------------------------
 struct PlacementQuality {
-  double load_imbalance = 0;     // max over GPUs / mean of expected routed pairs (1 = balanced)
-  double token_copies = 0;       // expected GPUs a token is sent to (dedup'd dispatch copies per token)
+  double load_imbalance = 0;  // max over GPUs / mean of expected routed pairs (1 = balanced)
+  double token_copies = 0;    // expected GPUs a token is sent to (dedup'd dispatch copies per token)
 };
 
 // Expected quality of one layer's placement for routing probabilities `probs` (per-slot marginals) and,

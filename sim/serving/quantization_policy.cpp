@@ -7,14 +7,20 @@ namespace moesim {
 
 Precision expert_precision(const QuantizationSpec& spec, ExpertKind kind, Hotness hotness) {
   switch (kind) {
-    case ExpertKind::kShared: return spec.shared_expert;
-    case ExpertKind::kRouter: return spec.router;
-    case ExpertKind::kRouted: break;
+    case ExpertKind::kShared:
+      return spec.shared_expert;
+    case ExpertKind::kRouter:
+      return spec.router;
+    case ExpertKind::kRouted:
+      break;
   }
   switch (hotness) {
-    case Hotness::kHot: return spec.hot;
-    case Hotness::kWarm: return spec.warm;
-    case Hotness::kCold: return spec.cold;
+    case Hotness::kHot:
+      return spec.hot;
+    case Hotness::kWarm:
+      return spec.warm;
+    case Hotness::kCold:
+      return spec.cold;
   }
   return spec.hot;
 }
@@ -27,7 +33,9 @@ std::int64_t expert_copy_bytes(const QuantizationSpec& spec, std::int64_t params
   return static_cast<std::int64_t>(std::ceil(bytes));
 }
 
-std::int64_t QualityProxy::total() const { return std::accumulate(tokens_.begin(), tokens_.end(), std::int64_t{0}); }
+std::int64_t QualityProxy::total() const {
+  return std::accumulate(tokens_.begin(), tokens_.end(), std::int64_t{0});
+}
 
 double QualityProxy::share(Precision p) const {
   const std::int64_t t = total();

@@ -26,18 +26,22 @@ void latency_row(std::ostringstream& o, const char* name, const LatencyStats& l)
 std::vector<std::string> evaluate_alerts(const Report& r) {
   std::vector<std::string> a;
   if (r.requests_measured == 0) {
-    a.push_back("no request was measured: every request arrived during warm-up (run.warmup_s) or was dropped; "
-                "latency, SLA and throughput figures are empty");
+    a.push_back(
+        "no request was measured: every request arrived during warm-up (run.warmup_s) or was dropped; "
+        "latency, SLA and throughput figures are empty");
   }
   const std::string p = fmt("P%g", r.sla_percentile);
   if (r.sla_ttft_at_percentile > r.sla_ttft_s) {
-    a.push_back(p + " TTFT " + ms(r.sla_ttft_at_percentile) + " ms is over the SLA of " + ms(r.sla_ttft_s) + " ms");
+    a.push_back(p + " TTFT " + ms(r.sla_ttft_at_percentile) + " ms is over the SLA of " + ms(r.sla_ttft_s) +
+                " ms");
   }
   if (r.sla_tpot_at_percentile > r.sla_tpot_s) {
-    a.push_back(p + " TPOT " + ms(r.sla_tpot_at_percentile) + " ms is over the SLA of " + ms(r.sla_tpot_s) + " ms");
+    a.push_back(p + " TPOT " + ms(r.sla_tpot_at_percentile) + " ms is over the SLA of " + ms(r.sla_tpot_s) +
+                " ms");
   }
   if (r.steps > 0 && r.gpu_mean.busy < 0.30) {
-    a.push_back("GPU utilisation " + pct(r.gpu_mean.busy) + " is below 30%: the deployment is over-provisioned "
+    a.push_back("GPU utilisation " + pct(r.gpu_mean.busy) +
+                " is below 30%: the deployment is over-provisioned "
                 "or batches are too small");
   }
   if (r.memory.hbm > 0 && r.memory.used() / r.memory.hbm > 0.90) {
@@ -56,8 +60,8 @@ std::string format_experts(const Report& r) {
   o << "Experts      placement " << x.placement;
   if (x.redundant_slots_per_gpu > 0) o << " (+" << x.redundant_slots_per_gpu << " redundant slot(s)/GPU)";
   o << ", GPU max/mean (token-weighted) " << fmt("%.3f", x.gpu_load_imbalance_weighted) << ", dispatch "
-    << fmt("%.0f", x.dispatch_bytes_per_token) << " B/token\n  rebalances " << x.rebalances << " (" << gib(x.rebalance_bytes) << " GiB moved, "
-    << fmt("%.3f", x.rebalance_s) << " s paused)\n";
+    << fmt("%.0f", x.dispatch_bytes_per_token) << " B/token\n  rebalances " << x.rebalances << " ("
+    << gib(x.rebalance_bytes) << " GiB moved, " << fmt("%.3f", x.rebalance_s) << " s paused)\n";
   if (x.drift || x.coactivation) {
     o << "  popularity";
     if (x.drift) o << " drifting (" << x.drift_updates << " updates)";
@@ -67,9 +71,10 @@ std::string format_experts(const Report& r) {
   if (x.tiers) {
     const double uses = x.expert_uses > 0 ? static_cast<double>(x.expert_uses) : 1.0;
     o << "  tiers: hit rate HBM " << pct(static_cast<double>(x.hbm_hits) / uses) << ", host DRAM "
-      << pct(static_cast<double>(x.host_loads) / uses) << ", NVMe " << pct(static_cast<double>(x.nvme_loads) / uses)
-      << "; loaded " << gib(x.host_bytes) << " GiB from host, " << gib(x.nvme_bytes) << " GiB from NVMe; "
-      << x.prefetches << " prefetches, " << x.evictions << " evictions\n";
+      << pct(static_cast<double>(x.host_loads) / uses) << ", NVMe "
+      << pct(static_cast<double>(x.nvme_loads) / uses) << "; loaded " << gib(x.host_bytes)
+      << " GiB from host, " << gib(x.nvme_bytes) << " GiB from NVMe; " << x.prefetches << " prefetches, "
+      << x.evictions << " evictions\n";
     o << "  load stalls " << fmt("%.3f", x.stall_s) << " s (" << pct(x.stall_share) << " of step time)\n";
   }
   if (x.quantization) {
@@ -91,11 +96,15 @@ std::string format_summary(const Report& r) {
     << std::hex << r.fingerprint << std::dec << "\n";
   o << "costs: " << r.cost_model << "  |  " << r.gpus << " GPUs, " << r.replicas << " replica(s)\n\n";
   o << "Requests   arrived " << r.requests_arrived << ", finished " << r.requests_finished << ", dropped "
-    << r.requests_dropped << ", measured " << r.requests_measured << ", preemptions " << r.preemptions << "\n";
-  o << "Window     " << fmt("%.1f", r.window_s) << " s measured of " << fmt("%.1f", r.sim_end_s) << " s simulated\n\n";
+    << r.requests_dropped << ", measured " << r.requests_measured << ", preemptions " << r.preemptions
+    << "\n";
+  o << "Window     " << fmt("%.1f", r.window_s) << " s measured of " << fmt("%.1f", r.sim_end_s)
+    << " s simulated\n\n";
   o << "Throughput\n";
-  o << "  output tokens/s   " << fmt("%12.1f", r.output_tokens_per_s) << "   per GPU " << fmt("%10.1f", r.output_tokens_per_s_per_gpu) << "\n";
-  o << "  total tokens/s    " << fmt("%12.1f", r.total_tokens_per_s) << "   per GPU " << fmt("%10.1f", r.total_tokens_per_s_per_gpu) << "\n";
+  o << "  output tokens/s   " << fmt("%12.1f", r.output_tokens_per_s) << "   per GPU "
+    << fmt("%10.1f", r.output_tokens_per_s_per_gpu) << "\n";
+  o << "  total tokens/s    " << fmt("%12.1f", r.total_tokens_per_s) << "   per GPU "
+    << fmt("%10.1f", r.total_tokens_per_s_per_gpu) << "\n";
   o << "  requests/s        " << fmt("%12.3f", r.requests_per_s) << "\n\n";
   o << "Latency (ms)             mean        P50        P95        P99        max\n";
   latency_row(o, "TTFT", r.ttft);
@@ -103,8 +112,8 @@ std::string format_summary(const Report& r) {
   latency_row(o, "inter-token", r.itl);
   latency_row(o, "end-to-end", r.e2e);
   latency_row(o, "queueing", r.queueing);
-  o << "\nSLA        P" << fmt("%g", r.sla_percentile) << " TTFT <= " << ms(r.sla_ttft_s) << " ms, TPOT <= "
-    << ms(r.sla_tpot_s) << " ms: " << (r.sla_met ? "met" : "NOT met") << "; violations "
+  o << "\nSLA        P" << fmt("%g", r.sla_percentile) << " TTFT <= " << ms(r.sla_ttft_s)
+    << " ms, TPOT <= " << ms(r.sla_tpot_s) << " ms: " << (r.sla_met ? "met" : "NOT met") << "; violations "
     << pct(r.sla_violation_rate) << "; goodput " << fmt("%.3f", r.goodput_requests_per_s) << " req/s, "
     << fmt("%.1f", r.goodput_tokens_per_s) << " tok/s\n\n";
   o << "Step       " << r.steps << " steps, mean " << ms(r.mean_step_s) << " ms, mean batch "
@@ -127,10 +136,10 @@ std::string format_summary(const Report& r) {
   if (r.experts.enabled) o << format_experts(r);
   o << "GPU (mean)   busy " << pct(r.gpu_mean.busy) << ", compute (MFU) " << pct(r.gpu_mean.compute_util)
     << ", HBM bandwidth " << pct(r.gpu_mean.hbm_bw_util) << "\n";
-  o << "Memory/GPU   " << gib(r.memory.hbm) << " GiB HBM: weights " << gib(r.memory.weights) << " (routed experts "
-    << gib(r.memory.routed_expert_weights) << "), activations+overhead " << gib(r.memory.activations_and_overhead)
-    << ", KV pool " << gib(r.memory.kv_pool) << " (peak used " << gib(r.memory.kv_peak_used) << "), headroom "
-    << gib(r.memory.headroom()) << " GiB\n";
+  o << "Memory/GPU   " << gib(r.memory.hbm) << " GiB HBM: weights " << gib(r.memory.weights)
+    << " (routed experts " << gib(r.memory.routed_expert_weights) << "), activations+overhead "
+    << gib(r.memory.activations_and_overhead) << ", KV pool " << gib(r.memory.kv_pool) << " (peak used "
+    << gib(r.memory.kv_peak_used) << "), headroom " << gib(r.memory.headroom()) << " GiB\n";
   o << "\nAlerts\n";
   if (r.alerts.empty()) o << "  none\n";
   for (const auto& a : r.alerts) o << "  ! " << a << "\n";

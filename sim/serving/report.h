@@ -52,14 +52,14 @@ struct ExpertLoopReport {
   std::int64_t evictions = 0;
   double host_bytes = 0;
   double nvme_bytes = 0;
-  double stall_s = 0;            // step time spent waiting for expert loads (summed over steps)
-  double stall_share = 0;        // of step time
+  double stall_s = 0;      // step time spent waiting for expert loads (summed over steps)
+  double stall_share = 0;  // of step time
   bool quantization = false;
   std::vector<std::pair<std::string, double>> precision_share;  // routed tokens served at each precision
-  double quality_proxy = 0;      // PROXY: token-weighted scenario penalties, not a measured accuracy
+  double quality_proxy = 0;  // PROXY: token-weighted scenario penalties, not a measured accuracy
   bool rerouting = false;
   std::int64_t rerouted_pairs = 0;
-  double rerouted_share = 0;     // of routed (token, expert) pairs
+  double rerouted_share = 0;  // of routed (token, expert) pairs
   bool admission = false;
   bool drift = false;
   std::int64_t drift_updates = 0;  // popularity changes the planners re-prepared for
@@ -86,7 +86,7 @@ struct Report {
   std::int64_t requests_dropped = 0;
   std::int64_t requests_measured = 0;
   std::int64_t preemptions = 0;
-  std::int64_t output_tokens = 0;  // emitted over the whole run
+  std::int64_t output_tokens = 0;        // emitted over the whole run
   std::int64_t output_tokens_asked = 0;  // by the requests that were admitted (not dropped)
   double sim_end_s = 0;
   double window_s = 0;  // measurement window: from the end of warm-up to the end of the run

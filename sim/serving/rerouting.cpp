@@ -11,13 +11,15 @@ namespace {
 // Splits m over items in proportion to weight, each capped at cap(e); largest floors first, then the
 // remainder in index order. Returns what was placed (less than m only when the caps are reached).
 template <class Weight, class Cap>
-std::int64_t split(std::span<const int> items, std::int64_t m, Weight weight, Cap cap, std::span<std::int64_t> out) {
+std::int64_t split(std::span<const int> items, std::int64_t m, Weight weight, Cap cap,
+                   std::span<std::int64_t> out) {
   double total = 0;
   for (const int e : items) total += weight(e);
   std::int64_t placed = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const int e = items[i];
-    const auto share = total > 0 ? static_cast<std::int64_t>(std::floor(static_cast<double>(m) * weight(e) / total)) : 0;
+    const auto share =
+        total > 0 ? static_cast<std::int64_t>(std::floor(static_cast<double>(m) * weight(e) / total)) : 0;
     out[i] = std::min(share, cap(e));
     placed += out[i];
   }
@@ -63,7 +65,8 @@ RerouteResult Rerouter::apply(const Placement& placement, int layer, std::span<c
     // Least loaded GPU that has a single-copy expert with room.
     int lo = -1;
     for (int g = 0; g < gpus; ++g) {
-      if (g == hi || (lo >= 0 && load_[static_cast<std::size_t>(g)] >= load_[static_cast<std::size_t>(lo)])) continue;
+      if (g == hi || (lo >= 0 && load_[static_cast<std::size_t>(g)] >= load_[static_cast<std::size_t>(lo)]))
+        continue;
       for (int s = g * per; s < (g + 1) * per; ++s) {
         const int e = map[static_cast<std::size_t>(s)];
         if (single(e) && counts[static_cast<std::size_t>(e)] < tokens) {
@@ -82,12 +85,17 @@ RerouteResult Rerouter::apply(const Placement& placement, int layer, std::span<c
     const auto lo_slots = map.subspan(static_cast<std::size_t>(lo * per), static_cast<std::size_t>(per));
     const auto take = std::span<std::int64_t>(amount_).first(static_cast<std::size_t>(per));
     // Donors give in proportion to their counts; receivers take in proportion to their probability.
-    auto donor_w = [&](int e) { return single(e) ? static_cast<double>(counts[static_cast<std::size_t>(e)]) : 0.0; };
-    auto donor_cap = [&](int e) { return single(e) ? static_cast<std::int64_t>(counts[static_cast<std::size_t>(e)]) : 0; };
+    auto donor_w = [&](int e) {
+      return single(e) ? static_cast<double>(counts[static_cast<std::size_t>(e)]) : 0.0;
+    };
+    auto donor_cap = [&](int e) {
+      return single(e) ? static_cast<std::int64_t>(counts[static_cast<std::size_t>(e)]) : 0;
+    };
     const std::int64_t taken = split(hi_slots, m, donor_w, donor_cap, take);
     auto recv_w = [&](int e) { return single(e) ? probs[static_cast<std::size_t>(e)] : 0.0; };
     auto recv_cap = [&](int e) { return single(e) ? tokens - counts[static_cast<std::size_t>(e)] : 0; };
-    const auto give = std::span<std::int64_t>(amount_).subspan(static_cast<std::size_t>(per), static_cast<std::size_t>(per));
+    const auto give = std::span<std::int64_t>(amount_).subspan(static_cast<std::size_t>(per),
+                                                               static_cast<std::size_t>(per));
     const std::int64_t moved = split(lo_slots, taken, recv_w, recv_cap, give);
     if (moved <= 0) break;
     // Take back only what the receivers accepted (in slot order), so totals stay conserved.
@@ -98,10 +106,12 @@ RerouteResult Rerouter::apply(const Placement& placement, int layer, std::span<c
       back -= r;
     }
     for (std::size_t i = 0; i < hi_slots.size(); ++i) {
-      counts[static_cast<std::size_t>(hi_slots[i])] = static_cast<std::int32_t>(counts[static_cast<std::size_t>(hi_slots[i])] - take[i]);
+      counts[static_cast<std::size_t>(hi_slots[i])] =
+          static_cast<std::int32_t>(counts[static_cast<std::size_t>(hi_slots[i])] - take[i]);
     }
     for (std::size_t i = 0; i < lo_slots.size(); ++i) {
-      counts[static_cast<std::size_t>(lo_slots[i])] = static_cast<std::int32_t>(counts[static_cast<std::size_t>(lo_slots[i])] + give[i]);
+      counts[static_cast<std::size_t>(lo_slots[i])] =
+          static_cast<std::int32_t>(counts[static_cast<std::size_t>(lo_slots[i])] + give[i]);
     }
     load_[static_cast<std::size_t>(hi)] -= static_cast<double>(moved);
     load_[static_cast<std::size_t>(lo)] += static_cast<double>(moved);

@@ -14,8 +14,8 @@
 namespace moesim {
 
 struct RerouteResult {
-  std::int64_t rerouted = 0;     // (token, expert) pairs moved to another expert
-  bool within_threshold = false; // every GPU ends at or below threshold x mean
+  std::int64_t rerouted = 0;      // (token, expert) pairs moved to another expert
+  bool within_threshold = false;  // every GPU ends at or below threshold x mean
 };
 
 // Owns per-GPU buffers; apply() does not allocate after construction.

@@ -7,8 +7,8 @@
 
 #include "hwmodels/fabric.h"
 #include "hwmodels/gpu_spec.h"
-#include "hwmodels/precision.h"
 #include "hwmodels/loader.h"
+#include "hwmodels/precision.h"
 #include "sim/serving/expert_stats.h"
 #include "sim/serving/model_spec.h"
 #include "sim/serving/placement.h"
@@ -25,10 +25,10 @@ struct PrecisionSpec {
   Precision shared_experts = Precision::kBF16;
   Precision attention = Precision::kBF16;
   Precision dense_ffn = Precision::kBF16;
-  Precision router = Precision::kBF16;      // the gating network stays high precision (seed section 5)
+  Precision router = Precision::kBF16;  // the gating network stays high precision (seed section 5)
   Precision embeddings = Precision::kBF16;
   Precision kv_cache = Precision::kBF16;
-  Precision dispatch = Precision::kBF16;    // All-to-All payload of dispatch (FP8 in DeepEP)
+  Precision dispatch = Precision::kBF16;  // All-to-All payload of dispatch (FP8 in DeepEP)
   Precision combine = Precision::kBF16;
 };
 
@@ -43,10 +43,10 @@ struct ClusterSpec {
 enum class RouterPolicy { kRoundRobin, kLeastLoaded };
 
 struct DeploymentSpec {
-  int ep_size = 8;           // GPUs per replica; experts are spread over them
-  int attention_dp = 8;      // data-parallel attention groups per replica
-  int attention_tp = 1;      // GPUs per attention group (tensor parallel)
-  int max_batch_size = 256;  // sequences per attention group and step (vLLM max_num_seqs)
+  int ep_size = 8;                         // GPUs per replica; experts are spread over them
+  int attention_dp = 8;                    // data-parallel attention groups per replica
+  int attention_tp = 1;                    // GPUs per attention group (tensor parallel)
+  int max_batch_size = 256;                // sequences per attention group and step (vLLM max_num_seqs)
   std::int64_t max_batched_tokens = 8192;  // tokens per attention group and step
   bool chunked_prefill = true;
   double kv_cache_memory_fraction = 0.9;  // share of HBM usable for weights + activations + KV
@@ -92,28 +92,28 @@ struct SlaSpec {
 
 struct RunSpec {
   std::uint64_t seed = 1;
-  std::int64_t requests = 0;      // 0 = unlimited (then duration must be set)
-  Duration duration;              // arrivals stop after this much simulated time (0 = unlimited)
-  Duration warmup;                // requests arriving earlier are not measured
+  std::int64_t requests = 0;  // 0 = unlimited (then duration must be set)
+  Duration duration;          // arrivals stop after this much simulated time (0 = unlimited)
+  Duration warmup;            // requests arriving earlier are not measured
 };
 
 // ---- Experts in the loop (ARCHITECTURE.md; scenario section "experts") ------------------------------
 enum class PlacementPolicy { kContiguous, kRoundRobin, kCoactivation, kEplb };
 
 struct RebalanceSpec {
-  std::int64_t every_steps = 0;     // rebalance every N steps of a replica (0: never by count)
-  double imbalance_threshold = 0;   // or when the mean GPU max/mean of the last check_steps passes it (0: off)
-  std::int64_t check_steps = 100;   // window of steps the threshold is checked on
+  std::int64_t every_steps = 0;    // rebalance every N steps of a replica (0: never by count)
+  double imbalance_threshold = 0;  // or when the mean GPU max/mean of the last check_steps passes it (0: off)
+  std::int64_t check_steps = 100;  // window of steps the threshold is checked on
   enum class Cost { kTransfer, kPause };
-  Cost cost = Cost::kTransfer;      // moved weights over the fabric (Fabric::transfer), or a fixed pause
-  Duration pause;                   // the pause, for Cost::kPause
+  Cost cost = Cost::kTransfer;  // moved weights over the fabric (Fabric::transfer), or a fixed pause
+  Duration pause;               // the pause, for Cost::kPause
   [[nodiscard]] bool enabled() const { return every_steps > 0 || imbalance_threshold > 0; }
 };
 
 struct TiersSpec {
   bool enabled = false;
-  double hbm_expert_bytes = 0;      // HBM per GPU for routed expert copies (hot pinned + warm LRU)
-  double staging_bytes = 0;         // transient HBM for cold copies streamed in for one batch
+  double hbm_expert_bytes = 0;       // HBM per GPU for routed expert copies (hot pinned + warm LRU)
+  double staging_bytes = 0;          // transient HBM for cold copies streamed in for one batch
   Tier warm_home = Tier::kHostDram;  // where hot and warm copies live when not in HBM
   Tier cold_home = Tier::kNvme;
   int prefetch_window_batches = 8;
@@ -131,9 +131,9 @@ struct ExpertsSpec {
   RebalanceSpec rebalance;
   ExpertStatsSpec stats;
   TiersSpec tiers;
-  bool quantization = false;        // per-expert precision by hotness (QuantizationSpec)
+  bool quantization = false;  // per-expert precision by hotness (QuantizationSpec)
   QuantizationSpec quant;
-  double reroute_threshold = 0;     // router post-processing above threshold x mean per GPU (0: off)
+  double reroute_threshold = 0;       // router post-processing above threshold x mean per GPU (0: off)
   bool load_aware_admission = false;  // new requests avoid DP ranks whose GPUs were busiest
   [[nodiscard]] bool needs_stats() const { return rebalance.enabled() || tiers.enabled || quantization; }
   [[nodiscard]] bool any() const {

@@ -137,8 +137,8 @@ class Simulation {
   double expert_imbalance_ = 0;
   double nvlink_bytes_ = 0;
   double nic_bytes_ = 0;
-  ExpertLoopReport loop_;            // window sums of the experts-in-the-loop counters
-  std::vector<double> group_busy_;   // per attention group: EWMA of its GPUs' busy time per step
+  ExpertLoopReport loop_;           // window sums of the experts-in-the-loop counters
+  std::vector<double> group_busy_;  // per attention group: EWMA of its GPUs' busy time per step
   std::vector<double> gpu_busy_;
   std::vector<double> gpu_flops_;
   std::vector<double> gpu_bytes_;
@@ -155,11 +155,13 @@ Simulation::Simulation(const ScenarioSpec& s, const GpuCostModel& gpu, Simulatio
                   streams_.stream("popularity")),
       warmup_end_(Time::at(s.run.warmup)) {
   if (s.workload.drift) {
-    drift_ = std::make_unique<DriftingPopularity>(popularity_, s.workload.drift_spec, streams_.stream("drift"));
+    drift_ =
+        std::make_unique<DriftingPopularity>(popularity_, s.workload.drift_spec, streams_.stream("drift"));
   }
   if (s.workload.coactivation) {
-    coactivation_ = std::make_unique<CoactivationModel>(s.workload.coactivation_spec, s.model.moe_layers(),
-                                                        s.model.routed_experts, streams_.stream("coactivation"));
+    coactivation_ =
+        std::make_unique<CoactivationModel>(s.workload.coactivation_spec, s.model.moe_layers(),
+                                            s.model.routed_experts, streams_.stream("coactivation"));
   }
   const RunLimits limits{.max_requests = s.run.requests, .max_arrival_time = s.run.duration};
   if (!s.workload.trace.empty()) {
@@ -227,7 +229,8 @@ int Simulation::route() const {
     }
   }
   for (int i = 0; i < total; ++i) {
-    const Group& g = replicas_[static_cast<std::size_t>(i / per_replica)].groups[static_cast<std::size_t>(i % per_replica)];
+    const Group& g = replicas_[static_cast<std::size_t>(i / per_replica)]
+                         .groups[static_cast<std::size_t>(i % per_replica)];
     double load = static_cast<double>(g.running.size() + g.waiting.size());
     if (s_.experts.load_aware_admission) {
       // Steer away from DP ranks whose GPUs were busiest in recent steps: (queue + 1) weighted by the
@@ -262,7 +265,8 @@ void Simulation::on_arrival(const RequestSpec& spec) {
   const int target = route();
   const int per_replica = s_.deployment.attention_dp;
   const int rep_index = target / per_replica;
-  Group& g = replicas_[static_cast<std::size_t>(rep_index)].groups[static_cast<std::size_t>(target % per_replica)];
+  Group& g =
+      replicas_[static_cast<std::size_t>(rep_index)].groups[static_cast<std::size_t>(target % per_replica)];
   // Too long for the KV cache, or (chunked prefill off) for one step's token budget.
   const bool too_long = spec.prompt_tokens + spec.output_tokens > max_request_tokens_ ||
                         (!s_.deployment.chunked_prefill &&
@@ -396,7 +400,8 @@ void Simulation::on_decide(int replica) {
     const auto busy = rep.planner->gpu_busy_s();
     const int tp = s_.deployment.attention_tp;
     for (std::size_t g = 0; g < busy.size(); ++g) {
-      double& b = group_busy_[static_cast<std::size_t>(replica * s_.deployment.attention_dp) + g / static_cast<std::size_t>(tp)];
+      double& b = group_busy_[static_cast<std::size_t>(replica * s_.deployment.attention_dp) +
+                              g / static_cast<std::size_t>(tp)];
       b += 0.1 * (busy[g] - b);  // EWMA over ~10 steps
     }
   }
@@ -484,7 +489,8 @@ void Simulation::on_step_done(int replica) {
     Request& r = requests_[sc.req];
     r.computed += sc.tokens;
     if (sc.prefill && r.computed < r.target) continue;
-    if (r.generated == 0 && now >= warmup_end_) window_prompt_tokens_ += r.prompt;  // first token: prompt done
+    if (r.generated == 0 && now >= warmup_end_)
+      window_prompt_tokens_ += r.prompt;  // first token: prompt done
     emit_token(r);
     if (r.generated >= r.output) {
       Group& g = rep.groups[static_cast<std::size_t>(r.group)];
@@ -517,7 +523,8 @@ void Simulation::finish(Idx idx) {
   ++finished_;
   const double ttft = (r.first_token - r.arrival).seconds();
   const double e2e = (now - r.arrival).seconds();
-  const double tpot = r.output > 1 ? (r.last_token - r.first_token).seconds() / static_cast<double>(r.output - 1) : 0.0;
+  const double tpot =
+      r.output > 1 ? (r.last_token - r.first_token).seconds() / static_cast<double>(r.output - 1) : 0.0;
   const double queueing = (r.admitted - r.arrival).seconds();
   if (now >= warmup_end_) ++window_finished_;
   if (r.measured) {
@@ -598,8 +605,10 @@ Report Simulation::build_report() const {
   r.sla_percentile = s_.sla.percentile;
   r.sla_ttft_at_percentile = ttft_.percentile(s_.sla.percentile);
   r.sla_tpot_at_percentile = tpot_.percentile(s_.sla.percentile);
-  r.sla_met = measured_ > 0 && r.sla_ttft_at_percentile <= r.sla_ttft_s && r.sla_tpot_at_percentile <= r.sla_tpot_s;
-  r.sla_violation_rate = measured_ > 0 ? static_cast<double>(sla_violations_) / static_cast<double>(measured_) : 0.0;
+  r.sla_met =
+      measured_ > 0 && r.sla_ttft_at_percentile <= r.sla_ttft_s && r.sla_tpot_at_percentile <= r.sla_tpot_s;
+  r.sla_violation_rate =
+      measured_ > 0 ? static_cast<double>(sla_violations_) / static_cast<double>(measured_) : 0.0;
   r.steps = steps_;
   if (steps_ > 0) {
     const double n = static_cast<double>(steps_);
@@ -667,7 +676,8 @@ void Simulation::fill_experts(Report& r) const {
   e.tiers = x.tiers.enabled;
   e.stall_share = step_s_ > 0 ? loop_.stall_s / step_s_ : 0.0;
   e.rerouting = x.reroute_threshold > 0;
-  e.rerouted_share = loop_.rerouted_share > 0 ? static_cast<double>(loop_.rerouted_pairs) / loop_.rerouted_share : 0.0;
+  e.rerouted_share =
+      loop_.rerouted_share > 0 ? static_cast<double>(loop_.rerouted_pairs) / loop_.rerouted_share : 0.0;
   e.admission = x.load_aware_admission;
   const double tokens = batch_tokens_;
   e.gpu_load_imbalance_weighted = tokens > 0 ? loop_.gpu_load_imbalance_weighted / tokens : 1.0;
@@ -675,7 +685,8 @@ void Simulation::fill_experts(Report& r) const {
   e.drift = w.drift;
   e.coactivation = w.coactivation;
   e.coactivation_rho = w.coactivation ? w.coactivation_spec.rho : 0.0;
-  for (const Replica& rep : replicas_) e.drift_updates += static_cast<std::int64_t>(rep.planner->drift_updates());
+  for (const Replica& rep : replicas_)
+    e.drift_updates += static_cast<std::int64_t>(rep.planner->drift_updates());
   e.quantization = x.quantization;
   if (x.quantization) {
     QualityProxy all;

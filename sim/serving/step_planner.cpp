@@ -16,9 +16,9 @@ struct ExpertLoop {
   std::unique_ptr<ExpertStats> stats;
   std::vector<std::int64_t> group_tokens;  // co-activation home-group tokens of the layer being sampled
   std::vector<double> touch_scratch;
-  std::vector<Hotness> hotness;           // [layer][expert], from the last classification
-  std::vector<Precision> precision;       // [layer][expert]
-  std::vector<std::int64_t> copy_bytes;   // [layer][expert] at that precision
+  std::vector<Hotness> hotness;          // [layer][expert], from the last classification
+  std::vector<Precision> precision;      // [layer][expert]
+  std::vector<std::int64_t> copy_bytes;  // [layer][expert] at that precision
   std::int64_t steps = 0;
   std::int64_t last_rebalance = 0;
   double imbalance_sum = 0;
@@ -124,18 +124,23 @@ void StepPlanner::setup_loop() {
   }
   const auto by_layer = [this](int l) { return probs(l); };
   switch (x.placement) {
-    case PlacementPolicy::kContiguous: break;
-    case PlacementPolicy::kRoundRobin: placement_ = round_robin_placement(layers, experts, gpus_); break;
+    case PlacementPolicy::kContiguous:
+      break;
+    case PlacementPolicy::kRoundRobin:
+      placement_ = round_robin_placement(layers, experts, gpus_);
+      break;
     case PlacementPolicy::kEplb:
-      placement_ = eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
-                                  EplbSpec{.physical_slots = gpus_ * (experts / gpus_ + x.redundant_slots_per_gpu),
-                                           .groups = x.eplb_groups,
-                                           .nodes = nodes_,
-                                           .gpus = gpus_});
+      placement_ =
+          eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
+                         EplbSpec{.physical_slots = gpus_ * (experts / gpus_ + x.redundant_slots_per_gpu),
+                                  .groups = x.eplb_groups,
+                                  .nodes = nodes_,
+                                  .gpus = gpus_});
       break;
     case PlacementPolicy::kCoactivation:
       MOESIM_CHECK(coact_ != nullptr, "co-activation placement needs a co-activation model");
-      placement_ = coactivation_placement(*coact_, flat_probs(layers, experts, by_layer), m.top_k, gpus_, x.partition);
+      placement_ =
+          coactivation_placement(*coact_, flat_probs(layers, experts, by_layer), m.top_k, gpus_, x.partition);
       break;
   }
   if (x.reroute_threshold > 0) L.rerouter = std::make_unique<Rerouter>(gpus_, placement_.slots_per_gpu());
@@ -173,7 +178,8 @@ void StepPlanner::setup_loop() {
 }
 
 void StepPlanner::set_placement(Placement p) {
-  MOESIM_CHECK(p.gpus() == gpus_ && p.experts() == s_.model.routed_experts, "placement does not match the replica");
+  MOESIM_CHECK(p.gpus() == gpus_ && p.experts() == s_.model.routed_experts,
+               "placement does not match the replica");
   placement_ = std::move(p);
   std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
   const int experts = s_.model.routed_experts;
@@ -212,7 +218,8 @@ void StepPlanner::ensure_touch(int layer) {
 }
 
 Duration StepPlanner::expert_time(std::int64_t tokens) const {
-  if (tokens < static_cast<std::int64_t>(ffn_table_.size())) return ffn_table_[static_cast<std::size_t>(tokens)];
+  if (tokens < static_cast<std::int64_t>(ffn_table_.size()))
+    return ffn_table_[static_cast<std::size_t>(tokens)];
   const ModelSpec& m = s_.model;
   return gpu_.expert_ffn(ExpertFfnWork{
       .tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = s_.precision.routed_experts});
@@ -223,7 +230,8 @@ Duration StepPlanner::expert_time(std::int64_t tokens, Precision p) const {
   if (table.empty()) return expert_time(tokens);
   if (tokens < static_cast<std::int64_t>(table.size())) return table[static_cast<std::size_t>(tokens)];
   const ModelSpec& m = s_.model;
-  return gpu_.expert_ffn(ExpertFfnWork{.tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = p})
+  return gpu_
+      .expert_ffn(ExpertFfnWork{.tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = p})
       .scaled(dequant_factor(s_.experts.quant, p));
 }
 
@@ -235,8 +243,9 @@ double StepPlanner::routed_expert_bytes_per_gpu() const {
   for (int g = 0; g < gpus_; ++g) {
     double sum = 0;
     for (int l = 0; l < placement_.layers(); ++l) {
-      const auto slots = placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
-                                                       static_cast<std::size_t>(placement_.slots_per_gpu()));
+      const auto slots =
+          placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
+                                        static_cast<std::size_t>(placement_.slots_per_gpu()));
       for (const int e : slots) {
         sum += loop_ ? double(loop_->copy_bytes[static_cast<std::size_t>(l * experts + e)]) : expert_bytes_;
       }
@@ -301,15 +310,17 @@ void StepPlanner::setup_tiers() {
     ExpertCache& cache = L.caches.emplace_back(layers, experts, cs);
     for (const Hotness pass : {Hotness::kHot, Hotness::kWarm, Hotness::kCold}) {
       for (int l = 0; l < layers; ++l) {
-        const auto slots = placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
-                                                         static_cast<std::size_t>(placement_.slots_per_gpu()));
+        const auto slots =
+            placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
+                                          static_cast<std::size_t>(placement_.slots_per_gpu()));
         for (const int e : slots) {
           const auto i = static_cast<std::size_t>(l * experts + e);
           const ExpertKey key{l, e};
           if (L.hotness[i] != pass || cache.holds(key)) continue;
-          cache.add_copy(key, L.copy_bytes[i], pass == Hotness::kCold ? t.cold_home : t.warm_home, L.precision[i],
-                         pass);
-          if (pass != Hotness::kCold && cache.hbm_free() >= L.copy_bytes[i]) (void)cache.admit(key, L.evicted);
+          cache.add_copy(key, L.copy_bytes[i], pass == Hotness::kCold ? t.cold_home : t.warm_home,
+                         L.precision[i], pass);
+          if (pass != Hotness::kCold && cache.hbm_free() >= L.copy_bytes[i])
+            (void)cache.admit(key, L.evicted);
         }
       }
     }
@@ -319,7 +330,8 @@ void StepPlanner::setup_tiers() {
 
 // Uses one copy on one GPU in this layer: a resident copy that is ready costs nothing; otherwise the
 // layer's experts on that GPU wait for the copy's load (queued on the GPU's host link / NVMe array).
-void StepPlanner::access_copy(int gpu, int layer, int expert, std::int32_t tokens, Duration ffn, Time request) {
+void StepPlanner::access_copy(int gpu, int layer, int expert, std::int32_t tokens, Duration ffn,
+                              Time request) {
   ExpertLoop& L = *loop_;
   const auto g = static_cast<std::size_t>(gpu);
   ExpertCache& cache = L.caches[g];
@@ -328,7 +340,8 @@ void StepPlanner::access_copy(int gpu, int layer, int expert, std::int32_t token
   const CacheAccess a = cache.access(key, tokens, L.evicted);
   plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
   L.evicted.clear();
-  const std::size_t ri = g * L.hotness.size() + static_cast<std::size_t>(layer * s_.model.routed_experts + expert);
+  const std::size_t ri =
+      g * L.hotness.size() + static_cast<std::size_t>(layer * s_.model.routed_experts + expert);
   Time done;
   if (a.outcome == CacheOutcome::kHit) {
     ++plan_.hbm_hits;
@@ -371,7 +384,8 @@ void StepPlanner::sample_layer(int layer, std::int64_t tokens) {
   }
   if (L.rerouter) {
     plan_.rerouted +=
-        L.rerouter->apply(placement_, layer, probs(layer), tokens, s_.experts.reroute_threshold, counts_).rerouted;
+        L.rerouter->apply(placement_, layer, probs(layer), tokens, s_.experts.reroute_threshold, counts_)
+            .rerouted;
   }
 }
 
@@ -384,9 +398,10 @@ void StepPlanner::rebalance() {
   const int experts = s_.model.routed_experts;
   Placement next = placement_;
   if (x.placement == PlacementPolicy::kEplb) {
-    next = eplb_placement(flat_probs(layers, experts, [&](int l) { return L.stats->load(l); }), layers, experts,
-                          EplbSpec{.physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_,
-                                   .gpus = gpus_});
+    next = eplb_placement(
+        flat_probs(layers, experts, [&](int l) { return L.stats->load(l); }), layers, experts,
+        EplbSpec{
+            .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = gpus_});
   } else if (x.placement == PlacementPolicy::kCoactivation && coact_ != nullptr) {
     std::vector<double> affinity(static_cast<std::size_t>(experts) * static_cast<std::size_t>(experts));
     for (int l = 0; l < layers; ++l) {
@@ -410,7 +425,8 @@ void StepPlanner::rebalance() {
       for (const int o : old) held = held || placement_.gpu_of_slot(o) == dst;
       if (held) continue;
       const double b = double(L.copy_bytes[static_cast<std::size_t>(l * experts + e)]);
-      bytes_from[static_cast<std::size_t>(dst) * g + static_cast<std::size_t>(placement_.gpu_of_slot(old[0]))] += b;
+      bytes_from[static_cast<std::size_t>(dst) * g +
+                 static_cast<std::size_t>(placement_.gpu_of_slot(old[0]))] += b;
       moved += b;
     }
   }
@@ -503,8 +519,8 @@ void StepPlanner::end_step(Time step_end) {
       const CacheAccess a = cache.admit(key, L.evicted);
       if (a.outcome != CacheOutcome::kLoaded) continue;
       const Time done = L.loader->load(g, a.source, a.bytes, step_end);
-      L.ready[static_cast<std::size_t>(g) * L.hotness.size() + static_cast<std::size_t>(key.layer * experts + key.expert)] =
-          done;
+      L.ready[static_cast<std::size_t>(g) * L.hotness.size() +
+              static_cast<std::size_t>(key.layer * experts + key.expert)] = done;
       ++plan_.prefetches;
       (a.source == Tier::kNvme ? plan_.nvme_bytes : plan_.host_bytes) += double(a.bytes);
     }
@@ -580,12 +596,13 @@ Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
   const ModelSpec& m = s_.model;
   const std::int64_t t = b.tokens();
   if (t == 0) return Duration::zero();
-  const Duration shared = m.shared_experts > 0
-                              ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
-                                                              .hidden = m.hidden,
-                                                              .inter = m.shared_expert_inter * m.shared_experts / tp_,
-                                                              .weights = s_.precision.shared_experts})
-                              : Duration::zero();
+  const Duration shared =
+      m.shared_experts > 0
+          ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
+                                          .hidden = m.hidden,
+                                          .inter = m.shared_expert_inter * m.shared_experts / tp_,
+                                          .weights = s_.precision.shared_experts})
+          : Duration::zero();
   const Duration gate =
       gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = s_.precision.router});
   return group_attention(b) + shared + gate;
@@ -605,16 +622,16 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
       continue;
     }
     pre_moe_[ri] = group_pre_moe(b);
-    const Duration dense = m.num_dense_layers > 0
-                               ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
-                                                               .hidden = m.hidden,
-                                                               .inter = m.dense_inter / tp_,
-                                                               .weights = p.dense_ffn})
-                               : Duration::zero();
+    const Duration dense =
+        m.num_dense_layers > 0
+            ? gpu_.expert_ffn(ExpertFfnWork{
+                  .tokens = t, .hidden = m.hidden, .inter = m.dense_inter / tp_, .weights = p.dense_ffn})
+            : Duration::zero();
     dense_layer_[ri] = m.num_dense_layers > 0 ? group_attention(b) + dense : Duration::zero();
     const auto [dec, pre] = attention_work(b);
     const double attn_flops = 2.0 * double(t) * m.attention_params_per_layer() / tp + dec.flops + pre.flops;
-    const double attn_bytes = m.attention_params_per_layer() / tp * bytes_per_element(p.attention) + dec.bytes + pre.bytes;
+    const double attn_bytes =
+        m.attention_params_per_layer() / tp * bytes_per_element(p.attention) + dec.bytes + pre.bytes;
     group_flops_moe_[ri] = attn_flops + 2.0 * double(t) * m.shared_expert_params() / tp;
     group_bytes_moe_[ri] = attn_bytes + m.shared_expert_params() / tp * bytes_per_element(p.shared_experts);
     // Dense layers: counted once per step for every GPU of the group.
@@ -622,7 +639,8 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
       const auto gi = static_cast<std::size_t>(r * tp_ + k);
       busy_s_[gi] += dense_layer_[ri].seconds() * m.num_dense_layers;
       flops_[gi] += (attn_flops + 2.0 * double(t) * m.dense_ffn_params() / tp) * m.num_dense_layers;
-      bytes_[gi] += (attn_bytes + m.dense_ffn_params() / tp * bytes_per_element(p.dense_ffn)) * m.num_dense_layers;
+      bytes_[gi] +=
+          (attn_bytes + m.dense_ffn_params() / tp * bytes_per_element(p.dense_ffn)) * m.num_dense_layers;
     }
   }
 }
@@ -667,7 +685,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     pre_moe_max = max(pre_moe_max, pre_moe_[static_cast<std::size_t>(r)]);
     dense_max = max(dense_max, dense_layer_[static_cast<std::size_t>(r)]);
     // Under TP the group's tokens are split over its GPUs for dispatch (sequence parallel).
-    for (int k = 0; k < tp_; ++k) gpu_tokens_[static_cast<std::size_t>(r * tp_ + k)] = double(b.tokens()) / tp_;
+    for (int k = 0; k < tp_; ++k)
+      gpu_tokens_[static_cast<std::size_t>(r * tp_ + k)] = double(b.tokens()) / tp_;
   }
   plan_.tokens = total_tokens;
   plan_.dense_ffn = dense_max * m.num_dense_layers;
@@ -712,7 +731,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
     std::int32_t max_count = 0;
     const auto replicas = placement_.replicas(layer);
-    const int* single = single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(m.routed_experts);
+    const int* single =
+        single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(m.routed_experts);
     const Time request = cursor + pre_moe_max;  // routing is known after the gate
     if (per_copy) max_count = cost_copies(layer, request);
     for (int e = 0; e < m.routed_experts && !per_copy; ++e) {
@@ -734,7 +754,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
         if (share == 0) continue;
         const auto g = static_cast<std::size_t>(placement_.gpu_of_slot(copies[r]));
         gpu_pairs_[g] += share;
-        gpu_expert_time_[g] += tbo ? expert_time(share / 2) + expert_time(share - share / 2) : expert_time(share);
+        gpu_expert_time_[g] +=
+            tbo ? expert_time(share / 2) + expert_time(share - share / 2) : expert_time(share);
         bytes_[g] += tbo ? 2 * expert_bytes_ : expert_bytes_;
       }
     }
@@ -757,8 +778,10 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       // experts, with the expected touch fractions of this layer's popularity and placement; the
       // per-pair traffic of low-latency kernels follows this step's sampled counts.
       ensure_touch(layer);
-      const double* touch_gpu = touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(gpus_);
-      const double* touch_node = touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
+      const double* touch_gpu =
+          touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(gpus_);
+      const double* touch_node =
+          touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
       for (int src = 0; src < gpus_; ++src) {
         const double t = gpu_tokens_[static_cast<std::size_t>(src)] * traffic_scale;
         for (int node = 0; node < nodes_; ++node) {
@@ -791,7 +814,9 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     plan_.expert_stall += stall;
     const Duration layer_pre = tbo ? pre_half_max * 2 : pre_moe_max;
     layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
-        (tbo ? max(layer_pre + experts_max, dispatch + combine) : layer_pre + dispatch + experts_max + combine) + stall;
+        (tbo ? max(layer_pre + experts_max, dispatch + combine)
+             : layer_pre + dispatch + experts_max + combine) +
+        stall;
     cursor += pre_moe_max + dispatch + experts_max + stall + combine;
   }
   for (int g = 0; g < gpus_; ++g) {
@@ -804,13 +829,11 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   plan_.gpu_imbalance = m.moe_layers() > 0 ? gpu_imb_sum / m.moe_layers() : 1.0;
   plan_.expert_imbalance = m.moe_layers() > 0 ? expert_imb_sum / m.moe_layers() : 1.0;
   if (sampled_max > 0) {
-    plan_.lm_head = gpu_.gemm(GemmWork{.m = sampled_max,
-                                       .n = m.vocab / tp_,
-                                       .k = m.hidden,
-                                       .weights = s_.precision.embeddings});
+    plan_.lm_head = gpu_.gemm(
+        GemmWork{.m = sampled_max, .n = m.vocab / tp_, .k = m.hidden, .weights = s_.precision.embeddings});
   }
-  plan_.total = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine + plan_.lm_head -
-                plan_.comm_hidden;
+  plan_.total = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine +
+                plan_.lm_head - plan_.comm_hidden;
   if (loop_) plan_.total += plan_.expert_stall + plan_.rebalance;
   if (stages > 1) finish_pipeline(full);
   if (loop_) end_step(now + plan_.total);
@@ -828,7 +851,8 @@ void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
   std::vector<Duration>& t = stage_time_;
   t.assign(static_cast<std::size_t>(stages), Duration::zero());
   for (int l = 0; l < m.num_layers; ++l) {
-    t[static_cast<std::size_t>(static_cast<std::int64_t>(l) * stages / m.num_layers)] += layer_time_[static_cast<std::size_t>(l)];
+    t[static_cast<std::size_t>(static_cast<std::int64_t>(l) * stages / m.num_layers)] +=
+        layer_time_[static_cast<std::size_t>(l)];
   }
   t.back() += plan_.lm_head;
   std::int64_t tokens = 0;

@@ -17,8 +17,8 @@
 #include "sim/serving/placement.h"
 #include "sim/serving/quantization_policy.h"
 #include "sim/serving/scenario_spec.h"
-#include "workloads/popularity_drift.h"
 #include "workloads/expert_popularity.h"
+#include "workloads/popularity_drift.h"
 
 namespace moesim {
 
@@ -27,8 +27,8 @@ struct GroupBatch {
   std::int64_t decode_seqs = 0;
   double decode_context_tokens = 0;  // sum over decode sequences of the tokens they attend to
   std::int64_t prefill_tokens = 0;
-  double prefill_pairs = 0;      // sum over chunks of c*p + c(c+1)/2 (query, key) pairs
-  double prefill_kv_tokens = 0;  // sum over chunks of p + c (KV read and written)
+  double prefill_pairs = 0;       // sum over chunks of c*p + c(c+1)/2 (query, key) pairs
+  double prefill_kv_tokens = 0;   // sum over chunks of p + c (KV read and written)
   std::int64_t sampled_seqs = 0;  // sequences that produce a token (LM head rows)
   [[nodiscard]] std::int64_t tokens() const { return decode_seqs + prefill_tokens; }
 };
@@ -36,9 +36,9 @@ struct GroupBatch {
 // Per-step totals; every Duration is on the critical path, summed over layers.
 struct StepPlan {
   Duration total;
-  Duration attention;   // attention, shared experts, gate, TP all-reduce (max over groups)
-  Duration dense_ffn;   // dense layers' FFNs (max over groups)
-  Duration experts;     // routed expert FFNs (max over GPUs)
+  Duration attention;  // attention, shared experts, gate, TP all-reduce (max over groups)
+  Duration dense_ffn;  // dense layers' FFNs (max over groups)
+  Duration experts;    // routed expert FFNs (max over GPUs)
   Duration dispatch;
   Duration combine;
   Duration lm_head;
@@ -54,14 +54,14 @@ struct StepPlan {
   Duration rebalance;     // pause before this step for a placement rebalance
   double rebalance_bytes = 0;
   int rebalances = 0;
-  std::int64_t rerouted = 0;      // (token, expert) pairs re-routed by router post-processing
-  std::int64_t expert_uses = 0;   // (GPU, expert copy) uses with tokens, under tiers
-  std::int64_t hbm_hits = 0;      // of those, resident and ready in HBM
-  std::int64_t host_loads = 0;    // loaded from host DRAM on demand
-  std::int64_t nvme_loads = 0;    // loaded from NVMe on demand
-  std::int64_t prefetches = 0;    // loads issued ahead by the prefetch policy
+  std::int64_t rerouted = 0;     // (token, expert) pairs re-routed by router post-processing
+  std::int64_t expert_uses = 0;  // (GPU, expert copy) uses with tokens, under tiers
+  std::int64_t hbm_hits = 0;     // of those, resident and ready in HBM
+  std::int64_t host_loads = 0;   // loaded from host DRAM on demand
+  std::int64_t nvme_loads = 0;   // loaded from NVMe on demand
+  std::int64_t prefetches = 0;   // loads issued ahead by the prefetch policy
   std::int64_t evictions = 0;
-  double host_bytes = 0;          // bytes loaded from host DRAM (demand + prefetch)
+  double host_bytes = 0;  // bytes loaded from host DRAM (demand + prefetch)
   double nvme_bytes = 0;
   double dispatch_nvlink_bytes = 0;
   double dispatch_nic_bytes = 0;
@@ -74,8 +74,9 @@ struct ExpertLoop;  // experts-in-the-loop state (placement policy, statistics, 
 
 class StepPlanner {
  public:
-  // `coactivation` (optional) samples routing with co-activation groups. `drift` (optional) replaces `popularity` when given: the planner re-prepares its routing tables when
-  // its version changes. The caller advances it.
+  // `coactivation` (optional) samples routing with co-activation groups. `drift` (optional) replaces
+  // `popularity` when given: the planner re-prepares its routing tables when its version changes. The caller
+  // advances it.
   StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
               const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift = nullptr,
               const CoactivationModel* coactivation = nullptr);
@@ -143,14 +144,14 @@ class StepPlanner {
   int tp_;
   Placement placement_;
   int nodes_;
-  std::vector<double> touch_gpu_;   // [layer][gpu]
-  std::vector<double> touch_node_;  // [layer][node]
-  std::vector<char> touch_valid_;   // [layer]
+  std::vector<double> touch_gpu_;               // [layer][gpu]
+  std::vector<double> touch_node_;              // [layer][node]
+  std::vector<char> touch_valid_;               // [layer]
   std::vector<RoutingSampler::Layer> routing_;  // per layer, from the popularity
-  std::vector<int> single_gpu_;  // [layer][expert]: its GPU when it has one copy, else -1
-  std::vector<Duration> ffn_table_;  // expert FFN time by token count, at precision.routed_experts
+  std::vector<int> single_gpu_;                 // [layer][expert]: its GPU when it has one copy, else -1
+  std::vector<Duration> ffn_table_;             // expert FFN time by token count, at precision.routed_experts
   std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;  // under quantisation
-  std::unique_ptr<ExpertLoop> loop_;  // null when every mechanism is off
+  std::unique_ptr<ExpertLoop> loop_;                                     // null when every mechanism is off
   QualityProxy quality_;
   double expert_flops_per_token_;
   double expert_bytes_;
@@ -161,7 +162,7 @@ class StepPlanner {
   std::vector<double> gpu_pairs_;
   std::vector<Duration> gpu_expert_time_;
   std::vector<double> gpu_tokens_;
-  std::vector<Duration> pre_moe_;    // per group: attention + shared + gate (+ all-reduce), one layer
+  std::vector<Duration> pre_moe_;      // per group: attention + shared + gate (+ all-reduce), one layer
   std::vector<Duration> dense_layer_;  // per group: attention + dense FFN (+ all-reduce), one layer
   std::vector<double> busy_s_;
   std::vector<double> flops_;

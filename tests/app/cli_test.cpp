@@ -1,8 +1,7 @@
 // The moesim binary as a user runs it: exit codes, one clear message on bad input, outputs written.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -97,9 +96,10 @@ TEST_CASE("bad input exits non-zero with one message naming the JSON path or fil
 
 TEST_CASE("sweep writes one row per grid point in grid order") {
   const auto dir = temp_dir("sweep");
-  const Result r = moesim("sweep " + tiny("tiny_poisson_ep4.json") +
-                          " --set deployment.max_batch_size=4,16 --set workload.arrival.rate_per_s=10,20,40 -j 2 --out " +
-                          dir.string());
+  const Result r =
+      moesim("sweep " + tiny("tiny_poisson_ep4.json") +
+             " --set deployment.max_batch_size=4,16 --set workload.arrival.rate_per_s=10,20,40 -j 2 --out " +
+             dir.string());
   REQUIRE(r.code == 0);
   std::ifstream f(dir / "sweep.csv");
   std::vector<std::string> lines;

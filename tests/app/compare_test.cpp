@@ -1,9 +1,9 @@
 // `moesim compare` through the real binary: files side by side, --set lists as columns and grids, the
 // JSON and CSV outputs, the best-of-row marks, the cost row, and errors that name what to fix.
-#include <catch2/catch.hpp>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -22,7 +22,8 @@ struct Tmp {
   fs::path dir;
   Tmp() {
     dir = fs::temp_directory_path() /
-          ("moesim-compare-test-" + std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
+          ("moesim-compare-test-" +
+           std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
@@ -33,9 +34,9 @@ struct Tmp {
 
 // A toy MoE on one or two nodes of 2 H100s, a handful of requests: a run takes milliseconds.
 Json tiny(int nodes, const char* fabric = nullptr) {
-  const Json model = {{"num_layers", 2},  {"hidden", 1024},     {"vocab", 1000},   {"attention", "gqa"},
-                      {"num_heads", 8},   {"num_kv_heads", 8},  {"head_dim", 128}, {"routed_experts", 8},
-                      {"top_k", 2},       {"expert_inter", 512}};
+  const Json model = {{"num_layers", 2}, {"hidden", 1024},     {"vocab", 1000},   {"attention", "gqa"},
+                      {"num_heads", 8},  {"num_kv_heads", 8},  {"head_dim", 128}, {"routed_experts", 8},
+                      {"top_k", 2},      {"expert_inter", 512}};
   Json cluster = {{"gpu", "h100-sxm"}, {"nodes", nodes}, {"gpus_per_node", 2}};
   if (fabric) cluster["fabric"] = {{"base", fabric}, {"gpus_per_node", 2}, {"nics_per_node", 2}};
   return Json{
@@ -72,8 +73,8 @@ std::string slurp(const fs::path& p) {
 Result run_moesim(const Tmp& t, const std::string& args) {
   const fs::path out = t.dir / "stdout.txt";
   const fs::path err = t.dir / "stderr.txt";
-  const std::string cmd = std::string("\"") + MOESIM_BINARY + "\" " + args + " >\"" + out.string() + "\" 2>\"" +
-                          err.string() + "\"";
+  const std::string cmd = std::string("\"") + MOESIM_BINARY + "\" " + args + " >\"" + out.string() +
+                          "\" 2>\"" + err.string() + "\"";
   const int status = std::system(cmd.c_str());
   return Result{status == 0 ? 0 : (WIFEXITED(status) ? WEXITSTATUS(status) : -1), slurp(out), slurp(err)};
 }
@@ -93,8 +94,8 @@ TEST_CASE("compare puts two scenario files side by side and writes compare.json 
   const Tmp t;
   const fs::path a = write(t.dir / "one_node.json", tiny(1));
   const fs::path b = write(t.dir / "two_nodes.json", tiny(2));
-  const Result r = run_moesim(t, "compare " + a.string() + " " + b.string() + " -j 2 --out " + (t.dir / "out").string() +
-                                 " --json " + (t.dir / "c.json").string());
+  const Result r = run_moesim(t, "compare " + a.string() + " " + b.string() + " -j 2 --out " +
+                                     (t.dir / "out").string() + " --json " + (t.dir / "c.json").string());
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("one_node") && Catch::Contains("two_nodes") &&
@@ -127,8 +128,8 @@ TEST_CASE("compare puts two scenario files side by side and writes compare.json 
 TEST_CASE("a list in one --set makes one column per value and several lists make a grid") {
   const Tmp t;
   const fs::path f = write(t.dir / "s.json", tiny(1));
-  const Result one = run_moesim(t, "compare " + f.string() + " --set deployment.max_batch_size=1,4 --out " +
-                                   (t.dir / "o1").string());
+  const Result one = run_moesim(
+      t, "compare " + f.string() + " --set deployment.max_batch_size=1,4 --out " + (t.dir / "o1").string());
   INFO(one.out << one.err);
   REQUIRE(one.code == 0);
   const Json j1 = load_json_file((t.dir / "o1" / "compare.json").string());
@@ -139,9 +140,11 @@ TEST_CASE("a list in one --set makes one column per value and several lists make
   // Batch 4 serves 4 users at once, batch 1 one at a time: more output tokens per second per GPU.
   CHECK(row(j1, "output_tok_s_per_gpu")["best"] == Json::array({1}));
 
-  const Result grid = run_moesim(t, "compare " + f.string() +
-                                    " --set deployment.max_batch_size=1,4 --set workload.arrival.users=2,4,8"
-                                    " --set run.requests=8 --seed 7 -j 3 --out " + (t.dir / "o2").string());
+  const Result grid =
+      run_moesim(t, "compare " + f.string() +
+                        " --set deployment.max_batch_size=1,4 --set workload.arrival.users=2,4,8"
+                        " --set run.requests=8 --seed 7 -j 3 --out " +
+                        (t.dir / "o2").string());
   INFO(grid.out << grid.err);
   REQUIRE(grid.code == 0);
   const Json j2 = load_json_file((t.dir / "o2" / "compare.json").string());
@@ -168,7 +171,8 @@ TEST_CASE("compare takes fabrics from the catalog and reports a bad fabric key b
   const Tmp t;
   const fs::path ib = write(t.dir / "ib.json", tiny(2, "hgx-h100-8x400g"));
   const fs::path roce = write(t.dir / "roce.json", tiny(2, "hgx-h100-roce-fat-tree"));
-  const Result ok = run_moesim(t, "compare " + ib.string() + " " + roce.string() + " --out " + (t.dir / "o").string());
+  const Result ok =
+      run_moesim(t, "compare " + ib.string() + " " + roce.string() + " --out " + (t.dir / "o").string());
   INFO(ok.out << ok.err);
   REQUIRE(ok.code == 0);
   const Json j = load_json_file((t.dir / "o" / "compare.json").string());
@@ -177,7 +181,8 @@ TEST_CASE("compare takes fabrics from the catalog and reports a bad fabric key b
   Json bad = tiny(2, "hgx-h100-8x400g");
   bad["cluster"]["fabric"]["nic_gbps"] = 200;
   const fs::path b = write(t.dir / "bad.json", bad);
-  const Result err = run_moesim(t, "compare " + ib.string() + " " + b.string() + " --out " + (t.dir / "o").string());
+  const Result err =
+      run_moesim(t, "compare " + ib.string() + " " + b.string() + " --out " + (t.dir / "o").string());
   CHECK(err.code != 0);
   CHECK_THAT(err.err, Catch::Contains("bad.json") && Catch::Contains("cluster.fabric.nic_gbps"));
 }
@@ -188,8 +193,8 @@ TEST_CASE("compare refuses a single column and a malformed --set") {
   const Result single = run_moesim(t, "compare " + f.string() + " --out " + (t.dir / "o").string());
   CHECK(single.code != 0);
   CHECK_THAT(single.err, Catch::Contains("at least two columns"));
-  const Result malformed = run_moesim(t, "compare " + f.string() + " --set deployment.max_batch_size --out " +
-                                         (t.dir / "o").string());
+  const Result malformed = run_moesim(
+      t, "compare " + f.string() + " --set deployment.max_batch_size --out " + (t.dir / "o").string());
   CHECK(malformed.code != 0);
   CHECK_THAT(malformed.err, Catch::Contains("--set"));
 }
@@ -197,8 +202,9 @@ TEST_CASE("compare refuses a single column and a malformed --set") {
 TEST_CASE("a column that does not fit is reported as an error while the others run") {
   const Tmp t;
   const fs::path f = write(t.dir / "s.json", tiny(1));
-  const Result r = run_moesim(t, "compare " + f.string() + " --set deployment.kv_cache_memory_fraction=0.9,0.0001 --out " +
-                                 (t.dir / "o").string());
+  const Result r =
+      run_moesim(t, "compare " + f.string() + " --set deployment.kv_cache_memory_fraction=0.9,0.0001 --out " +
+                        (t.dir / "o").string());
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const Json j = load_json_file((t.dir / "o" / "compare.json").string());

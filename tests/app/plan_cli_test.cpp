@@ -1,9 +1,9 @@
 // `moesim plan` through the real binary: the seed's capacity reviews (scenarios/reference/review_*.json)
 // checked against the parameter and KV arithmetic done here, the JSON and markdown outputs, --simulate,
 // and bad input reported the way `run` reports it.
-#include <catch2/catch.hpp>
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -22,7 +22,8 @@ struct TmpDir {
   fs::path dir;
   TmpDir() {
     dir = fs::temp_directory_path() /
-          ("moesim-plan-test-" + std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
+          ("moesim-plan-test-" +
+           std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
@@ -47,8 +48,8 @@ std::string slurp(const fs::path& p) {
 Result run_moesim(const TmpDir& t, const std::string& args) {
   const fs::path out = t.dir / "stdout.txt";
   const fs::path err = t.dir / "stderr.txt";
-  const std::string cmd = std::string("cd \"") + MOESIM_SOURCE_DIR + "\" && \"" + MOESIM_BINARY + "\" " + args +
-                          " >\"" + out.string() + "\" 2>\"" + err.string() + "\"";
+  const std::string cmd = std::string("cd \"") + MOESIM_SOURCE_DIR + "\" && \"" + MOESIM_BINARY + "\" " +
+                          args + " >\"" + out.string() + "\" 2>\"" + err.string() + "\"";
   const int status = std::system(cmd.c_str());
   return Result{status == 0 ? 0 : (WIFEXITED(status) ? WEXITSTATUS(status) : -1), slurp(out), slurp(err)};
 }
@@ -99,10 +100,12 @@ Json catalog_model(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("plan reproduces the seed's DeepSeek-V3 review: 1.34 TB in BF16 does not fit one 8xH100-80GB node") {
+TEST_CASE(
+    "plan reproduces the seed's DeepSeek-V3 review: 1.34 TB in BF16 does not fit one 8xH100-80GB node") {
   const TmpDir t;
   const fs::path md = t.dir / "review.md";
-  const Json p = plan_json(t, "scenarios/reference/review_deepseek_v3_8xh100.json", "--markdown " + md.string());
+  const Json p =
+      plan_json(t, "scenarios/reference/review_deepseek_v3_8xh100.json", "--markdown " + md.string());
   const Json m = catalog_model("deepseek-v3");
   const double params = mla_moe_params(m);
   REQUIRE(params == Approx(671e9).epsilon(0.002));
@@ -144,7 +147,9 @@ TEST_CASE("plan reproduces the seed's DeepSeek-V3 review: 1.34 TB in BF16 does n
                          Catch::Contains("| bf16 | 1342.1 |"));
 }
 
-TEST_CASE("plan sizes Mistral Large 3 and DeepSeek-V4 Pro from their published totals and says the shapes are assumed") {
+TEST_CASE(
+    "plan sizes Mistral Large 3 and DeepSeek-V4 Pro from their published totals and says the shapes are "
+    "assumed") {
   const TmpDir t;
   const Json mistral = plan_json(t, "scenarios/reference/review_mistral_large_3.json");
   CHECK(mistral["model"]["architecture_known"] == false);
@@ -186,18 +191,25 @@ TEST_CASE("plan --json - writes the plan to stdout") {
 
 TEST_CASE("plan --simulate adds latency percentiles, All-to-All share and throughput against batch size") {
   const TmpDir t;
-  const Json tiny = {
-      {"name", "tiny-plan"},
-      {"model",
-       {{"num_layers", 2}, {"hidden", 1024}, {"vocab", 1000}, {"attention", "gqa"}, {"num_heads", 8},
-        {"num_kv_heads", 8}, {"head_dim", 128}, {"routed_experts", 8}, {"top_k", 2}, {"expert_inter", 512}}},
-      {"cluster", {{"gpu", "h100-sxm"}, {"nodes", 1}, {"gpus_per_node", 2}}},
-      {"deployment", {{"ep_size", 2}, {"max_batch_size", 8}}},
-      {"workload",
-       {{"arrival", {{"kind", "closed_loop"}, {"users", 8}}},
-        {"prompt_tokens", {{"kind", "fixed"}, {"tokens", 32}}},
-        {"output_tokens", {{"kind", "fixed"}, {"tokens", 8}}}}},
-      {"run", {{"seed", 1}, {"requests", 24}}}};
+  const Json tiny = {{"name", "tiny-plan"},
+                     {"model",
+                      {{"num_layers", 2},
+                       {"hidden", 1024},
+                       {"vocab", 1000},
+                       {"attention", "gqa"},
+                       {"num_heads", 8},
+                       {"num_kv_heads", 8},
+                       {"head_dim", 128},
+                       {"routed_experts", 8},
+                       {"top_k", 2},
+                       {"expert_inter", 512}}},
+                     {"cluster", {{"gpu", "h100-sxm"}, {"nodes", 1}, {"gpus_per_node", 2}}},
+                     {"deployment", {{"ep_size", 2}, {"max_batch_size", 8}}},
+                     {"workload",
+                      {{"arrival", {{"kind", "closed_loop"}, {"users", 8}}},
+                       {"prompt_tokens", {{"kind", "fixed"}, {"tokens", 32}}},
+                       {"output_tokens", {{"kind", "fixed"}, {"tokens", 8}}}}},
+                     {"run", {{"seed", 1}, {"requests", 24}}}};
   const fs::path file = t.dir / "tiny.json";
   std::ofstream(file) << tiny.dump(2);
   const fs::path md = t.dir / "review.md";
@@ -217,7 +229,8 @@ TEST_CASE("plan --simulate adds latency percentiles, All-to-All share and throug
 TEST_CASE("plan on a bad scenario fails with the same JSON-path error as run") {
   const TmpDir t;
   const fs::path bad = t.dir / "bad.json";
-  Json j = load_json_file(std::string(MOESIM_SOURCE_DIR) + "/scenarios/reference/review_deepseek_v3_8xh100_int4.json");
+  Json j = load_json_file(std::string(MOESIM_SOURCE_DIR) +
+                          "/scenarios/reference/review_deepseek_v3_8xh100_int4.json");
   j["deployment"]["ep_sise"] = 8;
   std::ofstream(bad) << j.dump(2);
   const Result plan = run_moesim(t, "plan " + bad.string());

@@ -66,7 +66,8 @@ double worst_error(const std::vector<float>& got, const std::vector<float>& ref,
 }
 
 template <typename W>
-void expert_ffn_case(const char* name, const std::vector<int>& counts, int hidden, int inter, std::mt19937& rng) {
+void expert_ffn_case(const char* name, const std::vector<int>& counts, int hidden, int inter,
+                     std::mt19937& rng) {
   const int experts = static_cast<int>(counts.size());
   std::vector<int> offsets = {0};
   for (int c : counts) offsets.push_back(offsets.back() + c);
@@ -109,12 +110,15 @@ void expert_ffn_case(const char* name, const std::vector<int>& counts, int hidde
   int* doff = upload(offsets);
   bf16* dact = poisoned(size_t(std::max(rows, 1)) * inter);
   bf16* dy = poisoned(size_t(std::max(rows, 1)) * hidden);
-  moesim::cuda::launch_expert_ffn<W>(dx, dw13, ds13, dw2, ds2, dact, dy, doff, experts, max_tokens, hidden, inter, 0);
+  moesim::cuda::launch_expert_ffn<W>(dx, dw13, ds13, dw2, ds2, dact, dy, doff, experts, max_tokens, hidden,
+                                     inter, 0);
   cuda_ok(cudaDeviceSynchronize(), "expert_ffn");
   const auto ref = moesim::expert_ffn_reference(xf, offsets, f13, f2, hidden, inter);
   const auto got = download(dy, size_t(rows) * hidden);
   expect(worst_error(got, ref, 0.05) < 0.03, name, worst_error(got, ref, 0.05));
-  for (void* p : {(void*)dx, (void*)dw13, (void*)dw2, (void*)ds13, (void*)ds2, (void*)doff, (void*)dact, (void*)dy}) cudaFree(p);
+  for (void* p :
+       {(void*)dx, (void*)dw13, (void*)dw2, (void*)ds13, (void*)ds2, (void*)doff, (void*)dact, (void*)dy})
+    cudaFree(p);
 }
 
 void permute_case(int tokens, int top_k, int experts, int hidden, std::mt19937& rng) {
@@ -143,10 +147,12 @@ void permute_case(int tokens, int top_k, int experts, int hidden, std::mt19937& 
   cuda_ok(cudaDeviceSynchronize(), "permute/unpermute");
   const auto p_ref = moesim::permute_reference(xf, r.src_token, hidden);
   const auto p_got = download(dp, size_t(rows) * hidden);
-  expect(worst_error(p_got, p_ref, 1e-30) == 0, "permute copies rows exactly", worst_error(p_got, p_ref, 1e-30));
+  expect(worst_error(p_got, p_ref, 1e-30) == 0, "permute copies rows exactly",
+         worst_error(p_got, p_ref, 1e-30));
   const auto y_ref = moesim::unpermute_reference(p_ref, r.row_of, w, tokens, top_k, hidden);
   const auto y_got = download(dy, size_t(tokens) * hidden);
-  expect(worst_error(y_got, y_ref, 0.05) < 0.01, "unpermute sums weighted rows", worst_error(y_got, y_ref, 0.05));
+  expect(worst_error(y_got, y_ref, 0.05) < 0.01, "unpermute sums weighted rows",
+         worst_error(y_got, y_ref, 0.05));
   for (void* q : {(void*)dx, (void*)dsrc, (void*)drow, (void*)dw, (void*)dp, (void*)dy}) cudaFree(q);
 }
 

@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <cmath>
-
 #include "sim/engine/random.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
 
 using namespace moesim;
 
@@ -55,7 +54,8 @@ TEST_CASE("samplers have the moments of their laws") {
 
 TEST_CASE("binomial draws have mean np and variance np(1-p) on both sides of the method switch") {
   Rng rng(9);
-  for (const auto& [n, p] : std::vector<std::pair<std::int64_t, double>>{{10, 0.3}, {1000, 0.01}, {5000, 0.2}, {200, 0.9}}) {
+  for (const auto& [n, p] :
+       std::vector<std::pair<std::int64_t, double>>{{10, 0.3}, {1000, 0.01}, {5000, 0.2}, {200, 0.9}}) {
     auto [m, v] = moments([&] { return static_cast<double>(sample_binomial(rng, n, p)); }, 100000);
     const double nd = static_cast<double>(n);
     CHECK(m == Approx(nd * p).epsilon(0.01));

@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
+#include "sim/engine/simulator.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "sim/engine/random.h"
-#include "sim/engine/simulator.h"
 
 using namespace moesim;
 
@@ -63,7 +63,8 @@ std::uint64_t run_chain(std::uint64_t seed) {
   Rng rng = RandomStreams(seed).stream("chain");
   int left = 1000;
   std::function<void()> tick = [&] {
-    if (--left > 0) sim.schedule_in(Duration::from_ns(static_cast<double>(rng.below(100))), Phase::kNormal, tick);
+    if (--left > 0)
+      sim.schedule_in(Duration::from_ns(static_cast<double>(rng.below(100))), Phase::kNormal, tick);
   };
   sim.schedule_in(Duration::zero(), Phase::kNormal, tick);
   sim.run();

@@ -2,7 +2,6 @@
 // all-reduce over 2/4/8 GPUs of a node and send/recv inside and across nodes, fp16 buffers of
 // 1, 8 and 64 MiB. The model reaches 12% on every row; tests pin that tolerance.
 #include <array>
-
 #include <catch2/catch.hpp>
 
 #include "hwmodels/fabric.h"
@@ -29,7 +28,8 @@ TEST_CASE("intra-node all-reduce matches Vidur's H100 DGX profile within 12%") {
     int gpus;
     std::array<double, 3> ms;
   };
-  for (const Row& row : {Row{2, {0.043, 0.046, 0.245}}, Row{4, {0.041, 0.062, 0.318}}, Row{8, {0.034, 0.074, 0.322}}}) {
+  for (const Row& row :
+       {Row{2, {0.043, 0.046, 0.245}}, Row{4, {0.041, 0.062, 0.318}}, Row{8, {0.034, 0.074, 0.322}}}) {
     for (std::size_t i = 0; i < kSizes.size(); ++i) {
       const Duration t = fabric.all_reduce(kSizes[i], row.gpus, true);
       INFO(row.gpus << " GPUs, " << kSizes[i] / kMiB << " MiB: " << t.ms() << " ms vs " << row.ms[i]);
@@ -53,7 +53,8 @@ TEST_CASE("a large all-reduce approaches the ring bound 2(p-1)/p x bytes / bus b
   const FabricSpec s = h100_dgx();
   const Fabric fabric(s);
   const double bytes = 1024 * kMiB;
-  const double ring_s = 2.0 * 7.0 / 8.0 * bytes / (s.nvlink_bytes_per_s * s.collectives.all_reduce_bus_efficiency);
+  const double ring_s =
+      2.0 * 7.0 / 8.0 * bytes / (s.nvlink_bytes_per_s * s.collectives.all_reduce_bus_efficiency);
   CHECK(fabric.all_reduce(bytes, 8, true).seconds() == Approx(ring_s).epsilon(0.01));
 }
 
@@ -81,8 +82,9 @@ TEST_CASE("pipeline send/recv of activations costs the link latency plus bytes a
   const FabricSpec s = h100_dgx();
   const Fabric fabric(s);
   const double bytes = 4096.0 * 7168 * 2;  // 4096 tokens of BF16 hidden state
-  const Duration expected = s.nic_latency + s.collectives.p2p_nic_overhead +
-                            Duration::from_seconds(bytes / (s.nic_bytes_per_s * s.collectives.p2p_nic_efficiency));
+  const Duration expected =
+      s.nic_latency + s.collectives.p2p_nic_overhead +
+      Duration::from_seconds(bytes / (s.nic_bytes_per_s * s.collectives.p2p_nic_efficiency));
   CHECK(fabric.send_recv(bytes, false) == expected);
 }
 

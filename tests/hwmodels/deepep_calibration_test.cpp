@@ -5,10 +5,9 @@
 // model must land within 15% of the published time. CALIBRATION_FABRIC.md lists every row.
 #include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "hwmodels/fabric.h"
 
@@ -34,17 +33,19 @@ double touch_probability(int pool, int held, int k) {
 
 // Uniform traffic: every source sends the same to every destination (diagonal included: it stays
 // on the GPU and costs nothing).
-AllToAllTraffic uniform_traffic(int ranks, int per_node, double tokens_per_rank_pair, double pairs_per_rank_pair,
-                                double tokens_per_node_pair, double dispatch_bytes, double combine_bytes) {
+AllToAllTraffic uniform_traffic(int ranks, int per_node, double tokens_per_rank_pair,
+                                double pairs_per_rank_pair, double tokens_per_node_pair,
+                                double dispatch_bytes, double combine_bytes) {
   const int nodes = (ranks + per_node - 1) / per_node;
   const auto r = static_cast<std::size_t>(ranks);
-  return AllToAllTraffic{.ranks = ranks,
-                         .ranks_per_node = per_node,
-                         .tokens_to_rank = std::vector<double>(r * r, tokens_per_rank_pair),
-                         .pairs_to_rank = std::vector<double>(r * r, pairs_per_rank_pair),
-                         .tokens_to_node = std::vector<double>(r * static_cast<std::size_t>(nodes), tokens_per_node_pair),
-                         .dispatch_bytes_per_token = dispatch_bytes,
-                         .combine_bytes_per_token = combine_bytes};
+  return AllToAllTraffic{
+      .ranks = ranks,
+      .ranks_per_node = per_node,
+      .tokens_to_rank = std::vector<double>(r * r, tokens_per_rank_pair),
+      .pairs_to_rank = std::vector<double>(r * r, pairs_per_rank_pair),
+      .tokens_to_node = std::vector<double>(r * static_cast<std::size_t>(nodes), tokens_per_node_pair),
+      .dispatch_bytes_per_token = dispatch_bytes,
+      .combine_bytes_per_token = combine_bytes};
 }
 
 // H800 cluster of the DeepEP benchmarks: NVLink 400 GB/s bidirectional (200 per direction), one CX7
@@ -57,9 +58,7 @@ FabricSpec h800(int gpus) {
 }
 
 // GB200 NVL72: one NVLink domain of 72 GPUs at 900 GB/s per direction.
-FabricSpec gb200_nvl72() {
-  return FabricSpec{.nodes = 1, .gpus_per_node = 72, .nvlink_bytes_per_s = 900e9};
-}
+FabricSpec gb200_nvl72() { return FabricSpec{.nodes = 1, .gpus_per_node = 72, .nvlink_bytes_per_s = 900e9}; }
 
 struct NormalRow {
   int ep;
@@ -85,8 +84,8 @@ NormalCase normal_case(int ep) {
   const int pool = kExperts / nodes * groups;
   const double p_rank = p_group * touch_probability(pool, kExperts / ep, kTopK);
   const double p_node = p_group * touch_probability(pool, kExperts / nodes, kTopK);
-  NormalCase c{.traffic = uniform_traffic(ep, per_node, kTokens * p_rank, kTokens * kTopK / ep, kTokens * p_node,
-                                          kFp8Token, kBf16Token),
+  NormalCase c{.traffic = uniform_traffic(ep, per_node, kTokens * p_rank, kTokens * kTopK / ep,
+                                          kTokens * p_node, kFp8Token, kBf16Token),
                .logical_tokens = nodes == 1 ? kTokens * ep * p_rank : kTokens * nodes * p_node};
   return c;
 }
@@ -173,7 +172,8 @@ TEST_CASE("DeepEP low-latency kernels over pure RDMA reproduce every published r
     spec.low_latency.intranode_over_nvlink = false;
     const Fabric fabric(spec);
     const AllToAllCost cost = fabric.all_to_all(low_latency_traffic(row.ep), AllToAllMode::kLowLatency);
-    INFO("EP" << row.ep << " dispatch " << cost.dispatch.us() << " us, combine " << cost.combine.us() << " us");
+    INFO("EP" << row.ep << " dispatch " << cost.dispatch.us() << " us, combine " << cost.combine.us()
+              << " us");
     CHECK(std::abs(rel_error(cost.dispatch, row.dispatch_us)) < kTolerance);
     CHECK(std::abs(rel_error(cost.combine, row.combine_us)) < kTolerance);
   }
@@ -183,7 +183,8 @@ TEST_CASE("DeepEP low-latency kernels with NVLink inside a node reproduce every 
   for (const LatencyRow& row : kNvlinkRows) {
     const Fabric fabric(h800(row.ep));
     const AllToAllCost cost = fabric.all_to_all(low_latency_traffic(row.ep), AllToAllMode::kLowLatency);
-    INFO("EP" << row.ep << " dispatch " << cost.dispatch.us() << " us, combine " << cost.combine.us() << " us");
+    INFO("EP" << row.ep << " dispatch " << cost.dispatch.us() << " us, combine " << cost.combine.us()
+              << " us");
     CHECK(std::abs(rel_error(cost.dispatch, row.dispatch_us)) < kTolerance);
     CHECK(std::abs(rel_error(cost.combine, row.combine_us)) < kTolerance);
   }
@@ -210,33 +211,39 @@ TEST_CASE("the one-sided NVLink kernel on GB200 NVL72 reproduces the published t
 
 // Prints the model-vs-published rows of CALIBRATION_FABRIC.md: `test_hwmodels "[.table]"`.
 TEST_CASE("calibration rows for CALIBRATION_FABRIC.md", "[.table]") {
-  std::printf("| table | EP | batch | dispatch model us | published us | err | combine model us | published us | err |\n");
+  std::printf(
+      "| table | EP | batch | dispatch model us | published us | err | combine model us | published us | err "
+      "|\n");
   for (const NormalRow& row : kNormalRows) {
     const NormalCase c = normal_case(row.ep);
     const AllToAllCost cost = Fabric(h800(row.ep)).all_to_all(c.traffic, AllToAllMode::kHighThroughput);
     const double d = c.logical_tokens * kFp8Token / (row.dispatch_gb_per_s * 1e9) * 1e6;
     const double k = c.logical_tokens * kBf16Token / (row.combine_gb_per_s * 1e9) * 1e6;
-    std::printf("| 1.2 normal | %d | 4096 | %.0f | %.0f | %+.1f%% | %.0f | %.0f | %+.1f%% |\n", row.ep, cost.dispatch.us(),
-                d, 100 * rel_error(cost.dispatch, d), cost.combine.us(), k, 100 * rel_error(cost.combine, k));
+    std::printf("| 1.2 normal | %d | 4096 | %.0f | %.0f | %+.1f%% | %.0f | %.0f | %+.1f%% |\n", row.ep,
+                cost.dispatch.us(), d, 100 * rel_error(cost.dispatch, d), cost.combine.us(), k,
+                100 * rel_error(cost.combine, k));
   }
   for (const bool nvl : {false, true}) {
     for (const LatencyRow& row : nvl ? kNvlinkRows : kPureRdmaRows) {
       FabricSpec spec = h800(row.ep);
       spec.low_latency.intranode_over_nvlink = nvl;
-      const AllToAllCost cost = Fabric(spec).all_to_all(low_latency_traffic(row.ep), AllToAllMode::kLowLatency);
-      std::printf("| 1.3 LL %s | %d | 128 | %.0f | %.0f | %+.1f%% | %.0f | %.0f | %+.1f%% |\n", nvl ? "NVLink" : "RDMA",
-                  row.ep, cost.dispatch.us(), row.dispatch_us, 100 * rel_error(cost.dispatch, row.dispatch_us),
-                  cost.combine.us(), row.combine_us, 100 * rel_error(cost.combine, row.combine_us));
+      const AllToAllCost cost =
+          Fabric(spec).all_to_all(low_latency_traffic(row.ep), AllToAllMode::kLowLatency);
+      std::printf("| 1.3 LL %s | %d | 128 | %.0f | %.0f | %+.1f%% | %.0f | %.0f | %+.1f%% |\n",
+                  nvl ? "NVLink" : "RDMA", row.ep, cost.dispatch.us(), row.dispatch_us,
+                  100 * rel_error(cost.dispatch, row.dispatch_us), cost.combine.us(), row.combine_us,
+                  100 * rel_error(cost.combine, row.combine_us));
     }
   }
   const Fabric nvl72(gb200_nvl72());
   for (std::size_t b = 0; b < kBatches.size(); ++b) {
     for (std::size_t e = 0; e < kNvlEps.size(); ++e) {
-      const AllToAllCost cost = nvl72.all_to_all(nvl72_traffic(kNvlEps[e], kBatches[b]), AllToAllMode::kNvlinkDomain);
+      const AllToAllCost cost =
+          nvl72.all_to_all(nvl72_traffic(kNvlEps[e], kBatches[b]), AllToAllMode::kNvlinkDomain);
       const double d = kNvl72Us[b][2 * e];
       const double k = kNvl72Us[b][2 * e + 1];
-      std::printf("| 1.6 NVL72 | %d | %d | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %+.1f%% |\n", kNvlEps[e], kBatches[b],
-                  cost.dispatch.us(), d, 100 * rel_error(cost.dispatch, d), cost.combine.us(), k,
+      std::printf("| 1.6 NVL72 | %d | %d | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %+.1f%% |\n", kNvlEps[e],
+                  kBatches[b], cost.dispatch.us(), d, 100 * rel_error(cost.dispatch, d), cost.combine.us(), k,
                   100 * rel_error(cost.combine, k));
     }
   }

@@ -1,12 +1,11 @@
 // Directions the physics demands of the All-to-All model (more remote traffic costs more, a faster NIC
 // never hurts, low-latency kernels win small batches and lose large ones, skew shows as a hot rank,
 // oversubscription shows on cross-leaf traffic), plus weight transfers and host -> GPU copies.
-#include <algorithm>
-#include <vector>
-
-#include <catch2/catch.hpp>
-
 #include "hwmodels/fabric.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <vector>
 
 namespace moesim {
 namespace {
@@ -52,11 +51,15 @@ Duration total(const AllToAllCost& c) { return c.dispatch + c.combine; }
 
 TEST_CASE("a single rank moves nothing and costs nothing") {
   const Fabric fabric(hgx(1));
-  const AllToAllTraffic t{.ranks = 1, .ranks_per_node = 1, .tokens_to_rank = {10}, .pairs_to_rank = {80},
-                          .tokens_to_node = {10}, .dispatch_bytes_per_token = kFp8Token,
+  const AllToAllTraffic t{.ranks = 1,
+                          .ranks_per_node = 1,
+                          .tokens_to_rank = {10},
+                          .pairs_to_rank = {80},
+                          .tokens_to_node = {10},
+                          .dispatch_bytes_per_token = kFp8Token,
                           .combine_bytes_per_token = kBf16Token};
-  for (const auto mode : {AllToAllMode::kHighThroughput, AllToAllMode::kLowLatency, AllToAllMode::kNvlinkDomain,
-                          AllToAllMode::kAuto}) {
+  for (const auto mode : {AllToAllMode::kHighThroughput, AllToAllMode::kLowLatency,
+                          AllToAllMode::kNvlinkDomain, AllToAllMode::kAuto}) {
     const AllToAllCost c = fabric.all_to_all(t, mode);
     CHECK(c.dispatch == Duration::zero());
     CHECK(c.combine == Duration::zero());
@@ -146,7 +149,8 @@ TEST_CASE("an oversubscribed spine slows cross-rail low-latency traffic but not 
 
 TEST_CASE("combine costs more than dispatch when it carries more bytes per token") {
   const Fabric fabric(hgx(2));
-  const AllToAllCost c = fabric.all_to_all(spread_traffic(16, 8, 2048, 8, 0.5), AllToAllMode::kHighThroughput);
+  const AllToAllCost c =
+      fabric.all_to_all(spread_traffic(16, 8, 2048, 8, 0.5), AllToAllMode::kHighThroughput);
   CHECK(c.combine > c.dispatch);
   // Bytes crossed scale with the bytes of each direction.
   const double ratio = (kFp8Token + kBf16Token) / kFp8Token;
@@ -190,7 +194,8 @@ TEST_CASE("moving expert weights inside a node beats moving them across nodes") 
   CHECK(inter == fabric.send_recv(expert_bytes, false));
   // Cross-rail adds the two spine hops.
   CHECK(fabric.transfer(expert_bytes, 0, 9) == inter + s.switch_latency * 2);
-  const Duration bandwidth_only = Duration::from_seconds(expert_bytes / (s.nvlink_bytes_per_s * s.efficiency));
+  const Duration bandwidth_only =
+      Duration::from_seconds(expert_bytes / (s.nvlink_bytes_per_s * s.efficiency));
   CHECK(intra - bandwidth_only == s.nvlink_latency + s.collectives.p2p_nvlink_overhead);
 }
 

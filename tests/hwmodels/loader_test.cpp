@@ -1,7 +1,8 @@
 // Loaders as FIFO bandwidth servers: M/D/1 waiting time, the seed's SSD budget, sharing a host link.
+#include "hwmodels/loader.h"
+
 #include <catch2/catch.hpp>
 
-#include "hwmodels/loader.h"
 #include "sim/engine/random.h"
 
 namespace moesim {
@@ -31,7 +32,8 @@ TEST_CASE("Poisson arrivals of fixed-size loads wait as Pollaczek-Khinchine says
 
 TEST_CASE("a 1.3 GB expert from one SSD at 3.25-6.5 GB/s takes 200-400 ms, as the seed budgets") {
   for (const double drive : {3.25e9, 6.5e9}) {
-    ExpertLoader loader({.nvme_drive_bytes_per_s = drive, .nvme_drives = 1, .nvme_latency = Duration::zero()}, 8);
+    ExpertLoader loader({.nvme_drive_bytes_per_s = drive, .nvme_drives = 1, .nvme_latency = Duration::zero()},
+                        8);
     const Duration t = loader.uncontended_time(Tier::kNvme, 1'300'000'000);
     // The PCIe copy streams behind the read: total = read + host-link fixed latency.
     CHECK(t.seconds() == Approx(1.3e9 / drive + 10e-6).epsilon(1e-9));
@@ -39,7 +41,8 @@ TEST_CASE("a 1.3 GB expert from one SSD at 3.25-6.5 GB/s takes 200-400 ms, as th
     CHECK((done - Time::zero()).seconds() == Approx(t.seconds()).epsilon(1e-9));
   }
   // Two striped drives halve the read.
-  ExpertLoader striped({.nvme_drive_bytes_per_s = 3.25e9, .nvme_drives = 2, .nvme_latency = Duration::zero()}, 8);
+  ExpertLoader striped({.nvme_drive_bytes_per_s = 3.25e9, .nvme_drives = 2, .nvme_latency = Duration::zero()},
+                       8);
   CHECK(striped.uncontended_time(Tier::kNvme, 1'300'000'000).seconds() == Approx(0.2 + 10e-6));
 }
 

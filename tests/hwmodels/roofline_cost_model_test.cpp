@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "hwmodels/roofline_cost_model.h"
+
+#include <catch2/catch.hpp>
 
 using namespace moesim;
 

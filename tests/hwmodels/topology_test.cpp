@@ -1,10 +1,9 @@
 // The topology graph: who is wired to which leaf, which links a route crosses, what a leaf uplink
 // carries under oversubscription, which GPUs share a host link.
-#include <stdexcept>
+#include "hwmodels/topology.h"
 
 #include <catch2/catch.hpp>
-
-#include "hwmodels/topology.h"
+#include <stdexcept>
 
 namespace moesim {
 namespace {

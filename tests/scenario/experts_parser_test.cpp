@@ -1,6 +1,6 @@
-// The scenario's experts section and popularity extensions: strict keys with JSON paths, units converted once.
+// The scenario's experts section and popularity extensions: strict keys with JSON paths, units converted
+// once.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "sim/scenario/scenario_parser.h"
@@ -81,8 +81,9 @@ TEST_CASE("calibrated popularity gets the Zipf exponent of the measured imbalanc
   REQUIRE(p.kind == PopularitySpec::Kind::kZipf);
   const double s = calibrate_zipf_exponent(3.0, SkewSetting{.experts = 128, .top_k = 8, .tokens = 1024});
   REQUIRE(p.zipf_exponent == Approx(s));
-  REQUIRE(expected_imbalance_ratio(p.zipf_exponent, SkewSetting{.experts = 128, .top_k = 8, .tokens = 1024}) ==
-          Approx(3.0).epsilon(0.02));
+  REQUIRE(
+      expected_imbalance_ratio(p.zipf_exponent, SkewSetting{.experts = 128, .top_k = 8, .tokens = 1024}) ==
+      Approx(3.0).epsilon(0.02));
 }
 
 TEST_CASE("drift and co-activation sit under workload.expert_popularity") {

@@ -1,11 +1,11 @@
 // cluster.fabric in scenarios: catalog names, base + overrides, full objects, strict keys with JSON paths,
 // the cluster-level link overrides, and the All-to-All modes of the deployment block.
-#include <catch2/catch.hpp>
+#include "sim/scenario/fabric_parser.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 
 #include "sim/scenario/catalog.h"
-#include "sim/scenario/fabric_parser.h"
 #include "sim/scenario/scenario_parser.h"
 
 using namespace moesim;
@@ -43,7 +43,9 @@ const Json& catalog_entry(const std::string& name) { return catalog(kFabricsCata
 
 TEST_CASE("a fabric catalog name gives the catalog's link figures in SI units") {
   const Json& e = catalog_entry("hgx-h100-roce-fat-tree");
-  const ScenarioSpec s = parse_scenario(scenario({{"gpu", "h100-sxm"}, {"nodes", 2}, {"fabric", "hgx-h100-roce-fat-tree"}}), "").spec;
+  const ScenarioSpec s =
+      parse_scenario(scenario({{"gpu", "h100-sxm"}, {"nodes", 2}, {"fabric", "hgx-h100-roce-fat-tree"}}), "")
+          .spec;
   const FabricSpec& f = s.cluster.fabric;
   CHECK(s.cluster.gpus_per_node == e["gpus_per_node"].get<int>());
   CHECK(f.nodes == 2);
@@ -70,21 +72,25 @@ TEST_CASE("every fabric in the catalog parses and wires for two nodes") {
 }
 
 TEST_CASE("the cluster takes its GPUs per node from the fabric when it does not give them") {
-  const ScenarioSpec s = parse_scenario(scenario({{"gpu", "b200"}, {"fabric", "gb200-nvl72"}}, {{"ep_size", 8}}), "").spec;
+  const ScenarioSpec s =
+      parse_scenario(scenario({{"gpu", "b200"}, {"fabric", "gb200-nvl72"}}, {{"ep_size", 8}}), "").spec;
   CHECK(s.cluster.gpus_per_node == 72);
   CHECK(s.cluster.total_gpus() == 72);
 }
 
 TEST_CASE("a base fabric with overrides changes only the overridden figures, kernel fits included") {
-  const Json fabric = {{"base", "hgx-h100-8x400g"},
-                       {"nic_gbit_per_s", 200},
-                       {"oversubscription", 2.0},
-                       {"all_to_all_kernels", {{"low_latency", {{"nic_efficiency", 0.5}, {"dispatch_startup_us", 30}}}}},
-                       {"collectives", {{"p2p_nic_efficiency", 0.6}}}};
-  const FabricSpec f = parse_scenario(scenario({{"gpu", "h100-sxm"}, {"nodes", 2}, {"fabric", fabric}}), "").spec.cluster.fabric;
+  const Json fabric = {
+      {"base", "hgx-h100-8x400g"},
+      {"nic_gbit_per_s", 200},
+      {"oversubscription", 2.0},
+      {"all_to_all_kernels", {{"low_latency", {{"nic_efficiency", 0.5}, {"dispatch_startup_us", 30}}}}},
+      {"collectives", {{"p2p_nic_efficiency", 0.6}}}};
+  const FabricSpec f = parse_scenario(scenario({{"gpu", "h100-sxm"}, {"nodes", 2}, {"fabric", fabric}}), "")
+                           .spec.cluster.fabric;
   CHECK(f.nic_bytes_per_s == Approx(25e9));
   CHECK(f.oversubscription == 2.0);
-  CHECK(f.nvlink_bytes_per_s == Approx(catalog_entry("hgx-h100-8x400g")["nvlink_gb_per_s"].get<double>() * 1e9));
+  CHECK(f.nvlink_bytes_per_s ==
+        Approx(catalog_entry("hgx-h100-8x400g")["nvlink_gb_per_s"].get<double>() * 1e9));
   CHECK(f.low_latency.nic_efficiency == 0.5);
   CHECK(f.low_latency.dispatch_startup == Duration::from_us(30));
   CHECK(f.low_latency.combine_startup == deepep_low_latency_kernel().combine_startup);
@@ -105,9 +111,12 @@ TEST_CASE("without a fabric the GPU entry's link figures are used, as before fab
 }
 
 TEST_CASE("the cluster-level link keys override the fabric's figures") {
-  const ScenarioSpec s = parse_scenario(
-      scenario({{"gpu", "h100-sxm"}, {"nodes", 2}, {"fabric", "hgx-h100-8x400g"}, {"nic_gbit_per_s", 100}, {"nvlink_latency_us", 3}}),
-      "")
+  const ScenarioSpec s = parse_scenario(scenario({{"gpu", "h100-sxm"},
+                                                  {"nodes", 2},
+                                                  {"fabric", "hgx-h100-8x400g"},
+                                                  {"nic_gbit_per_s", 100},
+                                                  {"nvlink_latency_us", 3}}),
+                                        "")
                              .spec;
   CHECK(s.cluster.fabric.nic_bytes_per_s == Approx(100e9 / 8));
   CHECK(s.cluster.fabric.nvlink_latency == Duration::from_us(3));
@@ -115,7 +124,8 @@ TEST_CASE("the cluster-level link keys override the fabric's figures") {
 }
 
 TEST_CASE("a misspelt fabric key is an error naming its JSON path") {
-  const std::string top = error_of(scenario({{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"nic_gbps", 200}}}}));
+  const std::string top =
+      error_of(scenario({{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"nic_gbps", 200}}}}));
   CHECK_THAT(top, Catch::Contains("cluster.fabric.nic_gbps") && Catch::Contains("unknown key"));
   const Json nested = {{"base", "hgx-h100-8x400g"},
                        {"all_to_all_kernels", {{"low_latency", {{"nvlink_eficiency", 0.5}}}}}};
@@ -129,11 +139,14 @@ TEST_CASE("a misspelt fabric key is an error naming its JSON path") {
 TEST_CASE("unknown fabric names, bad values and mismatched node sizes are errors naming their JSON path") {
   CHECK_THAT(error_of(scenario({{"gpu", "h100-sxm"}, {"fabric", "hgx-h999"}})),
              Catch::Contains("cluster.fabric") && Catch::Contains("hgx-h100-8x400g"));
-  CHECK_THAT(error_of(scenario({{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"oversubscription", 0.5}}}})),
+  CHECK_THAT(error_of(scenario({{"gpu", "h100-sxm"},
+                                {"fabric", {{"base", "hgx-h100-8x400g"}, {"oversubscription", 0.5}}}})),
              Catch::Contains("cluster.fabric.oversubscription"));
-  CHECK_THAT(error_of(scenario({{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"nics_per_node", 3}}}})),
+  CHECK_THAT(error_of(scenario(
+                 {{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"nics_per_node", 3}}}})),
              Catch::Contains("cluster.fabric.nics_per_node"));
-  CHECK_THAT(error_of(scenario({{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"layout", "torus"}}}})),
+  CHECK_THAT(error_of(scenario(
+                 {{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"layout", "torus"}}}})),
              Catch::Contains("cluster.fabric.layout") && Catch::Contains("fat_tree"));
   const Json kernel = {{"base", "hgx-h100-8x400g"},
                        {"all_to_all_kernels", {{"high_throughput", {{"overlap_penalty", 1.5}}}}}};
@@ -154,10 +167,10 @@ TEST_CASE("the deployment accepts every All-to-All mode and keeps nvlink_domain 
   const Json one_node = {{"gpu", "h100-sxm"}};
   CHECK(parse_scenario(scenario(one_node, {{"all_to_all", "auto"}}), "").spec.deployment.all_to_all_mode ==
         AllToAllMode::kAuto);
-  CHECK(parse_scenario(scenario(one_node, {{"all_to_all", "nvlink_domain"}}), "").spec.deployment.all_to_all_mode ==
-        AllToAllMode::kNvlinkDomain);
-  CHECK(parse_scenario(scenario(one_node, {{"all_to_all", "low_latency"}}), "").spec.deployment.all_to_all_mode ==
-        AllToAllMode::kLowLatency);
+  CHECK(parse_scenario(scenario(one_node, {{"all_to_all", "nvlink_domain"}}), "")
+            .spec.deployment.all_to_all_mode == AllToAllMode::kNvlinkDomain);
+  CHECK(parse_scenario(scenario(one_node, {{"all_to_all", "low_latency"}}), "")
+            .spec.deployment.all_to_all_mode == AllToAllMode::kLowLatency);
   const Json two_nodes = {{"gpu", "h100-sxm"}, {"nodes", 2}};
   CHECK_THAT(error_of(scenario(two_nodes, {{"all_to_all", "nvlink_domain"}})),
              Catch::Contains("deployment.all_to_all") && Catch::Contains("NVLink domain"));
@@ -166,8 +179,8 @@ TEST_CASE("the deployment accepts every All-to-All mode and keeps nvlink_domain 
 }
 
 TEST_CASE("the effective scenario echoes the resolved fabric") {
-  const LoadedScenario sc =
-      parse_scenario(scenario({{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"nic_latency_us", 9}}}}), "");
+  const LoadedScenario sc = parse_scenario(
+      scenario({{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"nic_latency_us", 9}}}}), "");
   CHECK(sc.effective["cluster"]["fabric"]["nic_latency_us"] == 9);
   CHECK(sc.effective["cluster"]["fabric"]["layout"] == "rail_optimized");
 }

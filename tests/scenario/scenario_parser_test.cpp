@@ -1,12 +1,12 @@
 // Bad input gets one clear error naming the JSON path (or file:line); good input parses into SI units.
-#include <catch2/catch.hpp>
+#include "sim/scenario/scenario_parser.h"
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include "sim/scenario/scenario_parser.h"
 #include "sim/scenario/trace_reader.h"
 
 using namespace moesim;
@@ -58,23 +58,29 @@ TEST_CASE("an unknown key is an error naming its path and the known keys") {
   REQUIRE(starts_with(e, "deployment.max_batch_sise: unknown key"));
   REQUIRE(e.find("max_batch_size") != std::string::npos);
   REQUIRE(starts_with(error_of({"worklaod.x=1"}), "worklaod: unknown key"));
-  REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.num_layrs=3"}), "model.num_layrs: unknown key"));
+  REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.num_layrs=3"}),
+                      "model.num_layrs: unknown key"));
 }
 
 TEST_CASE("a wrong type is an error naming its path and the value") {
   REQUIRE(starts_with(error_of({"deployment.ep_size=\"four\""}), "deployment.ep_size: expected an integer"));
   REQUIRE(starts_with(error_of({"deployment.ep_size=2.5"}), "deployment.ep_size: expected an integer"));
-  REQUIRE(starts_with(error_of({"deployment.chunked_prefill=1"}), "deployment.chunked_prefill: expected true or false"));
-  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=fast"}), "workload.arrival.rate_per_s: expected a number"));
+  REQUIRE(starts_with(error_of({"deployment.chunked_prefill=1"}),
+                      "deployment.chunked_prefill: expected true or false"));
+  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=fast"}),
+                      "workload.arrival.rate_per_s: expected a number"));
   REQUIRE(starts_with(error_of({"cluster=[1,2]"}), "cluster: expected an object"));
 }
 
 TEST_CASE("impossible values are errors naming their path") {
   REQUIRE(error_of({"cluster.nodes=3", "deployment.ep_size=3"}) ==
           "deployment.ep_size: 3 does not divide 128 experts");
-  REQUIRE(starts_with(error_of({"deployment.ep_size=3"}), "deployment.ep_size: 3 does not divide the cluster's 4 GPUs"));
-  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=-2"}), "workload.arrival.rate_per_s: must be positive"));
-  REQUIRE(starts_with(error_of({"deployment.kv_cache_memory_fraction=1.5"}), "deployment.kv_cache_memory_fraction: must be in (0, 1]"));
+  REQUIRE(starts_with(error_of({"deployment.ep_size=3"}),
+                      "deployment.ep_size: 3 does not divide the cluster's 4 GPUs"));
+  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=-2"}),
+                      "workload.arrival.rate_per_s: must be positive"));
+  REQUIRE(starts_with(error_of({"deployment.kv_cache_memory_fraction=1.5"}),
+                      "deployment.kv_cache_memory_fraction: must be in (0, 1]"));
   REQUIRE(starts_with(error_of({"deployment.attention.dp=3"}), "deployment.attention.dp: dp x tp = 3"));
   REQUIRE(starts_with(error_of({"workload.prompt_tokens={\"kind\":\"uniform\",\"min\":10,\"max\":5}"}),
                       "workload.prompt_tokens.max: must be >= min"));
@@ -101,7 +107,8 @@ TEST_CASE("missing, empty and malformed files are errors naming the file and pos
   const std::string empty = temp_file("empty.json", "  \n");
   REQUIRE_THROWS_WITH(load_scenario(empty, {}), Catch::Contains("the file is empty"));
   const std::string bad = temp_file("bad.json", "{\n  \"model\": \"deepseek-v3\",\n  \"cluster\": {,}\n}\n");
-  REQUIRE_THROWS_WITH(load_scenario(bad, {}), Catch::StartsWith(bad + ":3:") && Catch::Contains("malformed JSON"));
+  REQUIRE_THROWS_WITH(load_scenario(bad, {}),
+                      Catch::StartsWith(bad + ":3:") && Catch::Contains("malformed JSON"));
   const std::string array = temp_file("array.json", "[1, 2]");
   REQUIRE_THROWS_WITH(load_scenario(array, {}), Catch::Contains("must be a JSON object"));
 }
@@ -144,7 +151,8 @@ TEST_CASE("traces parse and their errors name file:line") {
 }
 
 TEST_CASE("the shared Azure conversation trace replays in full") {
-  const std::string file = std::string(MOESIM_SHARED_DIR) + "/data/traces/azure_llm_2023_conv/AzureLLMInferenceTrace_conv.csv";
+  const std::string file =
+      std::string(MOESIM_SHARED_DIR) + "/data/traces/azure_llm_2023_conv/AzureLLMInferenceTrace_conv.csv";
   if (!std::filesystem::exists(file)) {
     WARN("shared traces not present: " << file);
     return;
@@ -156,15 +164,20 @@ TEST_CASE("the shared Azure conversation trace replays in full") {
 }
 
 TEST_CASE("values that would overflow or never end are refused, not wrapped or saturated") {
-  REQUIRE(starts_with(error_of({"deployment.ep_size=4294967300"}), "deployment.ep_size: must be at most 2147483647"));
-  REQUIRE(starts_with(error_of({"deployment.max_batched_tokens=2000000000"}), "deployment.max_batched_tokens: must be at most"));
-  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=1e-300"}), "workload.arrival.rate_per_s: must be at least"));
+  REQUIRE(starts_with(error_of({"deployment.ep_size=4294967300"}),
+                      "deployment.ep_size: must be at most 2147483647"));
+  REQUIRE(starts_with(error_of({"deployment.max_batched_tokens=2000000000"}),
+                      "deployment.max_batched_tokens: must be at most"));
+  REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=1e-300"}),
+                      "workload.arrival.rate_per_s: must be at least"));
   REQUIRE(starts_with(error_of({"run.duration_s=2e7"}), "run.duration_s: must be in [0, 1e+06], got 2e+07"));
   REQUIRE(starts_with(error_of({"sla.ttft_ms=1e20"}), "sla.ttft_ms: must be in"));
-  REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.shared_experts=-3"}), "model.shared_experts: must be >= 0"));
+  REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.shared_experts=-3"}),
+                      "model.shared_experts: must be >= 0"));
   REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.default_weights=bf17"}),
                       "model.default_weights: unknown precision"));
-  REQUIRE(starts_with(error_of({"cluster.gpu.kernel_overhead_us=-100"}), "cluster.gpu.kernel_overhead_us: must be in"));
+  REQUIRE(starts_with(error_of({"cluster.gpu.kernel_overhead_us=-100"}),
+                      "cluster.gpu.kernel_overhead_us: must be in"));
 }
 
 TEST_CASE("rules across sections are checked") {

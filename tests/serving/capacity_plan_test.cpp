@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
+#include "sim/serving/capacity_plan.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 
 #include "hwmodels/roofline_cost_model.h"
-#include "sim/serving/capacity_plan.h"
 #include "sim/serving/capacity_plan_report.h"
 
 using namespace moesim;
@@ -81,7 +81,8 @@ ScenarioSpec scenario(ModelSpec m, GpuSpec g, Precision weights) {
   ScenarioSpec s;
   s.name = m.name;
   s.model = std::move(m);
-  s.precision.routed_experts = s.precision.shared_experts = s.precision.attention = s.precision.dense_ffn = weights;
+  s.precision.routed_experts = s.precision.shared_experts = s.precision.attention = s.precision.dense_ffn =
+      weights;
   s.precision.router = s.precision.embeddings = weights;
   s.cluster.gpu = std::move(g);
   s.cluster.nodes = 1;
@@ -101,8 +102,8 @@ ScenarioSpec scenario(ModelSpec m, GpuSpec g, Precision weights) {
 // DeepSeek-V3's parameters written out from its config, independently of ModelSpec.
 double deepseek_v3_total_params() {
   const double h = 7168;
-  const double attention = h * 1536 + 1536.0 * 128 * (128 + 64) + h * (512 + 64) + 512.0 * 128 * (128 + 128) +
-                           128.0 * 128 * h;
+  const double attention =
+      h * 1536 + 1536.0 * 128 * (128 + 64) + h * (512 + 64) + 512.0 * 128 * (128 + 128) + 128.0 * 128 * h;
   const double expert = 3 * h * 2048;
   return attention * 61 + 3 * h * 18432 * 3 + expert * 58 /*shared*/ + h * 256 * 58 /*router*/ +
          2 * 129280 * h /*embeddings, untied*/ + expert * 256 * 58;
@@ -196,11 +197,13 @@ TEST_CASE("the largest concurrency is what usable memory holds after the weights
   REQUIRE(p.row("bf16").max_concurrency == 0);
   // On the nodes it needs, FP8 holds (2 nodes of usable memory - weights) / per sequence.
   const double pool2 = 2 * 8 * (80e9 * kUsableFraction - kPerGpuReserve) - deepseek_v3_total_params();
-  REQUIRE(p.row("fp8").max_concurrency_needed_nodes == static_cast<std::int64_t>(std::floor(pool2 / per_sequence)));
+  REQUIRE(p.row("fp8").max_concurrency_needed_nodes ==
+          static_cast<std::int64_t>(std::floor(pool2 / per_sequence)));
   for (const KvRow& k : p.kv_table) REQUIRE(k.fits == (k.concurrency <= expected));
 }
 
-TEST_CASE("per-component precisions weigh the sum of their parts: INT4 experts with BF16 router and embeddings") {
+TEST_CASE(
+    "per-component precisions weigh the sum of their parts: INT4 experts with BF16 router and embeddings") {
   ScenarioSpec s = scenario(deepseek_v3(), gpu(80, 3.35), Precision::kINT4);
   s.precision.router = Precision::kBF16;
   s.precision.embeddings = Precision::kBF16;
@@ -251,11 +254,12 @@ TEST_CASE("advice: one NVLink node when the model fits, quantise or go multi-nod
   REQUIRE(int4.advice.at(0).find("NVLink") != std::string::npos);
 }
 
-TEST_CASE("decode is memory-bound at small batches and prefill compute-bound, against the GPU's ridge point") {
+TEST_CASE(
+    "decode is memory-bound at small batches and prefill compute-bound, against the GPU's ridge point") {
   const ScenarioSpec s = scenario(deepseek_v3(), gpu(80, 3.35), Precision::kFP8);
   const RooflineCostModel cost(s.cluster.gpu);
   const CapacityPlan p = plan_capacity(s, cost, PlanOptions{});
-  REQUIRE(p.throughput.size() == 6);  // decode at 1, 8, 32, 128, 512 and one prefill row
+  REQUIRE(p.throughput.size() == 6);                       // decode at 1, 8, 32, 128, 512 and one prefill row
   const double ridge = 1979e12 * 0.75 / (3.35e12 * 0.75);  // FP8 experts
   const ThroughputRow& b1 = p.throughput.front();
   REQUIRE(b1.ridge_flops_per_byte == Approx(ridge));

@@ -1,7 +1,6 @@
 // End-to-end runs of scenarios/tiny/*.json: conservation, determinism, and a step time computed by hand.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -27,7 +26,8 @@ struct HandRoofline {
   GpuSpec g;
   [[nodiscard]] double time(double bytes, double flops, int kernels) const {
     return kernels * g.kernel_overhead.seconds() +
-           std::max(bytes / (g.hbm_bytes_per_s * g.mem_efficiency), flops / (g.bf16_flops_per_s * g.compute_efficiency));
+           std::max(bytes / (g.hbm_bytes_per_s * g.mem_efficiency),
+                    flops / (g.bf16_flops_per_s * g.compute_efficiency));
   }
   [[nodiscard]] double gemm(double m, double n, double k) const {
     return time(2.0 * k * n + 2.0 * (m * k + m * n), 2.0 * m * n * k, 1);
@@ -55,15 +55,16 @@ TEST_CASE("a closed loop with fixed lengths and top-k = all experts matches the 
   };
   const double lm_head = hr.gemm(users, 1000, h);
   // Prefill step: 4 prompts of 32 tokens; causal pairs 32*33/2 per prompt.
-  const double prefill =
-      2.0 * layer(4 * 32, 4 * 32 * (kv_bytes_per_token_layer + qo_bytes_per_token), 4 * 528 * flops_per_pair) +
-      lm_head;
+  const double prefill = 2.0 * layer(4 * 32, 4 * 32 * (kv_bytes_per_token_layer + qo_bytes_per_token),
+                                     4 * 528 * flops_per_pair) +
+                         lm_head;
   // Decode step j = 1..7 reads a context of 32 + j tokens per sequence.
   double decode_sum = 0;
   for (int j = 1; j <= 7; ++j) {
     const double ctx = users * (32.0 + j);
-    decode_sum +=
-        2.0 * layer(users, ctx * kv_bytes_per_token_layer + users * qo_bytes_per_token, ctx * flops_per_pair) + lm_head;
+    decode_sum += 2.0 * layer(users, ctx * kv_bytes_per_token_layer + users * qo_bytes_per_token,
+                              ctx * flops_per_pair) +
+                  lm_head;
   }
   const RooflineCostModel gpu(sc.spec.cluster.gpu);
   const Report r = simulate(sc.spec, gpu);
@@ -127,7 +128,8 @@ TEST_CASE("SLA violations are counted against the configured limits") {
   const Report loose = run(tiny("tiny_poisson_ep4.json"), {"sla.ttft_ms=100000", "sla.tpot_ms=100000"});
   REQUIRE(loose.sla_violation_rate == 0.0);
   REQUIRE(loose.sla_met);
-  REQUIRE(loose.goodput_requests_per_s == Approx(static_cast<double>(loose.requests_measured) / loose.window_s));
+  REQUIRE(loose.goodput_requests_per_s ==
+          Approx(static_cast<double>(loose.requests_measured) / loose.window_s));
   const Report tight = run(tiny("tiny_poisson_ep4.json"), {"sla.tpot_ms=0.001"});
   REQUIRE(tight.sla_violation_rate == 1.0);
   REQUIRE_FALSE(tight.sla_met);

@@ -1,8 +1,7 @@
 // EPLB-style replication against the published example of github.com/deepseek-ai/EPLB (README), as
 // transcribed in shared/reference/COMPONENT_FIGURES.md section 3.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <numeric>
 #include <vector>
 
@@ -12,8 +11,8 @@ namespace moesim {
 namespace {
 
 // README input: 2 MoE layers x 12 logical experts.
-const std::vector<double> kWeight = {90, 132, 40, 61, 104, 165, 39, 4,   73,  56, 183, 86,   // layer 0
-                                     20, 107, 104, 64, 19, 197, 187, 157, 172, 86, 16,  27};  // layer 1
+const std::vector<double> kWeight = {90, 132, 40,  61, 104, 165, 39,  4,   73,  56, 183, 86,   // layer 0
+                                     20, 107, 104, 64, 19,  197, 187, 157, 172, 86, 16,  27};  // layer 1
 
 // Per-GPU load when every replica of an expert carries load / replica count.
 std::vector<double> gpu_loads(const Placement& p, int layer) {
@@ -43,7 +42,8 @@ TEST_CASE("the hierarchical EPLB policy reproduces the README example slot for s
 }
 
 TEST_CASE("the EPLB example gives the published per-GPU loads and replicates the four hottest experts") {
-  const Placement p = eplb_placement(kWeight, 2, 12, {.physical_slots = 16, .groups = 4, .nodes = 2, .gpus = 8});
+  const Placement p =
+      eplb_placement(kWeight, 2, 12, {.physical_slots = 16, .groups = 4, .nodes = 2, .gpus = 8});
   const std::vector<double> want0 = {121.5, 86.5, 125.0, 113.0, 147.5, 131.5, 156.0, 152.0};
   const std::vector<double> want1 = {173.0, 179.5, 120.5, 172.0, 123.0, 152.0, 118.5, 117.5};
   const auto got0 = gpu_loads(p, 0);
@@ -61,7 +61,8 @@ TEST_CASE("the EPLB example gives the published per-GPU loads and replicates the
 }
 
 TEST_CASE("every EPLB replica is listed under its expert and the counts add up to the slots") {
-  const Placement p = eplb_placement(kWeight, 2, 12, {.physical_slots = 16, .groups = 4, .nodes = 2, .gpus = 8});
+  const Placement p =
+      eplb_placement(kWeight, 2, 12, {.physical_slots = 16, .groups = 4, .nodes = 2, .gpus = 8});
   for (int l = 0; l < 2; ++l) {
     int total = 0;
     for (int e = 0; e < 12; ++e) {
@@ -76,9 +77,10 @@ TEST_CASE("every EPLB replica is listed under its expert and the counts add up t
 
 TEST_CASE("the global EPLB policy never does worse on the heaviest GPU than no replication") {
   // Global policy (groups not divisible by nodes): replicate over all GPUs, pack with the greedy.
-  const Placement p = eplb_placement(kWeight, 2, 12, {.physical_slots = 16, .groups = 3, .nodes = 2, .gpus = 8});
-  const Placement same = eplb_placement(kWeight, 2, 12,
-                                        {.physical_slots = 16, .groups = 4, .nodes = 2, .gpus = 8, .force_global = true});
+  const Placement p =
+      eplb_placement(kWeight, 2, 12, {.physical_slots = 16, .groups = 3, .nodes = 2, .gpus = 8});
+  const Placement same = eplb_placement(
+      kWeight, 2, 12, {.physical_slots = 16, .groups = 4, .nodes = 2, .gpus = 8, .force_global = true});
   for (int l = 0; l < 2; ++l) {
     const auto a = p.phy2log(l);
     const auto b = same.phy2log(l);
@@ -91,7 +93,8 @@ TEST_CASE("the global EPLB policy never does worse on the heaviest GPU than no r
     double largest = 0;
     for (int s = 0; s < 16; ++s) {
       const int e = p.phy2log(l)[static_cast<std::size_t>(s)];
-      largest = std::max(largest, kWeight[static_cast<std::size_t>(l * 12 + e)] / p.replicas(l)[static_cast<std::size_t>(e)]);
+      largest = std::max(largest, kWeight[static_cast<std::size_t>(l * 12 + e)] /
+                                      p.replicas(l)[static_cast<std::size_t>(e)]);
     }
     CHECK(peak <= total / 8.0 + largest);
     // Without replication the heaviest GPU carries at least the heaviest expert (183 / 197).

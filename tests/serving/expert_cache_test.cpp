@@ -1,17 +1,17 @@
 // Tiered expert cache: LRU over warm copies only, pinned hot copies, cold copies through staging,
 // memory freed at once, prefetch by routed count over a window.
-#include <catch2/catch.hpp>
-
-#include <vector>
-
 #include "sim/serving/expert_cache.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
 
 namespace moesim {
 namespace {
 constexpr std::int64_t kB = 100;  // bytes per copy in these tests
 }
 
-TEST_CASE("the least recently used warm expert is evicted when HBM is short, and its memory is free at once") {
+TEST_CASE(
+    "the least recently used warm expert is evicted when HBM is short, and its memory is free at once") {
   ExpertCache cache(1, 8, {.hbm_bytes = 3 * kB, .staging_bytes = kB});
   for (int e = 0; e < 4; ++e) cache.add_copy({0, e}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
   std::vector<ExpertKey> evicted;
@@ -75,8 +75,11 @@ TEST_CASE("a resident expert that turns cold leaves HBM at once") {
   REQUIRE(evicted.size() == 1);
 }
 
-TEST_CASE("a warm expert is a prefetch candidate while its routed count over the last N batches passes the threshold") {
-  ExpertCache cache(2, 2, {.hbm_bytes = kB, .staging_bytes = 0, .prefetch_window_batches = 3, .prefetch_threshold = 10});
+TEST_CASE(
+    "a warm expert is a prefetch candidate while its routed count over the last N batches passes the "
+    "threshold") {
+  ExpertCache cache(
+      2, 2, {.hbm_bytes = kB, .staging_bytes = 0, .prefetch_window_batches = 3, .prefetch_threshold = 10});
   cache.add_copy({1, 0}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
   cache.add_copy({1, 1}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
   std::vector<ExpertKey> out;

@@ -1,10 +1,10 @@
 // Online expert statistics: EWMA arithmetic, hot/warm/cold by cumulative share, co-activation estimate.
-#include <catch2/catch.hpp>
+#include "sim/serving/expert_stats.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
-#include "sim/serving/expert_stats.h"
 #include "sim/serving/placement.h"
 
 namespace moesim {

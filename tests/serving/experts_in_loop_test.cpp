@@ -1,7 +1,6 @@
 // Experts in the loop (issue 6) wired into the planner and the run: each mechanism switched on in a
 // scenario changes what the report says in the direction and by the amount theory gives.
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 
@@ -56,7 +55,8 @@ TEST_CASE("an empty experts section leaves the run exactly as it was") {
 TEST_CASE("a layer whose experts all live on NVMe waits their bytes over the drive bandwidth") {
   // No HBM for experts, every copy's home on NVMe, latencies zero: all four experts of the layer are read
   // one after another from one drive, so the layer ends 4 x bytes / bandwidth after routing is known.
-  const ScenarioSpec s = one_gpu_spec(R"({"tiers": {"hbm_expert_gib": 0, "staging_gib": 1, "warm_home": "nvme",
+  const ScenarioSpec s =
+      one_gpu_spec(R"({"tiers": {"hbm_expert_gib": 0, "staging_gib": 1, "warm_home": "nvme",
       "cold_home": "nvme", "prefetch": false, "nvme_drive_gb_per_s": 6.5, "nvme_latency_us": 0,
       "host_latency_us": 0, "host_link_gb_per_s": 1000}})");
   const RooflineCostModel gpu(s.cluster.gpu);
@@ -72,7 +72,8 @@ TEST_CASE("a layer whose experts all live on NVMe waits their bytes over the dri
   REQUIRE(p.nvme_loads == 4);
   REQUIRE(p.nvme_bytes == Approx(4.0 * bytes));
   REQUIRE(p.hbm_hits == 0);
-  REQUIRE(p.total == p.attention + p.dense_ffn + p.experts + p.expert_stall + p.dispatch + p.combine + p.lm_head);
+  REQUIRE(p.total ==
+          p.attention + p.dense_ffn + p.experts + p.expert_stall + p.dispatch + p.combine + p.lm_head);
 }
 
 TEST_CASE("experts that fit in the HBM budget never stall") {
@@ -106,12 +107,13 @@ TEST_CASE("EPLB placement with redundant slots lowers the GPU load imbalance und
   REQUIRE(eplb.requests_finished + eplb.requests_dropped == eplb.requests_arrived);
   // Two more expert slots per GPU per MoE layer in the memory plan (48 layers of Qwen3-30B-A3B).
   const double expert_bytes = 3.0 * 2048 * 768 * 2.0;
-  REQUIRE(eplb.memory.routed_expert_weights - base.memory.routed_expert_weights == Approx(2 * 48 * expert_bytes));
+  REQUIRE(eplb.memory.routed_expert_weights - base.memory.routed_expert_weights ==
+          Approx(2 * 48 * expert_bytes));
 }
 
 TEST_CASE("rebalancing every N steps happens once per N steps and its weight moves are reported") {
-  const Report r = run({"experts.placement=eplb", "experts.redundant_slots_per_gpu=1",
-                        "experts.rebalance.every_steps=100"});
+  const Report r = run(
+      {"experts.placement=eplb", "experts.redundant_slots_per_gpu=1", "experts.rebalance.every_steps=100"});
   const Report all = run({"experts.placement=eplb", "experts.redundant_slots_per_gpu=1",
                           "experts.rebalance.every_steps=100", "run.warmup_s=0"});
   REQUIRE(all.experts.rebalances == all.steps / 100);
@@ -119,8 +121,9 @@ TEST_CASE("rebalancing every N steps happens once per N steps and its weight mov
   REQUIRE(r.experts.rebalance_bytes > 0);
   REQUIRE(r.experts.rebalance_s > 0);
   // A fixed pause costs exactly the pause per rebalance.
-  const Report paused = run({"experts.placement=eplb", "experts.rebalance.every_steps=100",
-                             "experts.rebalance.cost=\"pause\"", "experts.rebalance.pause_ms=5", "run.warmup_s=0"});
+  const Report paused =
+      run({"experts.placement=eplb", "experts.rebalance.every_steps=100", "experts.rebalance.cost=\"pause\"",
+           "experts.rebalance.pause_ms=5", "run.warmup_s=0"});
   REQUIRE(paused.experts.rebalance_s == Approx(0.005 * static_cast<double>(paused.experts.rebalances)));
 }
 
@@ -135,8 +138,9 @@ TEST_CASE("router post-processing lowers the hottest GPU's load and counts the r
 
 TEST_CASE("INT4 warm and cold experts shrink routed-expert memory and cost a labelled quality proxy") {
   const Report base = run();
-  const Report q = run({"experts.quantization={\"hot\": \"bf16\", \"warm\": \"int4\", \"cold\": \"int4\", "
-                        "\"quality_penalty\": {\"int4\": 0.01}}"});
+  const Report q =
+      run({"experts.quantization={\"hot\": \"bf16\", \"warm\": \"int4\", \"cold\": \"int4\", "
+           "\"quality_penalty\": {\"int4\": 0.01}}"});
   REQUIRE(q.experts.quantization);
   REQUIRE(q.memory.routed_expert_weights < base.memory.routed_expert_weights);
   // INT4 with g128 FP16 scales is 0.5 + 2/128 bytes per weight: at least that fraction of BF16.
@@ -151,7 +155,8 @@ TEST_CASE("INT4 warm and cold experts shrink routed-expert memory and cost a lab
 }
 
 TEST_CASE("drifting popularity re-prepares routing only when it changes") {
-  const Report r = run({"workload.expert_popularity.drift={\"half_life_s\": 2.0, \"update_interval_s\": 0.5}"});
+  const Report r =
+      run({"workload.expert_popularity.drift={\"half_life_s\": 2.0, \"update_interval_s\": 0.5}"});
   REQUIRE(r.experts.drift);
   // One update per 0.5 s of simulated time at most (one planner).
   REQUIRE(r.experts.drift_updates > 0);

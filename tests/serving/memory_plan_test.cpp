@@ -1,7 +1,8 @@
+#include "sim/serving/memory_plan.h"
+
 #include <catch2/catch.hpp>
 
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/memory_plan.h"
 
 using namespace moesim;
 
@@ -19,7 +20,8 @@ TEST_CASE("routed experts are spread over the EP group at their precision") {
   const double expert = 3.0 * 7168 * 2048;  // parameters per expert
   REQUIRE(m.experts_per_gpu == 32);
   REQUIRE(m.weights_per_gpu.routed_experts == Approx(expert * 32 * 58 * 1.0));
-  const ScenarioSpec s16 = load_scenario("", {"cluster.nodes=2", "deployment.ep_size=16", "deployment.attention.dp=16"}).spec;
+  const ScenarioSpec s16 =
+      load_scenario("", {"cluster.nodes=2", "deployment.ep_size=16", "deployment.attention.dp=16"}).spec;
   REQUIRE(plan_memory(s16).weights_per_gpu.routed_experts == Approx(expert * 16 * 58 * 1.0));
 }
 

@@ -1,6 +1,5 @@
 // Pipeline parallelism: stages of consecutive layers, micro-batches, bubbles and activation transfers.
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 #include "hwmodels/roofline_cost_model.h"
@@ -55,7 +54,8 @@ TEST_CASE("the bubble share of balanced stages is (S - 1) / (M + S - 1)") {
     const double busy = (p.total - p.pipeline_send).seconds();
     INFO(stages << " stages, " << micro << " micro-batches");
     // The LM head on the last stage unbalances the stages a little: 2% tolerance.
-    REQUIRE(p.pipeline_bubble.seconds() / busy == Approx(double(stages - 1) / (micro + stages - 1)).epsilon(0.02));
+    REQUIRE(p.pipeline_bubble.seconds() / busy ==
+            Approx(double(stages - 1) / (micro + stages - 1)).epsilon(0.02));
   }
 }
 
@@ -69,6 +69,7 @@ TEST_CASE("stages split the weights and the KV cache of a GPU") {
 }
 
 TEST_CASE("a stage count that does not fit the cluster is refused with its path") {
-  REQUIRE_THROWS_WITH(spec(3, 1), Catch::StartsWith("deployment.pipeline.stages: ep_size x stages = 6 does not divide"));
+  REQUIRE_THROWS_WITH(spec(3, 1),
+                      Catch::StartsWith("deployment.pipeline.stages: ep_size x stages = 6 does not divide"));
   REQUIRE_THROWS_WITH(spec(16, 1), Catch::StartsWith("deployment.pipeline.stages: cannot exceed"));
 }

@@ -1,14 +1,14 @@
 // Placement policies: the simple maps, replica splitting, the METIS partition against a brute-force optimum,
 // and the All-to-All saving of a co-activation-aware placement.
-#include <catch2/catch.hpp>
+#include "sim/serving/placement.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <vector>
 
-#include "sim/serving/placement.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {
@@ -32,7 +32,8 @@ double best_balanced_cut(const std::vector<double>& load, const std::vector<doub
   const double mean = std::accumulate(load.begin(), load.end(), 0.0) / 2.0;
   double best = 1e300;
   for (int mask = 0; mask < (1 << n); ++mask) {
-    if (__builtin_popcount(static_cast<unsigned>(mask)) != 4 || (mask & 1) == 0) continue;  // expert 0 on side A
+    if (__builtin_popcount(static_cast<unsigned>(mask)) != 4 || (mask & 1) == 0)
+      continue;  // expert 0 on side A
     double side = 0;
     double cut = 0;
     for (int i = 0; i < n; ++i) {
@@ -121,7 +122,9 @@ TEST_CASE("a partition without co-activation still balances load with equal expe
   std::sort(sorted.begin(), sorted.end());
   for (int e = 0; e < n; ++e) CHECK(sorted[static_cast<std::size_t>(e)] == e);
   std::vector<double> load(gpus, 0.0);
-  for (int s = 0; s < n; ++s) load[static_cast<std::size_t>(s / 8)] += probs[static_cast<std::size_t>(slots[static_cast<std::size_t>(s)])];
+  for (int s = 0; s < n; ++s)
+    load[static_cast<std::size_t>(s / 8)] +=
+        probs[static_cast<std::size_t>(slots[static_cast<std::size_t>(s)])];
   // Zipf(1) over 64: the hottest expert alone is 1/H_64 = 0.210 of the load, above the mean 0.125, so the
   // best possible peak is that expert plus the 7 coldest; check against that lower bound instead of 1.05.
   const double peak = *std::max_element(load.begin(), load.end());

@@ -1,7 +1,7 @@
 // Quantisation policy: precision by class and kind, bytes with scales, the quality proxy arithmetic.
-#include <catch2/catch.hpp>
-
 #include "sim/serving/quantization_policy.h"
+
+#include <catch2/catch.hpp>
 
 namespace moesim {
 

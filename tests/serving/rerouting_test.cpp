@@ -1,12 +1,12 @@
 // Router post-processing at count level: loads end within threshold x mean when possible, totals are
 // conserved, and the re-routed count is exactly what moved.
-#include <catch2/catch.hpp>
+#include "sim/serving/rerouting.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <numeric>
 #include <vector>
 
-#include "sim/serving/rerouting.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {

@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
+#include "sim/serving/step_planner.h"
 
+#include <catch2/catch.hpp>
 #include <vector>
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/step_planner.h"
 
 using namespace moesim;
 

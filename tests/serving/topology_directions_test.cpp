@@ -2,7 +2,6 @@
 // built from JSON and simulated end to end. Expected directions come from the fabric's physics
 // (NVLink 450 GB/s vs a 50 GB/s NIC, DeepEP kernel floors and byte counts), not from pasted numbers.
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 #include "hwmodels/roofline_cost_model.h"
@@ -16,7 +15,7 @@ namespace {
 struct Shape {
   int nodes = 2;
   int gpus_per_node = 8;
-  int users = 16;          // closed loop, think time 0: every step sequence is the same whatever the timing
+  int users = 16;  // closed loop, think time 0: every step sequence is the same whatever the timing
   int prompt_tokens = 64;
   int output_tokens = 16;
   int requests = 48;
@@ -26,9 +25,9 @@ struct Shape {
 
 // Toy MoE: 64 experts of 768, top-8, hidden 2048, so that every rank sends to most ranks.
 Json scenario(const Shape& s) {
-  const Json model = {{"num_layers", 4},   {"hidden", 2048},         {"vocab", 32000},  {"attention", "gqa"},
-                      {"num_heads", 16},   {"num_kv_heads", 4},      {"head_dim", 128}, {"routed_experts", 64},
-                      {"top_k", 8},        {"expert_inter", 768}};
+  const Json model = {{"num_layers", 4}, {"hidden", 2048},     {"vocab", 32000},  {"attention", "gqa"},
+                      {"num_heads", 16}, {"num_kv_heads", 4},  {"head_dim", 128}, {"routed_experts", 64},
+                      {"top_k", 8},      {"expert_inter", 768}};
   return Json{
       {"name", "topology-direction"},
       {"model", model},
@@ -102,8 +101,12 @@ TEST_CASE("spreading the same EP16 group over more nodes raises the All-to-All s
   double last_share = -1;
   double last_nic_bytes = -1;
   for (const auto& [nodes, per_node] : {std::pair{1, 16}, std::pair{2, 8}, std::pair{4, 4}}) {
-    const Run run = simulate_shape(
-        Shape{.nodes = nodes, .gpus_per_node = per_node, .users = 32, .prompt_tokens = 2048, .output_tokens = 4, .requests = 48});
+    const Run run = simulate_shape(Shape{.nodes = nodes,
+                                         .gpus_per_node = per_node,
+                                         .users = 32,
+                                         .prompt_tokens = 2048,
+                                         .output_tokens = 4,
+                                         .requests = 48});
     INFO(nodes << " x " << per_node);
     REQUIRE(run.report.requests_finished == 48);
     CHECK(run.report.all_to_all_share() > last_share);
@@ -117,7 +120,8 @@ TEST_CASE("spreading the same EP16 group over more nodes raises the All-to-All s
 TEST_CASE("a faster NIC never makes a step slower") {
   for (const char* mode : {"high_throughput", "low_latency"}) {
     INFO(mode);
-    const Shape base{.users = 32, .prompt_tokens = 512, .output_tokens = 8, .requests = 64, .all_to_all = mode};
+    const Shape base{
+        .users = 32, .prompt_tokens = 512, .output_tokens = 8, .requests = 64, .all_to_all = mode};
     std::vector<Run> runs;
     for (const double gbit : {100.0, 200.0, 400.0, 800.0}) {
       Shape s = base;
@@ -149,9 +153,11 @@ TEST_CASE("low-latency All-to-All wins at small batches and loses at large ones"
     require_same_batches(ht, ll);
     return std::pair{all_to_all_total(ht), all_to_all_total(ll)};
   };
-  const auto [small_ht, small_ll] = pair_of(Shape{.users = 16, .prompt_tokens = 16, .output_tokens = 32, .requests = 16});
+  const auto [small_ht, small_ll] =
+      pair_of(Shape{.users = 16, .prompt_tokens = 16, .output_tokens = 32, .requests = 16});
   CHECK(small_ll < small_ht);
-  const auto [large_ht, large_ll] = pair_of(Shape{.users = 32, .prompt_tokens = 4096, .output_tokens = 2, .requests = 32});
+  const auto [large_ht, large_ll] =
+      pair_of(Shape{.users = 32, .prompt_tokens = 4096, .output_tokens = 2, .requests = 32});
   CHECK(large_ll > large_ht);
 }
 

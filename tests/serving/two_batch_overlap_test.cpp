@@ -1,6 +1,5 @@
 // Two-micro-batch overlap: per layer, the two halves' communication runs while the other half computes.
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 #include "hwmodels/roofline_cost_model.h"

@@ -1,14 +1,14 @@
 // Co-activation routing model: the count sampler keeps marginals and couples groups to their home tokens;
 // analytic touch fractions agree with combinatorics and with a token-level Monte Carlo.
-#include <catch2/catch.hpp>
+#include "workloads/coactivation.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <vector>
 
-#include "workloads/coactivation.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {
@@ -23,7 +23,8 @@ double binom(int n, int k) {
 std::vector<double> zipf_layer(int n, double s, int top_k, Rng& rng) {
   auto p = zipf_probabilities(n, s);
   cap_for_top_k(p, top_k);
-  for (int i = n - 1; i > 0; --i) std::swap(p[static_cast<std::size_t>(i)], p[rng.below(static_cast<std::uint64_t>(i) + 1)]);
+  for (int i = n - 1; i > 0; --i)
+    std::swap(p[static_cast<std::size_t>(i)], p[rng.below(static_cast<std::uint64_t>(i) + 1)]);
   return p;
 }
 
@@ -35,9 +36,11 @@ std::vector<double> monte_carlo_touch(const CoactivationModel& model, const std:
   const int n = model.experts();
   const int bins = static_cast<int>(slot_expert.size()) / per_bin;
   std::vector<std::vector<int>> slots_of(static_cast<std::size_t>(n));
-  for (std::size_t s = 0; s < slot_expert.size(); ++s) slots_of[static_cast<std::size_t>(slot_expert[s])].push_back(static_cast<int>(s));
+  for (std::size_t s = 0; s < slot_expert.size(); ++s)
+    slots_of[static_cast<std::size_t>(slot_expert[s])].push_back(static_cast<int>(s));
   std::vector<double> mass(static_cast<std::size_t>(model.groups()), 0.0);
-  for (int e = 0; e < n; ++e) mass[static_cast<std::size_t>(model.group_of(0, e))] += p[static_cast<std::size_t>(e)];
+  for (int e = 0; e < n; ++e)
+    mass[static_cast<std::size_t>(model.group_of(0, e))] += p[static_cast<std::size_t>(e)];
   std::vector<double> touch(static_cast<std::size_t>(bins), 0.0);
   std::vector<double> r(static_cast<std::size_t>(n));
   std::vector<char> picked(static_cast<std::size_t>(n));
@@ -45,11 +48,13 @@ std::vector<double> monte_carlo_touch(const CoactivationModel& model, const std:
   for (int t = 0; t < tokens; ++t) {
     double u = rng.uniform();
     int g = 0;
-    while (g + 1 < model.groups() && u >= mass[static_cast<std::size_t>(g)]) u -= mass[static_cast<std::size_t>(g++)];
+    while (g + 1 < model.groups() && u >= mass[static_cast<std::size_t>(g)])
+      u -= mass[static_cast<std::size_t>(g++)];
     for (int e = 0; e < n; ++e) {
       const bool in = model.group_of(0, e) == g;
-      r[static_cast<std::size_t>(e)] = (in ? model.rho() * p[static_cast<std::size_t>(e)] / mass[static_cast<std::size_t>(g)] : 0.0) +
-                                       (1.0 - model.rho()) * p[static_cast<std::size_t>(e)];
+      r[static_cast<std::size_t>(e)] =
+          (in ? model.rho() * p[static_cast<std::size_t>(e)] / mass[static_cast<std::size_t>(g)] : 0.0) +
+          (1.0 - model.rho()) * p[static_cast<std::size_t>(e)];
     }
     std::fill(picked.begin(), picked.end(), 0);
     std::fill(hit.begin(), hit.end(), 0);
@@ -87,7 +92,8 @@ TEST_CASE("sampled counts conserve tokens, respect the per-expert cap and keep t
     CHECK(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}) == tokens * top_k);
     CHECK(std::accumulate(group_tokens.begin(), group_tokens.end(), std::int64_t{0}) == tokens);
     CHECK(*std::max_element(counts.begin(), counts.end()) <= tokens);
-    for (int e = 0; e < n; ++e) mean[static_cast<std::size_t>(e)] += counts[static_cast<std::size_t>(e)] / double(draws);
+    for (int e = 0; e < n; ++e)
+      mean[static_cast<std::size_t>(e)] += counts[static_cast<std::size_t>(e)] / double(draws);
   }
   for (int e = 0; e < n; ++e) {
     const double want = static_cast<double>(tokens * top_k) * p[static_cast<std::size_t>(e)];
@@ -146,10 +152,12 @@ TEST_CASE("co-activated touch fractions agree with a token-level Monte Carlo, re
   // 72 slots: every expert once, plus second copies of the 8 hottest; 9 slots per bin, shuffled.
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)]; });
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)]; });
   std::vector<int> slot_expert(order.begin(), order.end());
   slot_expert.insert(slot_expert.end(), order.begin(), order.begin() + 8);
-  for (std::size_t i = slot_expert.size() - 1; i > 0; --i) std::swap(slot_expert[i], slot_expert[rng.below(i + 1)]);
+  for (std::size_t i = slot_expert.size() - 1; i > 0; --i)
+    std::swap(slot_expert[i], slot_expert[rng.below(i + 1)]);
   std::vector<int> reps(n, 0);
   for (const int e : slot_expert) ++reps[static_cast<std::size_t>(e)];
   const SlotMap map{.slot_expert = slot_expert, .slots_per_bin = 9, .replicas = reps};
@@ -160,16 +168,21 @@ TEST_CASE("co-activated touch fractions agree with a token-level Monte Carlo, re
     touch_fractions_coactivated(model, 0, p, map, top_k, scratch, touch);
     const auto mc = monte_carlo_touch(model, p, slot_expert, 9, top_k, 40000, rng);
     double worst = 0;
-    for (int b = 0; b < bins; ++b) worst = std::max(worst, std::abs(touch[static_cast<std::size_t>(b)] / mc[static_cast<std::size_t>(b)] - 1));
+    for (int b = 0; b < bins; ++b)
+      worst =
+          std::max(worst, std::abs(touch[static_cast<std::size_t>(b)] / mc[static_cast<std::size_t>(b)] - 1));
     std::printf("rho %.1f: copies analytic %.3f, Monte Carlo %.3f, worst bin %.1f%%\n", rho,
-                std::accumulate(touch.begin(), touch.end(), 0.0), std::accumulate(mc.begin(), mc.end(), 0.0), 100 * worst);
-    for (int b = 0; b < bins; ++b) CHECK(touch[static_cast<std::size_t>(b)] == Approx(mc[static_cast<std::size_t>(b)]).epsilon(0.12));
+                std::accumulate(touch.begin(), touch.end(), 0.0), std::accumulate(mc.begin(), mc.end(), 0.0),
+                100 * worst);
+    for (int b = 0; b < bins; ++b)
+      CHECK(touch[static_cast<std::size_t>(b)] == Approx(mc[static_cast<std::size_t>(b)]).epsilon(0.12));
     CHECK(std::accumulate(touch.begin(), touch.end(), 0.0) ==
           Approx(std::accumulate(mc.begin(), mc.end(), 0.0)).epsilon(0.02));
     if (rho == 0.0) {
       std::vector<double> indep(bins);
       touch_fractions_independent(p, map, top_k, indep);
-      for (int b = 0; b < bins; ++b) CHECK(indep[static_cast<std::size_t>(b)] == Approx(touch[static_cast<std::size_t>(b)]).epsilon(0.01));
+      for (int b = 0; b < bins; ++b)
+        CHECK(indep[static_cast<std::size_t>(b)] == Approx(touch[static_cast<std::size_t>(b)]).epsilon(0.01));
     }
   }
 }

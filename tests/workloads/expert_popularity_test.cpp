@@ -1,11 +1,10 @@
-#include <catch2/catch.hpp>
+#include "workloads/expert_popularity.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <numeric>
 #include <vector>
-
-#include "workloads/expert_popularity.h"
 
 using namespace moesim;
 
@@ -95,7 +94,8 @@ TEST_CASE("routing counts have the means and variances of per-token expert inclu
     sampler.sample(p, tokens, 4, rng, counts);
     for (int e = 0; e < experts; ++e) {
       sum[static_cast<std::size_t>(e)] += counts[static_cast<std::size_t>(e)];
-      sq[static_cast<std::size_t>(e)] += double(counts[static_cast<std::size_t>(e)]) * counts[static_cast<std::size_t>(e)];
+      sq[static_cast<std::size_t>(e)] +=
+          double(counts[static_cast<std::size_t>(e)]) * counts[static_cast<std::size_t>(e)];
     }
   }
   for (const int e : {0, 1, 5, 20, 63}) {
@@ -111,13 +111,15 @@ TEST_CASE("routing counts have the means and variances of per-token expert inclu
 TEST_CASE("the share of routed tokens on the top 20% of experts follows the configured law") {
   const int experts = 256;
   const double s = zipf_exponent_for_top_share(experts, 8, 0.2, 0.8);
-  const ExpertPopularity pop(PopularitySpec{.kind = PopularitySpec::Kind::kZipf, .zipf_exponent = s}, 1, experts, 8,
-                             Rng(2));
+  const ExpertPopularity pop(PopularitySpec{.kind = PopularitySpec::Kind::kZipf, .zipf_exponent = s}, 1,
+                             experts, 8, Rng(2));
   // The top 20% by configured probability, identified independently of the sampler.
   std::vector<int> order(experts);
   std::iota(order.begin(), order.end(), 0);
   const auto row = pop.layer(0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)]; });
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)];
+  });
   RoutingSampler sampler(experts);
   Rng rng(4);
   std::vector<std::int32_t> counts(experts);
@@ -160,7 +162,8 @@ TEST_CASE("cold experts get Poisson counts: P(0) = e^-m, mean, variance and thir
   Rng rng(17);
   std::vector<std::int32_t> counts(p.size());
   const int reps = 200000;
-  std::vector<double> s1(cold_means.size()), s2(cold_means.size()), s3(cold_means.size()), zeros(cold_means.size());
+  std::vector<double> s1(cold_means.size()), s2(cold_means.size()), s3(cold_means.size()),
+      zeros(cold_means.size());
   for (int r = 0; r < reps; ++r) {
     sampler.sample(layer, tokens, rng, counts);
     for (std::size_t i = 0; i < cold_means.size(); ++i) {

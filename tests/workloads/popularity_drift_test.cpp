@@ -1,14 +1,13 @@
 // Drifting popularity: the law's shape is kept, rank correlation decays with the half-life as the
 // bivariate-normal theory says, phases decorrelate, and nothing moves without drift.
-#include <catch2/catch.hpp>
+#include "workloads/popularity_drift.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <numbers>
 #include <numeric>
 #include <vector>
-
-#include "workloads/popularity_drift.h"
 
 namespace moesim {
 namespace {
@@ -19,7 +18,8 @@ double spearman(std::span<const double> a, std::span<const double> b) {
   auto ranks = [n](std::span<const double> v) {
     std::vector<int> idx(n);
     std::iota(idx.begin(), idx.end(), 0);
-    std::sort(idx.begin(), idx.end(), [&](int x, int y) { return v[static_cast<std::size_t>(x)] > v[static_cast<std::size_t>(y)]; });
+    std::sort(idx.begin(), idx.end(),
+              [&](int x, int y) { return v[static_cast<std::size_t>(x)] > v[static_cast<std::size_t>(y)]; });
     std::vector<double> r(n);
     for (std::size_t i = 0; i < n; ++i) r[static_cast<std::size_t>(idx[i])] = static_cast<double>(i);
     return r;

@@ -1,15 +1,14 @@
-#include <catch2/catch.hpp>
-
-#include <cmath>
-
 #include "workloads/request_source.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
 
 using namespace moesim;
 
 TEST_CASE("Poisson arrivals have the configured rate and stop at the request limit") {
   const RandomStreams streams(3);
-  SyntheticSource src(PoissonArrivals{50.0}, FixedLength{100}, FixedLength{10}, RunLimits{.max_requests = 20000},
-                      streams);
+  SyntheticSource src(PoissonArrivals{50.0}, FixedLength{100}, FixedLength{10},
+                      RunLimits{.max_requests = 20000}, streams);
   int n = 0;
   Time last;
   while (auto r = src.next()) {
@@ -25,8 +24,8 @@ TEST_CASE("Poisson arrivals have the configured rate and stop at the request lim
 
 TEST_CASE("Gamma arrivals keep the mean rate and have the configured coefficient of variation") {
   const RandomStreams streams(4);
-  SyntheticSource src(GammaArrivals{20.0, 3.0}, FixedLength{1}, FixedLength{1}, RunLimits{.max_requests = 50000},
-                      streams);
+  SyntheticSource src(GammaArrivals{20.0, 3.0}, FixedLength{1}, FixedLength{1},
+                      RunLimits{.max_requests = 50000}, streams);
   double sum = 0;
   double sq = 0;
   Time last;
@@ -46,7 +45,8 @@ TEST_CASE("Gamma arrivals keep the mean rate and have the configured coefficient
 
 TEST_CASE("a closed loop issues a new request only when one finishes") {
   const RandomStreams streams(1);
-  SyntheticSource src(ClosedLoop{2, 0.5}, FixedLength{8}, FixedLength{4}, RunLimits{.max_requests = 5}, streams);
+  SyntheticSource src(ClosedLoop{2, 0.5}, FixedLength{8}, FixedLength{4}, RunLimits{.max_requests = 5},
+                      streams);
   REQUIRE(src.next().has_value());
   REQUIRE(src.next().has_value());
   REQUIRE_FALSE(src.next().has_value());
