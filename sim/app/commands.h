@@ -16,6 +16,9 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 // --set values after the seed flag, as the scenario loader expects them.
 std::vector<std::string> effective_overrides(const ScenarioOptions& o);
 
+// Writes `text` to `path` (creating its folder; "-" is stdout); InputError naming the path on failure.
+void write_text_file(const std::string& path, const std::string& text);
+
 void add_run_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);

@@ -271,12 +271,6 @@ Json compare_json(const std::vector<Column>& cols) {
   return Json{{"columns", columns}, {"rows", rows}};
 }
 
-void write_file(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream f(p);
-  if (!f) throw InputError(p.string(), "cannot write the file");
-  f << text;
-}
-
 void compare(const CompareOptions& o) {
   std::vector<Column> cols = plan_columns(o);
   // Parse every column first: a typo is one clear error before anything runs.
@@ -294,12 +288,12 @@ void compare(const CompareOptions& o) {
                         : std::filesystem::path(o.out_dir);
   std::filesystem::create_directories(dir);
   const Json j = compare_json(cols);
-  write_file(dir / "compare.json", j.dump(2) + "\n");
+  write_text_file((dir / "compare.json").string(), j.dump(2) + "\n");
   std::vector<std::string> keys{"column"};
   MetricsTable table(keys);
   for (const Column& c : cols) table.add({c.label}, c.report, c.error);
-  write_file(dir / "compare.csv", table.csv());
-  if (!o.json_file.empty()) write_file(o.json_file, j.dump(2) + "\n");
+  write_text_file((dir / "compare.csv").string(), table.csv());
+  if (!o.json_file.empty()) write_text_file(o.json_file, j.dump(2) + "\n");
   std::cout << text_table(cols);
   std::cout << "\ncompare: " << (dir / "compare.json").string() << ", " << (dir / "compare.csv").string()
             << (o.json_file.empty() ? "" : ", " + o.json_file) << "\n";

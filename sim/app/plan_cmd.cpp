@@ -29,18 +29,6 @@ struct PlanCliOptions {
   bool quiet = false;
 };
 
-void write_text(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::cout << text;
-    return;
-  }
-  const std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::ofstream f(p);
-  if (!f) throw InputError(path, "cannot write the file");
-  f << text;
-}
-
 void plan(const PlanCliOptions& o) {
   const LoadedScenario sc = load_scenario(o.file, effective_overrides(o.scenario));
   PlanOptions po;
@@ -59,8 +47,8 @@ void plan(const PlanCliOptions& o) {
     }
   }
   if (!o.quiet && !json_to_stdout) std::cout << format_plan_table(p);
-  if (!o.json_file.empty()) write_text(o.json_file, plan_to_json(p, sc.effective).dump(2) + "\n");
-  if (!o.markdown_file.empty()) write_text(o.markdown_file, format_plan_markdown(p));
+  if (!o.json_file.empty()) write_text_file(o.json_file, plan_to_json(p, sc.effective).dump(2) + "\n");
+  if (!o.markdown_file.empty()) write_text_file(o.markdown_file, format_plan_markdown(p));
 }
 
 }  // namespace

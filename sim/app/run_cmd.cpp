@@ -22,6 +22,17 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--seed", o.seed, "Random seed (overrides run.seed)")->check(CLI::NonNegativeNumber);
 }
 
+void write_text_file(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    return;
+  }
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream f(p);
+  if (!(f << text)) throw InputError(path, "cannot write the file");
+}
+
 std::vector<std::string> effective_overrides(const ScenarioOptions& o) {
   std::vector<std::string> out = o.overrides;
   if (o.seed >= 0) out.push_back("run.seed=" + std::to_string(o.seed));
@@ -41,12 +52,6 @@ struct RunOptions {
   bool quiet = false;
 };
 
-void write_file(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream f(p);
-  if (!f) throw InputError(p.string(), "cannot write the file");
-  f << text;
-}
-
 void run(const RunOptions& o) {
   const LoadedScenario sc = load_scenario(o.file, effective_overrides(o.scenario));
   const std::filesystem::path dir =
@@ -59,7 +64,7 @@ void run(const RunOptions& o) {
   ObserverPair observers(outputs.active() ? &outputs : nullptr, trace.get());
   const Report r = simulate(sc.spec, *gpu, outputs.active() || trace ? &observers : nullptr);
   trace.reset();  // closes the JSON
-  write_file(dir / "report.json", report_to_json(r, sc.effective).dump(2) + "\n");
+  write_text_file((dir / "report.json").string(), report_to_json(r, sc.effective).dump(2) + "\n");
   if (!o.quiet) std::cout << format_summary(r);
   std::cout << "\nreport: " << (dir / "report.json").string() << "\n";
 }

@@ -113,13 +113,10 @@ void sweep(const SweepOptions& o) {
     }
     rows.push_back(row);
   }
-  auto write = [](const std::filesystem::path& path, const std::string& text) {
-    std::ofstream f(path);
-    if (!(f << text)) throw InputError(path.string(), "cannot write the file");
-  };
-  write(dir / "sweep.csv", table.csv());
-  write(dir / "sweep.json",
-        Json{{"scenario", loaded.front().effective}, {"axes", keys}, {"rows", rows}}.dump(2) + "\n");
+  write_text_file((dir / "sweep.csv").string(), table.csv());
+  write_text_file(
+      (dir / "sweep.json").string(),
+      Json{{"scenario", loaded.front().effective}, {"axes", keys}, {"rows", rows}}.dump(2) + "\n");
   std::cout << table.text();
   std::cout << "\nsweep: " << (dir / "sweep.csv").string() << ", " << (dir / "sweep.json").string() << "\n";
   if (failed == points.size())

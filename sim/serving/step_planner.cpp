@@ -592,7 +592,7 @@ Duration StepPlanner::group_attention(const GroupBatch& b) const {
          gpu_.attention(dec) + gpu_.attention(pre) + ar;
 }
 
-Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
+Duration StepPlanner::group_shared_and_gate(const GroupBatch& b) const {
   const ModelSpec& m = s_.model;
   const std::int64_t t = b.tokens();
   if (t == 0) return Duration::zero();
@@ -605,7 +605,11 @@ Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
           : Duration::zero();
   const Duration gate =
       gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = s_.precision.router});
-  return group_attention(b) + shared + gate;
+  return shared + gate;
+}
+
+Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
+  return group_attention(b) + group_shared_and_gate(b);
 }
 
 void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
@@ -621,13 +625,14 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
       group_flops_moe_[ri] = group_bytes_moe_[ri] = 0;
       continue;
     }
-    pre_moe_[ri] = group_pre_moe(b);
+    const Duration attn = group_attention(b);
+    pre_moe_[ri] = attn + group_shared_and_gate(b);
     const Duration dense =
         m.num_dense_layers > 0
             ? gpu_.expert_ffn(ExpertFfnWork{
                   .tokens = t, .hidden = m.hidden, .inter = m.dense_inter / tp_, .weights = p.dense_ffn})
             : Duration::zero();
-    dense_layer_[ri] = m.num_dense_layers > 0 ? group_attention(b) + dense : Duration::zero();
+    dense_layer_[ri] = m.num_dense_layers > 0 ? attn + dense : Duration::zero();
     const auto [dec, pre] = attention_work(b);
     const double attn_flops = 2.0 * double(t) * m.attention_params_per_layer() / tp + dec.flops + pre.flops;
     const double attn_bytes =

@@ -112,6 +112,7 @@ class StepPlanner {
   // Decode and prefill attention-core work of one layer for one group's batch.
   [[nodiscard]] std::pair<AttentionWork, AttentionWork> attention_work(const GroupBatch& b) const;
   [[nodiscard]] Duration group_attention(const GroupBatch& b) const;
+  [[nodiscard]] Duration group_shared_and_gate(const GroupBatch& b) const;
   // Attention + shared expert + gate (+ TP all-reduces) of one MoE layer for one group's batch.
   [[nodiscard]] Duration group_pre_moe(const GroupBatch& b) const;
   // Experts in the loop, once per step before routing: drift, reclassification, rebalance.

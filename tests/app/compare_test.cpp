@@ -12,24 +12,19 @@
 #include <string>
 
 #include "sim/scenario/json_reader.h"
+#include "tests/app/cli_support.h"
 
 using namespace moesim;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Tmp {
-  fs::path dir;
-  Tmp() {
-    dir = fs::temp_directory_path() /
-          ("moesim-compare-test-" +
-           std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Tmp() { fs::remove_all(dir); }
-  Tmp(const Tmp&) = delete;
-  Tmp& operator=(const Tmp&) = delete;
+using moesim_test::Result;
+using moesim_test::run_moesim;
+using moesim_test::slurp;
+
+struct Tmp : moesim_test::TempDir {
+  Tmp() : TempDir("moesim-compare-test-") {}
 };
 
 // A toy MoE on one or two nodes of 2 H100s, a handful of requests: a run takes milliseconds.
@@ -55,28 +50,6 @@ Json tiny(int nodes, const char* fabric = nullptr) {
 fs::path write(const fs::path& p, const Json& j) {
   std::ofstream(p) << j.dump(2);
   return p;
-}
-
-struct Result {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Result run_moesim(const Tmp& t, const std::string& args) {
-  const fs::path out = t.dir / "stdout.txt";
-  const fs::path err = t.dir / "stderr.txt";
-  const std::string cmd = std::string("\"") + MOESIM_BINARY + "\" " + args + " >\"" + out.string() +
-                          "\" 2>\"" + err.string() + "\"";
-  const int status = std::system(cmd.c_str());
-  return Result{status == 0 ? 0 : (WIFEXITED(status) ? WEXITSTATUS(status) : -1), slurp(out), slurp(err)};
 }
 
 const Json& row(const Json& j, const std::string& metric) {

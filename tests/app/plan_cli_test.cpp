@@ -12,47 +12,20 @@
 #include <string>
 
 #include "sim/scenario/json_reader.h"
+#include "tests/app/cli_support.h"
 
 using namespace moesim;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TmpDir {
-  fs::path dir;
-  TmpDir() {
-    dir = fs::temp_directory_path() /
-          ("moesim-plan-test-" +
-           std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TmpDir() { fs::remove_all(dir); }
-  TmpDir(const TmpDir&) = delete;
-  TmpDir& operator=(const TmpDir&) = delete;
+using moesim_test::Result;
+using moesim_test::run_moesim;
+using moesim_test::slurp;
+
+struct TmpDir : moesim_test::TempDir {
+  TmpDir() : TempDir("moesim-plan-test-") {}
 };
-
-struct Result {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Result run_moesim(const TmpDir& t, const std::string& args) {
-  const fs::path out = t.dir / "stdout.txt";
-  const fs::path err = t.dir / "stderr.txt";
-  const std::string cmd = std::string("cd \"") + MOESIM_SOURCE_DIR + "\" && \"" + MOESIM_BINARY + "\" " +
-                          args + " >\"" + out.string() + "\" 2>\"" + err.string() + "\"";
-  const int status = std::system(cmd.c_str());
-  return Result{status == 0 ? 0 : (WIFEXITED(status) ? WEXITSTATUS(status) : -1), slurp(out), slurp(err)};
-}
 
 Json plan_json(const TmpDir& t, const std::string& scenario, const std::string& extra = "") {
   const fs::path json = t.dir / "plan.json";

@@ -1,0 +1,55 @@
+// Running the moesim binary from CLI tests: a per-test temporary folder and a runner that captures the
+// exit code, stdout and stderr. Runs from the repo root so that relative scenario paths resolve.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+namespace moesim_test {
+
+namespace fs = std::filesystem;
+
+// A fresh folder named after the running test case, removed afterwards.
+struct TempDir {
+  fs::path dir;
+  explicit TempDir(const std::string& prefix) {
+    dir = fs::temp_directory_path() /
+          (prefix + std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~TempDir() { fs::remove_all(dir); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+struct Result {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline Result run_moesim(const TempDir& t, const std::string& args) {
+  const fs::path out = t.dir / "stdout.txt";
+  const fs::path err = t.dir / "stderr.txt";
+  const std::string cmd = std::string("cd \"") + MOESIM_SOURCE_DIR + "\" && \"" + MOESIM_BINARY + "\" " +
+                          args + " >\"" + out.string() + "\" 2>\"" + err.string() + "\"";
+  const int status = std::system(cmd.c_str());
+  return Result{status == 0 ? 0 : (WIFEXITED(status) ? WEXITSTATUS(status) : -1), slurp(out), slurp(err)};
+}
+
+}  // namespace moesim_test
