@@ -51,13 +51,23 @@ void BM_CoactivationSample(benchmark::State& state) {
   moesim::Rng rng(4);
   std::vector<std::int32_t> counts(kExperts);
   std::vector<std::int64_t> group_tokens(static_cast<std::size_t>(model.groups()));
+  const auto prepared = moesim::CoactivationSampler::prepare(model, 0, pop.layer(0));
+  moesim::CoactivationSampler sampler(model);
   const std::int64_t tokens = state.range(0);
   for (auto _ : state) {
-    model.sample_counts(0, pop.layer(0), tokens, kTopK, rng, counts, group_tokens);
+    sampler.sample(0, prepared, pop.layer(0), tokens, kTopK, rng, counts, group_tokens);
     benchmark::DoNotOptimize(counts.data());
   }
 }
 BENCHMARK(BM_CoactivationSample)->ArgName("tokens")->Arg(64)->Arg(1024)->Arg(8192);
+
+void BM_CoactivationPrepare(benchmark::State& state) {
+  const auto pop = pareto(1);
+  const moesim::CoactivationModel model({.group_size = 8, .rho = 0.5}, 1, kExperts, moesim::Rng(3));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(moesim::CoactivationSampler::prepare(model, 0, pop.layer(0)).member.data());
+}
+BENCHMARK(BM_CoactivationPrepare);
 
 // One slot per expert, contiguous bins (EP16 GPUs: 16 bins of 16 slots; nodes: 2 bins of 128).
 struct Slots {

@@ -87,26 +87,6 @@ std::int64_t binomial(NormalBits& bits, std::int64_t n, double p) {
   return flip ? n - k : k;
 }
 
-// Multinomial of n trials over probs[idx[i]] (total = their sum), added to out[idx[i]], by conditional
-// binomials. O(idx.size()).
-void add_multinomial_indexed(std::span<const double> probs, std::span<const int> idx, double total,
-                             std::int64_t n, NormalBits& bits, std::span<std::int32_t> out) {
-  double mass_left = total;
-  std::int64_t left = n;
-  for (std::size_t i = 0; i < idx.size() && left > 0; ++i) {
-    const auto e = static_cast<std::size_t>(idx[i]);
-    std::int64_t c;
-    if (i + 1 == idx.size() || mass_left <= 0) {
-      c = left;
-    } else {
-      c = binomial(bits, left, std::clamp(probs[e] / mass_left, 0.0, 1.0));
-    }
-    mass_left -= probs[e];
-    left -= c;
-    out[e] = static_cast<std::int32_t>(out[e] + c);
-  }
-}
-
 }  // namespace
 
 CoactivationModel::CoactivationModel(const CoactivationSpec& spec, int layers, int experts, Rng rng)
@@ -135,65 +115,153 @@ CoactivationModel::CoactivationModel(const CoactivationSpec& spec, int layers, i
 void CoactivationModel::sample_counts(int layer, std::span<const double> probs, std::int64_t tokens,
                                       int top_k, Rng& rng, std::span<std::int32_t> counts,
                                       std::span<std::int64_t> group_tokens) const {
-  MOESIM_CHECK(static_cast<int>(probs.size()) == experts_ && static_cast<int>(counts.size()) == experts_,
+  CoactivationSampler sampler(*this);
+  sampler.sample(layer, CoactivationSampler::prepare(*this, layer, probs), probs, tokens, top_k, rng, counts,
+                 group_tokens);
+}
+
+CoactivationSampler::Layer CoactivationSampler::prepare(const CoactivationModel& model, int layer,
+                                                        std::span<const double> probs) {
+  MOESIM_CHECK(static_cast<int>(probs.size()) == model.experts(), "one probability per expert");
+  Layer l;
+  const auto groups = static_cast<std::size_t>(model.groups());
+  const auto size = static_cast<std::size_t>(model.group_size());
+  std::vector<double> mass(groups, 0.0);
+  l.member.resize(groups * size);
+  l.q.resize(groups * size);
+  l.sd.resize(groups * size);
+  l.q_prefix.assign(groups * (size + 1), 0.0);
+  for (std::size_t g = 0; g < groups; ++g) {
+    const auto mem = model.members(layer, static_cast<int>(g));
+    for (const int e : mem) mass[g] += probs[static_cast<std::size_t>(e)];
+    auto* ids = l.member.data() + g * size;
+    std::copy(mem.begin(), mem.end(), ids);
+    std::stable_sort(ids, ids + size, [&](int a, int b) {
+      return probs[static_cast<std::size_t>(a)] > probs[static_cast<std::size_t>(b)];
+    });
+    for (std::size_t i = 0; i < size; ++i) {
+      const double q = mass[g] > 0 ? probs[static_cast<std::size_t>(ids[i])] / mass[g] : 0.0;
+      l.q[g * size + i] = q;
+      l.sd[g * size + i] = std::sqrt(q);
+      l.q_prefix[g * (size + 1) + i + 1] = l.q_prefix[g * (size + 1) + i] + q;
+    }
+  }
+  l.groups = RoutingSampler::prepare_multinomial(mass);
+  return l;
+}
+
+CoactivationSampler::CoactivationSampler(const CoactivationModel& model)
+    : model_(model),
+      groups_(model.groups()),
+      home_(static_cast<std::size_t>(model.groups())),
+      other_(static_cast<std::size_t>(model.groups())),
+      z_(static_cast<std::size_t>(model.group_size())) {}
+
+void CoactivationSampler::spread(const Layer& prepared, int g, std::int64_t n, Rng& rng,
+                                 std::span<std::int32_t> counts) {
+  const auto size = static_cast<std::size_t>(model_.group_size());
+  const int* ids = prepared.member.data() + static_cast<std::size_t>(g) * size;
+  const double* q = prepared.q.data() + static_cast<std::size_t>(g) * size;
+  const double* prefix = prepared.q_prefix.data() + static_cast<std::size_t>(g) * (size + 1);
+  if (n <= 0) return;
+  if (n <= RoutingSampler::kDirectTrials) {  // one categorical draw per pick, two per 64 random bits
+    const double scale = prefix[size] * 0x1.0p-32;
+    std::uint64_t bits = 0;
+    for (std::int64_t t = 0; t < n; ++t) {
+      if ((t & 1) == 0) bits = rng.next_u64();
+      const double u = static_cast<double>(bits >> 32) * scale;
+      bits <<= 32;
+      std::size_t i = 0;
+      while (i + 1 < size && u >= prefix[i + 1]) ++i;
+      ++counts[static_cast<std::size_t>(ids[i])];
+    }
+    return;
+  }
+  const double nd = static_cast<double>(n);
+  const double cold_q = std::min(0.1, RoutingSampler::kColdMean / nd);
+  std::size_t hot = 0;
+  while (hot < size && q[hot] >= cold_q) ++hot;
+  std::int64_t left = n;
+  for (std::size_t i = hot; i < size; ++i) {
+    const std::int32_t c =
+        std::min<std::int32_t>(poisson_cold(nd * q[i], rng.next_u64()), static_cast<std::int32_t>(n));
+    counts[static_cast<std::size_t>(ids[i])] = c;
+    left -= c;
+  }
+  if (hot > 0) {
+    // Gaussians of variance n q conditioned on summing to what the cold members left (as in
+    // RoutingSampler::sample, with weights q / Q over the hot members).
+    const double* sd = prepared.sd.data() + static_cast<std::size_t>(g) * size;
+    const double sqrt_n = std::sqrt(nd);
+    double s = 0;
+    std::uint64_t bits = 0;
+    for (std::size_t i = 0; i < hot; ++i) {
+      if ((i & 3) == 0) bits = rng.next_u64();
+      z_[i] = sqrt_n * sd[i] * table_normal(bits >> 52);
+      bits <<= 16;
+      s += z_[i];
+    }
+    const double hot_q = prefix[hot];
+    const double w = hot_q > 0 ? (static_cast<double>(left) - nd * hot_q - s) / hot_q : 0.0;
+    for (std::size_t i = 0; i < hot; ++i) {
+      const double x = nd * q[i] + z_[i] + q[i] * w;
+      const auto c = static_cast<std::int32_t>(std::clamp(x + 0.5, 0.0, nd));
+      counts[static_cast<std::size_t>(ids[i])] = c;
+      left -= c;
+    }
+  }
+  // The residual of rounding and clamping by +-1, from a random member (hot ones first).
+  for (int pass = 0; pass < 2 && left != 0; ++pass) {
+    const std::size_t m = pass == 0 ? hot : size;
+    if (m == 0) continue;
+    const std::size_t start = rng.below(m);
+    for (std::size_t sweep = 0; sweep < 64 && left != 0; ++sweep) {
+      bool moved = false;
+      for (std::size_t j = 0; j < m && left != 0; ++j) {
+        const std::size_t i = start + j < m ? start + j : start + j - m;
+        auto& c = counts[static_cast<std::size_t>(ids[i])];
+        if (left > 0 && c < n) {
+          ++c;
+          --left;
+          moved = true;
+        } else if (left < 0 && c > 0) {
+          --c;
+          ++left;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+  }
+  MOESIM_CHECK(left == 0, "a group's picks could not be spread over its members");
+}
+
+void CoactivationSampler::sample(int layer, const Layer& prepared, std::span<const double> probs,
+                                 std::int64_t tokens, int top_k, Rng& rng, std::span<std::int32_t> counts,
+                                 std::span<std::int64_t> group_tokens) {
+  const int n_groups = model_.groups();
+  MOESIM_CHECK(static_cast<int>(probs.size()) == model_.experts() &&
+                   static_cast<int>(counts.size()) == model_.experts(),
                "probabilities and counts must have one entry per expert");
-  MOESIM_CHECK(static_cast<int>(group_tokens.size()) == groups(), "one group count per group");
+  MOESIM_CHECK(static_cast<int>(group_tokens.size()) == n_groups, "one group count per group");
+  MOESIM_CHECK(prepared.member.size() == counts.size(), "sampler tables of another model");
+  MOESIM_CHECK(tokens >= 0 && tokens <= INT32_MAX, "token count out of range");
+  (void)layer;  // the tables carry the layer's groups
   std::fill(counts.begin(), counts.end(), 0);
-  const int n_groups = groups();
+  // 1-2. Home groups and the picks forced into them.
+  groups_.sample_multinomial(prepared.groups, tokens, rng, home_);
   NormalBits bits(rng);
-  // 1. Home groups: a multinomial of the tokens over P_g. 2. Picks forced inside the home group:
-  // Binomial(t k, rho). 3. The other picks follow the marginals: a multinomial over all experts, i.e. a
-  // multinomial over groups by P_g and then over each group's members by q_{g,e} = p_e / P_g. The forced
-  // picks are spread by the same q, and two independent multinomials with the same cell probabilities add up
-  // to one over the summed trials: so each group's members share (forced + other) picks in one pass
-  // (O(experts) conditional binomials, as in the two-pass form, but about 60% as many).
-  std::int64_t tokens_left = tokens;
-  double mass_left = 1.0;
-  std::int64_t in_group_slots = 0;
-  auto group_mass = [&](int g) {
-    double mass = 0;
-    for (const int e : members(layer, g)) mass += probs[static_cast<std::size_t>(e)];
-    return mass;
-  };
-  for (int g = 0; g < n_groups; ++g) {
-    const double mass = group_mass(g);
-    std::int64_t t;
-    if (g + 1 == n_groups || mass_left <= 0) {
-      t = tokens_left;
-    } else {
-      t = binomial(bits, tokens_left, std::clamp(mass / mass_left, 0.0, 1.0));
-    }
-    mass_left -= mass;
-    tokens_left -= t;
-    group_tokens[static_cast<std::size_t>(g)] = t;
-    const std::int64_t m = mass > 0 ? binomial(bits, t * top_k, rho_) : 0;
-    // Parked on the group's first member until the second pass (counts are zero until then).
-    counts[static_cast<std::size_t>(members(layer, g)[0])] = static_cast<std::int32_t>(m);
-    in_group_slots += m;
+  std::int64_t forced = 0;
+  for (std::size_t g = 0; g < home_.size(); ++g) {
+    group_tokens[g] = home_[g];
+    home_[g] = static_cast<std::int32_t>(binomial(bits, std::int64_t{home_[g]} * top_k, model_.rho()));
+    forced += home_[g];  // home_ now holds the forced picks
   }
-  std::int64_t other_left = tokens * top_k - in_group_slots;
-  mass_left = 1.0;
-  for (int g = 0; g < n_groups; ++g) {
-    const auto mem = members(layer, g);
-    const double mass = group_mass(g);
-    std::int64_t o;
-    if (g + 1 == n_groups || mass_left <= 0) {
-      o = other_left;
-    } else {
-      o = binomial(bits, other_left, std::clamp(mass / mass_left, 0.0, 1.0));
-    }
-    mass_left -= mass;
-    other_left -= o;
-    const auto first = static_cast<std::size_t>(mem[0]);
-    const std::int64_t picks = counts[first] + o;
-    counts[first] = 0;
-    if (picks > 0) add_multinomial_indexed(probs, mem, mass, picks, bits, counts);
-  }
-  // 4. A token picks an expert at most once: counts above `tokens` are cut and the excess is re-drawn, one
-  // pick at a time, over the experts that still have room, in proportion to p. Picks go in batches of up to
-  // kBatch: sorted uniforms over the room's mass, matched against its running sum in one sweep, so a batch
-  // costs O(experts) without a transcendental call; a pick that lands on an expert filled earlier in its
-  // batch waits for the next batch (a rejection, the same law as drawing it among the others directly).
+  // 3. The other picks by group, then (forced + other) over each group's members.
+  groups_.sample_multinomial(prepared.groups, tokens * top_k - forced, rng, other_);
+  for (std::size_t g = 0; g < other_.size(); ++g)
+    spread(prepared, static_cast<int>(g), std::int64_t{home_[g]} + other_[g], rng, counts);
+  // 4. At most one pick per token and expert.
   std::int64_t carry = 0;
   for (auto& c : counts) {
     if (c > tokens) {
@@ -201,26 +269,26 @@ void CoactivationModel::sample_counts(int layer, std::span<const double> probs, 
       c = static_cast<std::int32_t>(tokens);
     }
   }
-  constexpr std::int64_t kBatch = 64;
-  std::array<double, kBatch> u{};
-  for (int batch = 0; carry > 0 && batch < 64; ++batch) {
+  for (int sweep = 0; carry > 0 && sweep < 16; ++sweep) {
     double room_mass = 0;
     for (std::size_t e = 0; e < counts.size(); ++e) {
       if (counts[e] < tokens) room_mass += probs[e];
     }
     if (room_mass <= 0) break;
-    const auto picks = static_cast<std::size_t>(std::min(carry, kBatch));
-    for (std::size_t i = 0; i < picks; ++i) u[i] = rng.uniform() * room_mass;
-    std::sort(u.begin(), u.begin() + static_cast<std::ptrdiff_t>(picks));
-    std::size_t i = 0;
+    // Points at (u + i) * step, i = 0..carry-1; expert e takes those in its interval of the running sum.
+    const double step = room_mass / static_cast<double>(carry);
+    const std::int64_t points = carry;
+    double next = rng.uniform() * step;
+    std::int64_t placed = 0;
     double below = 0;
-    for (std::size_t e = 0; e < counts.size() && i < picks; ++e) {
+    for (std::size_t e = 0; e < counts.size() && placed < points; ++e) {
       if (counts[e] >= tokens) continue;
       below += probs[e];
       std::int64_t want = 0;
-      while (i < picks && (u[i] < below || e + 1 == counts.size())) {
+      while (placed < points && next < below) {
         ++want;
-        ++i;
+        ++placed;
+        next += step;
       }
       const std::int64_t add = std::min<std::int64_t>(want, tokens - counts[e]);
       counts[e] = static_cast<std::int32_t>(counts[e] + add);

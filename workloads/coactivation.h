@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/engine/random.h"
+#include "workloads/expert_popularity.h"
 
 namespace moesim {
 
@@ -44,7 +45,8 @@ class CoactivationModel final {
   }
 
   // One layer and step: per-expert counts (sum = tokens * top_k, each <= tokens) and per-group counts of
-  // tokens whose home group it is (sum = tokens). O(experts + groups), no allocation.
+  // tokens whose home group it is (sum = tokens). Convenience for tests and one-off use: prepares a
+  // CoactivationSampler on every call.
   void sample_counts(int layer, std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
                      std::span<std::int32_t> counts, std::span<std::int64_t> group_tokens) const;
 
@@ -62,6 +64,50 @@ class CoactivationModel final {
   double rho_;
   std::vector<int> group_of_;  // [layer][expert]
   std::vector<int> members_;   // [layer][group * group_size + i]
+};
+
+// Draws CoactivationModel counts for one layer and step in O(experts + groups) without a per-expert
+// transcendental call, from tables prepared once per popularity (rebuild them when it changes):
+// 1. home groups: a multinomial of the tokens over P_g;
+// 2. picks forced into the home group: Binomial(T_g k, rho) per group;
+// 3. the other picks follow the marginals: a multinomial over all experts, i.e. one over groups by P_g and
+//    then over each group's members by q_{g,e} = p_e / P_g. Forced picks are spread by the same q, and two
+//    independent multinomials with the same cells add up to one over the summed trials: each group's
+//    members share (forced + other) picks in one draw.
+// Each multinomial is drawn as RoutingSampler draws one: exact categorical draws up to 32 trials, else
+// Poisson for cold cells (mean < 8 and q < 0.1) and, for the others, Gaussians with the multinomial's
+// variances conditioned on the total the cold cells leave, rounded, the residual spread by +-1.
+// 4. A token picks an expert at most once: counts above `tokens` are cut and the excess goes to the experts
+//    that still have room in proportion to p, by systematic sampling (one uniform and one sweep; each
+//    expert gets the floor or the ceiling of its expected share; a sweep that fills an expert passes what
+//    it cannot take to the next sweep).
+class CoactivationSampler final {
+ public:
+  struct Layer {
+    RoutingSampler::Layer groups;  // multinomial over home groups by P_g
+    // Per group (group_size entries each, by descending q): member experts, q_{g,e}, sqrt(q), and the
+    // running sums of q (group_size + 1 entries each).
+    std::vector<int> member;
+    std::vector<double> q;
+    std::vector<double> sd;
+    std::vector<double> q_prefix;
+  };
+  static Layer prepare(const CoactivationModel& model, int layer, std::span<const double> probs);
+
+  explicit CoactivationSampler(const CoactivationModel& model);
+  // `probs` must be the ones `prepared` was built from.
+  void sample(int layer, const Layer& prepared, std::span<const double> probs, std::int64_t tokens, int top_k,
+              Rng& rng, std::span<std::int32_t> counts, std::span<std::int64_t> group_tokens);
+
+ private:
+  // Spreads n picks over group g's members (added to counts, which hold zero there).
+  void spread(const Layer& prepared, int g, std::int64_t n, Rng& rng, std::span<std::int32_t> counts);
+
+  const CoactivationModel& model_;
+  RoutingSampler groups_;
+  std::vector<std::int32_t> home_;   // per group: tokens whose home it is
+  std::vector<std::int32_t> other_;  // per group: unforced picks
+  std::vector<double> z_;            // one group's scaled normals
 };
 
 // Where a layer's expert copies live: slot s holds logical expert slot_expert[s] and belongs to bin

@@ -191,15 +191,68 @@ const PoissonTables kPoissonTables;
 
 double table_normal(std::uint64_t bits12) { return kNormalTable.z[bits12 & 4095]; }
 
+std::int32_t poisson_cold(double mean, std::uint64_t bits) { return kPoissonTables.sample(mean, bits); }
+
+namespace {
+
+// Cells by descending probability (ties by index).
+std::vector<int> descending_order(std::span<const double> probs) {
+  std::vector<int> order(probs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return probs[static_cast<std::size_t>(a)] > probs[static_cast<std::size_t>(b)];
+  });
+  return order;
+}
+
+}  // namespace
+
+RoutingSampler::Layer RoutingSampler::prepare_multinomial(std::span<const double> probs) {
+  Layer l;
+  l.top_k = 1;
+  const std::size_t n = probs.size();
+  l.order = descending_order(probs);
+  l.pi.resize(n);
+  l.sd.resize(n);
+  l.pi_prefix.assign(n + 1, 0.0);
+  l.var_prefix.assign(n + 1, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double p = std::max(0.0, probs[static_cast<std::size_t>(l.order[i])]);
+    l.pi[i] = p;
+    l.sd[i] = std::sqrt(p);
+    l.pi_prefix[i + 1] = l.pi_prefix[i] + p;
+    l.var_prefix[i + 1] = l.var_prefix[i] + p;
+  }
+  return l;
+}
+
+void RoutingSampler::sample_multinomial(const Layer& layer, std::int64_t trials, Rng& rng,
+                                        std::span<std::int32_t> counts) {
+  if (trials > kDirectTrials) {
+    sample(layer, trials, rng, counts);
+    return;
+  }
+  const std::size_t n = layer.order.size();
+  MOESIM_CHECK(counts.size() == n, "multinomial sampler size mismatch");
+  std::fill(counts.begin(), counts.end(), 0);
+  const double total = layer.pi_prefix[n];
+  if (n == 0 || total <= 0) {
+    MOESIM_CHECK(trials == 0, "multinomial trials over cells of no probability");
+    return;
+  }
+  for (std::int64_t t = 0; t < trials; ++t) {
+    const double u = rng.uniform() * total;
+    std::size_t i = 0;
+    while (i + 1 < n && u >= layer.pi_prefix[i + 1]) ++i;
+    ++counts[static_cast<std::size_t>(layer.order[i])];
+  }
+}
+
 RoutingSampler::Layer RoutingSampler::prepare(std::span<const double> probs, int top_k) {
   Layer l;
   l.top_k = top_k;
   const std::size_t n = probs.size();
-  l.order.resize(n);
-  std::iota(l.order.begin(), l.order.end(), 0);
-  std::stable_sort(l.order.begin(), l.order.end(), [&](int a, int b) {
-    return probs[static_cast<std::size_t>(a)] > probs[static_cast<std::size_t>(b)];
-  });
+  l.order = descending_order(probs);
   l.pi.resize(n);
   l.sd.resize(n);
   l.pi_prefix.assign(n + 1, 0.0);

@@ -71,9 +71,17 @@ class RoutingSampler {
     std::vector<double> var_prefix;  // sum of sd^2 over order[0..i)
   };
   static Layer prepare(std::span<const double> probs, int top_k);
+  // A multinomial of n trials over cells of probability `probs` (summing to about 1) is the same sampler
+  // with top_k = 1 and `tokens` = n, except for the Gaussian part's variances: sd^2 = p, so that
+  // conditioning on the total gives exactly the multinomial's n p (1 - p) and -n p_a p_b.
+  static Layer prepare_multinomial(std::span<const double> probs);
 
   explicit RoutingSampler(int experts);
   void sample(const Layer& layer, std::int64_t tokens, Rng& rng, std::span<std::int32_t> counts);
+  // n trials of a layer from prepare_multinomial: up to kDirectTrials one categorical draw per trial (exact,
+  // scanning cells by descending probability), beyond that sample().
+  static constexpr std::int64_t kDirectTrials = 32;
+  void sample_multinomial(const Layer& layer, std::int64_t trials, Rng& rng, std::span<std::int32_t> counts);
   // `probs` must satisfy top_k * p <= 1 (see cap_for_top_k) and sum to 1. Prepares on every call.
   void sample(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
               std::span<std::int32_t> counts) {
@@ -87,6 +95,10 @@ class RoutingSampler {
 // Convenience wrapper (allocates a sampler per call; for tests and one-off use).
 void sample_routing_counts(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
                            std::span<std::int32_t> counts);
+
+// Poisson(mean) for 0 <= mean < RoutingSampler::kColdMean from one 64-bit random draw (tabulated CDF on a
+// grid of means plus an exact correction; no transcendental call).
+std::int32_t poisson_cold(double mean, std::uint64_t bits);
 
 // A standard normal from 12 random bits (inverse-CDF table at bin midpoints): cheap, |z| <= 3.4.
 double table_normal(std::uint64_t bits12);

@@ -101,6 +101,11 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   touch_valid_.assign(layers, 0);
   if (drift_ != nullptr) drift_version_ = drift_->version();
   for (int l = 0; l < m.moe_layers(); ++l) routing_.push_back(RoutingSampler::prepare(probs(l), m.top_k));
+  if (coact_ != nullptr) {
+    coact_sampler_ = std::make_unique<CoactivationSampler>(*coact_);
+    for (int l = 0; l < m.moe_layers(); ++l)
+      coact_routing_.push_back(CoactivationSampler::prepare(*coact_, l, probs(l)));
+  }
   traffic_.dispatch_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.dispatch);
   traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
   if (s.experts.any() || drift_ != nullptr || coact_ != nullptr) setup_loop();
@@ -373,7 +378,8 @@ void StepPlanner::sample_layer(int layer, std::int64_t tokens) {
   }
   ExpertLoop& L = *loop_;
   if (coact_ != nullptr) {
-    coact_->sample_counts(layer, probs(layer), tokens, s_.model.top_k, rng_, counts_, L.group_tokens);
+    coact_sampler_->sample(layer, coact_routing_[l], probs(layer), tokens, s_.model.top_k, rng_, counts_,
+                           L.group_tokens);
   } else {
     sampler_.sample(routing_[l], tokens, rng_, counts_);
   }
@@ -539,6 +545,8 @@ void StepPlanner::begin_step(Time now) {
     ++drift_updates_;
     for (int l = 0; l < s_.model.moe_layers(); ++l) {
       routing_[static_cast<std::size_t>(l)] = RoutingSampler::prepare(probs(l), s_.model.top_k);
+      if (coact_ != nullptr)
+        coact_routing_[static_cast<std::size_t>(l)] = CoactivationSampler::prepare(*coact_, l, probs(l));
     }
     std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
   }

@@ -149,8 +149,11 @@ class StepPlanner {
   std::vector<double> touch_node_;              // [layer][node]
   std::vector<char> touch_valid_;               // [layer]
   std::vector<RoutingSampler::Layer> routing_;  // per layer, from the popularity
-  std::vector<int> single_gpu_;                 // [layer][expert]: its GPU when it has one copy, else -1
-  std::vector<Duration> ffn_table_;             // expert FFN time by token count, at precision.routed_experts
+  // Under co-activation: its sampler and per-layer tables, from the popularity.
+  std::unique_ptr<CoactivationSampler> coact_sampler_;
+  std::vector<CoactivationSampler::Layer> coact_routing_;
+  std::vector<int> single_gpu_;      // [layer][expert]: its GPU when it has one copy, else -1
+  std::vector<Duration> ffn_table_;  // expert FFN time by token count, at precision.routed_experts
   std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;  // under quantisation
   std::unique_ptr<ExpertLoop> loop_;                                     // null when every mechanism is off
   QualityProxy quality_;

@@ -189,3 +189,39 @@ TEST_CASE("cold experts get Poisson counts: P(0) = e^-m, mean, variance and thir
     CHECK(zeros[i] / n == Approx(p0).margin(4 * std::sqrt(p0 * (1 - p0) / n)));
   }
 }
+
+TEST_CASE("the multinomial sampler has the multinomial's means, variances and covariances") {
+  // Multinomial(n, p): E[c_i] = n p_i, Var[c_i] = n p_i (1 - p_i), Cov[c_i, c_j] = -n p_i p_j. Both regimes:
+  // categorical draws (n <= kDirectTrials) and Gaussian / Poisson cells (n above).
+  const std::vector<double> p = {0.45, 0.2, 0.15, 0.1, 0.06, 0.03, 0.01};
+  const auto layer = RoutingSampler::prepare_multinomial(p);
+  RoutingSampler sampler(static_cast<int>(p.size()));
+  for (const std::int64_t n : {std::int64_t{12}, RoutingSampler::kDirectTrials, std::int64_t{400}}) {
+    Rng rng(static_cast<std::uint64_t>(n));
+    std::vector<std::int32_t> counts(p.size());
+    std::vector<double> s1(p.size(), 0.0), s2(p.size(), 0.0);
+    double s01 = 0;
+    const int reps = 40000;
+    for (int r = 0; r < reps; ++r) {
+      sampler.sample_multinomial(layer, n, rng, counts);
+      REQUIRE(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}) == n);
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        s1[i] += counts[i];
+        s2[i] += double(counts[i]) * counts[i];
+      }
+      s01 += double(counts[0]) * counts[1];
+    }
+    const double nd = static_cast<double>(n);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const double mean = s1[i] / reps;
+      const double var = s2[i] / reps - mean * mean;
+      const double want_var = nd * p[i] * (1 - p[i]);
+      // Five standard errors of the mean; the variance within 6% plus the rounding's 1/12 for the
+      // Gaussian cells (and the Poisson cells' n p against n p (1 - p)).
+      CHECK(mean == Approx(nd * p[i]).margin(5 * std::sqrt(want_var / reps)));
+      CHECK(var == Approx(want_var).epsilon(0.06).margin(n > RoutingSampler::kDirectTrials ? 0.1 : 0.0));
+    }
+    const double cov = s01 / reps - (s1[0] / reps) * (s1[1] / reps);
+    CHECK(cov == Approx(-nd * p[0] * p[1]).epsilon(0.1));
+  }
+}
