@@ -105,6 +105,23 @@ void BM_TouchCoactivated(benchmark::State& state) {
 }
 BENCHMARK(BM_TouchCoactivated)->ArgName("bins")->Arg(2)->Arg(16);
 
+// What StepPlanner::ensure_touch does per layer at EP16: GPUs (16 bins) and nodes (2 bins) in one call.
+void BM_TouchCoactivatedGpusAndNodes(benchmark::State& state) {
+  const auto pop = pareto(1);
+  const Slots slots;
+  const moesim::CoactivationModel model({.group_size = 8, .rho = 0.5}, 1, kExperts, moesim::Rng(3));
+  std::vector<double> scratch(moesim::touch_scratch_size(model.groups(), 16));
+  std::vector<double> gpus(16);
+  std::vector<double> nodes(2);
+  const moesim::TouchBins bins[] = {{.slots_per_bin = kExperts / 16, .touch = gpus},
+                                    {.slots_per_bin = kExperts / 2, .touch = nodes}};
+  for (auto _ : state) {
+    moesim::touch_fractions_coactivated(model, 0, pop.layer(0), slots.map(16), kTopK, scratch, bins);
+    benchmark::DoNotOptimize(gpus.data());
+  }
+}
+BENCHMARK(BM_TouchCoactivatedGpusAndNodes);
+
 // One drift update of all 58 layers (the OU step and the re-rank).
 void BM_DriftUpdate(benchmark::State& state) {
   const auto pop = pareto(58);

@@ -351,14 +351,16 @@ double solve_draws(F f, int top_k) {
   double y = 0.0;
   Distinct fy = at_lo;
   for (int it = 0; it < 100; ++it) {
+    if (fy.value == k) return k * std::exp2(y);
     const double dy = fy.slope * k * std::exp2(y) * std::numbers::ln2;
     double next = dy > 0 ? y - (fy.value - k) / dy : lo - 1;
     if (!hi_checked && !(next < hi)) {
       if (f(n_hi).value <= k) return n_hi;
       hi_checked = true;
     }
-    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    // A Newton step that has converged may land on the bracket end it just set: accept it there.
     if (std::abs(next - y) <= 1e-13 * (1.0 + y)) return k * std::exp2(next);
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
     y = next;
     fy = f(k * std::exp2(y));
     (fy.value < k ? lo : hi) = y;
@@ -369,14 +371,24 @@ double solve_draws(F f, int top_k) {
 
 }  // namespace
 
-void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
-                                 std::span<double> touch) {
-  MOESIM_CHECK(touch.size() == static_cast<std::size_t>(map.bins()), "one touch fraction per bin");
+namespace {
+
+// Per-bin sums of the slot masses p_e / replicas_e at one granularity.
+void bin_masses(std::span<const double> probs, const SlotMap& map, int slots_per_bin,
+                std::span<double> touch) {
+  MOESIM_CHECK(slots_per_bin >= 1 && map.slot_expert.size() == touch.size() * std::size_t(slots_per_bin),
+               "bins must split the slots evenly, one touch fraction per bin");
   std::fill(touch.begin(), touch.end(), 0.0);
   for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
     const auto e = static_cast<std::size_t>(map.slot_expert[s]);
-    touch[s / static_cast<std::size_t>(map.slots_per_bin)] += probs[e] / map.replicas[e];
+    touch[s / static_cast<std::size_t>(slots_per_bin)] += probs[e] / map.replicas[e];
   }
+}
+
+}  // namespace
+
+void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
+                                 std::span<const TouchBins> bins) {
   // log(1 - m_s) once per slot (on the stack for up to kCached slots, else recomputed per evaluation).
   constexpr std::size_t kCached = 1024;
   std::array<double, kCached> log1m;
@@ -401,37 +413,40 @@ void touch_fractions_independent(std::span<const double> probs, const SlotMap& m
         return d;
       },
       top_k);
-  for (double& t : touch) t = distinct(t, n).value;
+  for (const TouchBins& b : bins) {
+    bin_masses(probs, map, b.slots_per_bin, b.touch);
+    for (double& t : b.touch) t = distinct(t, n).value;
+  }
+}
+
+void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
+                                 std::span<double> touch) {
+  const TouchBins bins[] = {{.slots_per_bin = map.slots_per_bin, .touch = touch}};
+  touch_fractions_independent(probs, map, top_k, bins);
 }
 
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
-                                 std::span<double> touch) {
+                                 std::span<const TouchBins> bins) {
   const int groups = model.groups();
   const auto ng = static_cast<std::size_t>(groups);
-  const auto nb = static_cast<std::size_t>(map.bins());
-  MOESIM_CHECK(touch.size() == nb, "one touch fraction per bin");
-  MOESIM_CHECK(scratch.size() >= touch_scratch_size(groups, map.bins()), "scratch too small");
+  std::size_t max_bins = 0;
+  for (const TouchBins& b : bins) max_bins = std::max(max_bins, b.touch.size());
+  MOESIM_CHECK(scratch.size() >= touch_scratch_size(groups, static_cast<int>(max_bins)), "scratch too small");
   const double rho = model.rho();
   const auto group_of = model.group_of_layer(layer);
-  // Layout: q[g][j] (share of group g's mass held by bin j), P_g, the tabulated g-independent sum.
-  const auto q = scratch.subspan(0, ng * nb);
-  const auto mass = scratch.subspan(ng * nb, ng);
-  const auto table = scratch.subspan(ng * nb + ng, kTouchGridPoints);
-  std::fill(scratch.begin(),
-            scratch.begin() + static_cast<std::ptrdiff_t>(touch_scratch_size(groups, map.bins())), 0.0);
-  std::fill(touch.begin(), touch.end(), 0.0);  // R_j first
+  // Layout: P_g, the draw count n_g of a token of group g, the tabulated g-independent sum, then per
+  // granularity q[g][j] (share of group g's mass held by bin j).
+  const auto mass = scratch.subspan(0, ng);
+  const auto draws_of = scratch.subspan(ng, ng);
+  const auto table = scratch.subspan(2 * ng, kTouchGridPoints);
+  const auto q_all = scratch.subspan(2 * ng + kTouchGridPoints);
+  std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(2 * ng + kTouchGridPoints), 0.0);
   for (std::size_t e = 0; e < probs.size(); ++e) mass[static_cast<std::size_t>(group_of[e])] += probs[e];
-  for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
-    const auto e = static_cast<std::size_t>(map.slot_expert[s]);
-    const auto g = static_cast<std::size_t>(group_of[e]);
-    const std::size_t j = s / static_cast<std::size_t>(map.slots_per_bin);
-    const double m = probs[e] / map.replicas[e];
-    touch[j] += m;
-    if (mass[g] > 0) q[g * nb + j] += m / mass[g];
-  }
   // table[i] = sum over slots of distinct((1 - rho) m_s, n_i): every slot as seen by a token of another
   // group. n_{i+8} = 2 n_i, so (1 - x)^{n_{i+8}} is the square of (1 - x)^{n_i}: eight exponentials per slot.
+  std::array<double, 8> grid{};
+  for (int i = 0; i < 8; ++i) grid[static_cast<std::size_t>(i)] = grid_draws(top_k, i);
   for (const int e : map.slot_expert) {
     const double x =
         (1.0 - rho) * probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)];
@@ -442,7 +457,7 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
     }
     const double log1m = std::log1p(-x);
     for (int i = 0; i < 8; ++i) {
-      double left = std::exp(grid_draws(top_k, i) * log1m);
+      double left = std::exp(grid[static_cast<std::size_t>(i)] * log1m);
       for (int j = i; j < kTouchGridPoints; j += 8) {
         table[static_cast<std::size_t>(j)] += 1.0 - left;
         left *= left;
@@ -475,7 +490,7 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
     std::array<Member, 64> cache;
     const bool cached = mem.size() <= cache.size();
     for (std::size_t i = 0; cached && i < mem.size(); ++i) cache[i] = member(mem[i]);
-    const double n = solve_draws(
+    draws_of[g] = solve_draws(
         [&](double draws) {
           Distinct d = table_at(draws);
           for (std::size_t i = 0; i < mem.size(); ++i) {
@@ -488,16 +503,38 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
           return d;
         },
         top_k);
+  }
+  for (const TouchBins& b : bins) {
+    const std::size_t nb = b.touch.size();
+    const auto q = q_all.subspan(0, ng * nb);
+    std::fill(q.begin(), q.end(), 0.0);
+    bin_masses(probs, map, b.slots_per_bin, b.touch);  // R_j first
+    for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
+      const auto e = static_cast<std::size_t>(map.slot_expert[s]);
+      const auto g = static_cast<std::size_t>(group_of[e]);
+      if (mass[g] > 0)
+        q[g * nb + s / static_cast<std::size_t>(b.slots_per_bin)] += probs[e] / map.replicas[e] / mass[g];
+    }
+    for (std::size_t g = 0; g < ng; ++g) {
+      if (mass[g] <= 0) continue;
+      for (std::size_t j = 0; j < nb; ++j) {
+        const double r_j = rho * q[g * nb + j] + (1.0 - rho) * b.touch[j];
+        q[g * nb + j] = mass[g] * distinct(r_j, draws_of[g]).value;  // reuse q as contribution
+      }
+    }
     for (std::size_t j = 0; j < nb; ++j) {
-      const double r_j = rho * q[g * nb + j] + (1.0 - rho) * touch[j];
-      q[g * nb + j] = mass[g] * distinct(r_j, n).value;  // reuse q as contribution
+      double t = 0;
+      for (std::size_t g = 0; g < ng; ++g) t += mass[g] > 0 ? q[g * nb + j] : 0.0;
+      b.touch[j] = t;
     }
   }
-  for (std::size_t j = 0; j < nb; ++j) {
-    double t = 0;
-    for (std::size_t g = 0; g < ng; ++g) t += q[g * nb + j];
-    touch[j] = t;
-  }
+}
+
+void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
+                                 const SlotMap& map, int top_k, std::span<double> scratch,
+                                 std::span<double> touch) {
+  const TouchBins bins[] = {{.slots_per_bin = map.slots_per_bin, .touch = touch}};
+  touch_fractions_coactivated(model, layer, probs, map, top_k, scratch, bins);
 }
 
 }  // namespace moesim

@@ -130,21 +130,34 @@ struct SlotMap {
 // experts, top-8, 8 bins with replicas; tests/workloads/coactivation_test.cpp) the total copies per token
 // are within 1.5% for rho 0..0.9 and single bins within 6% (rho 0), 8% (0.5), 12% (0.9).
 
-// Independent routing. O(slots x ~7) transcendental calls (safeguarded Newton on n).
+// Several granularities of the same slots can be computed at once (e.g. GPUs and nodes): the draw counts n
+// depend on the slots only and are solved once. Bin j of a granularity holds slots [j s, (j + 1) s) for
+// s = slots_per_bin; `touch` gets one fraction per bin.
+struct TouchBins {
+  int slots_per_bin = 1;
+  std::span<double> touch;
+};
+
+// Independent routing. O(slots x ~5) transcendental calls (safeguarded Newton on n).
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
                                  std::span<double> touch);
+void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
+                                 std::span<const TouchBins> bins);
 
 // Co-activation: a token of home group g draws from r_{g,e} = rho q_{g,e} + (1 - rho) p_e with its own n_g,
 // and touch_j = sum_g P_g (1 - (1 - R_{g,j})^{n_g}). The part of sum_items that does not depend on g is
-// tabulated once on a grid of n, so the cost is O(groups x bins + experts x 8 + group members x ~7);
-// `scratch` must hold touch_scratch_size(groups, bins) doubles.
+// tabulated once on a grid of n, so the cost is O(groups x bins + experts x 8 + group members x ~5);
+// `scratch` must hold touch_scratch_size(groups, bins) doubles (bins: the most of any granularity).
 inline constexpr int kTouchGridPoints = 48;
 [[nodiscard]] constexpr std::size_t touch_scratch_size(int groups, int bins) {
   return static_cast<std::size_t>(groups) * static_cast<std::size_t>(bins) +
-         static_cast<std::size_t>(groups) + static_cast<std::size_t>(kTouchGridPoints);
+         2 * static_cast<std::size_t>(groups) + static_cast<std::size_t>(kTouchGridPoints);
 }
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
                                  std::span<double> touch);
+void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
+                                 const SlotMap& map, int top_k, std::span<double> scratch,
+                                 std::span<const TouchBins> bins);
 
 }  // namespace moesim

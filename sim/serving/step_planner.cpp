@@ -206,18 +206,16 @@ void StepPlanner::ensure_touch(int layer) {
   const int k = s_.model.top_k;
   const auto g = static_cast<std::size_t>(gpus_);
   const auto n = static_cast<std::size_t>(nodes_);
-  SlotMap map = placement_.slot_map(layer);
+  const SlotMap map = placement_.slot_map(layer);
+  // GPUs and nodes at once (the draw counts are solved once for both).
+  const TouchBins bins[] = {
+      {.slots_per_bin = map.slots_per_bin, .touch = std::span<double>(touch_gpu_).subspan(l * g, g)},
+      {.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_),
+       .touch = std::span<double>(touch_node_).subspan(l * n, n)}};
   if (coact_ != nullptr) {
-    auto& scratch = loop_->touch_scratch;
-    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, scratch,
-                                std::span<double>(touch_gpu_).subspan(l * g, g));
-    map.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_);
-    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, scratch,
-                                std::span<double>(touch_node_).subspan(l * n, n));
+    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, loop_->touch_scratch, bins);
   } else {
-    touch_fractions_independent(layer_probs, map, k, std::span<double>(touch_gpu_).subspan(l * g, g));
-    map.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_);
-    touch_fractions_independent(layer_probs, map, k, std::span<double>(touch_node_).subspan(l * n, n));
+    touch_fractions_independent(layer_probs, map, k, bins);
   }
   touch_valid_[l] = 1;
 }
