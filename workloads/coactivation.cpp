@@ -263,16 +263,21 @@ void CoactivationSampler::sample(int layer, const Layer& prepared, std::span<con
     spread(prepared, static_cast<int>(g), std::int64_t{home_[g]} + other_[g], rng, counts);
   // 4. At most one pick per token and expert.
   std::int64_t carry = 0;
-  for (auto& c : counts) {
-    if (c > tokens) {
-      carry += c - tokens;
-      c = static_cast<std::int32_t>(tokens);
+  double full_mass = 0;  // of the experts at the cap
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    if (counts[e] >= tokens) {
+      carry += counts[e] - tokens;
+      counts[e] = static_cast<std::int32_t>(tokens);
+      full_mass += probs[e];
     }
   }
   for (int sweep = 0; carry > 0 && sweep < 16; ++sweep) {
-    double room_mass = 0;
-    for (std::size_t e = 0; e < counts.size(); ++e) {
-      if (counts[e] < tokens) room_mass += probs[e];
+    double room_mass = prepared.groups.pi_prefix.back() - full_mass;
+    if (sweep > 0) {  // experts filled by the last sweep have no room either
+      room_mass = 0;
+      for (std::size_t e = 0; e < counts.size(); ++e) {
+        if (counts[e] < tokens) room_mass += probs[e];
+      }
     }
     if (room_mass <= 0) break;
     // Points at (u + i) * step, i = 0..carry-1; expert e takes those in its interval of the running sum.
