@@ -85,16 +85,19 @@ void gpu_token_counts(const Placement& placement, int layer, std::span<const std
 struct PartitionSpec {
   double load_tolerance = 1.05;  // max GPU load / mean GPU load allowed while cutting edges
   int seed = 1;                  // METIS_OPTION_SEED
-  int refine_passes = 8;         // swap passes after METIS (see partition_layer)
+  int refine_passes = 8;         // cut-refinement swap passes per METIS proposal (see partition_layer)
 };
 
 // Partitions one layer's experts over `gpus` GPUs with equal expert counts, balanced `load` (per-expert
-// weights, e.g. EWMA of routed tokens) and minimal cut of `affinity` (E x E row-major, symmetric; the
-// diagonal is ignored; an entry is how often the pair is co-selected beyond independence). METIS k-way
-// (multi-constraint: load and count) proposes, then a greedy repair makes expert counts exact and
-// pairwise-swap refinement lowers the cut while every GPU stays within load_tolerance x mean (or, when
-// METIS's proposal was outside, does not get worse). Writes slot -> expert (GPU j = slots j*E/G ..).
-// Allocates (a rebalance-time policy, not per step).
+// weights, e.g. EWMA of routed tokens) and minimal cut of `affinity` (E x E row-major, symmetric: only the
+// upper triangle is read; an entry is how often the pair is co-selected beyond independence). METIS
+// proposes on a contracted affinity graph, twice (balancing expert counts; balancing load and counts), then
+// for each proposal a greedy repair makes expert counts exact, swaps between the heaviest and lightest
+// GPUs bring loads within load_tolerance x mean where they can, and pairwise-swap refinement lowers the cut
+// while every GPU stays within load_tolerance x mean (or, where balancing could not get there, below the
+// peak it reached). The better result is kept: within the tolerance before above it, then the lower peak,
+// then (peaks within 1% of the mean GPU load) the lower cut. Writes slot -> expert (GPU j = slots
+// j*E/G ..). Allocates (a rebalance-time policy, not per step).
 void partition_layer(std::span<const double> load, std::span<const double> affinity, int gpus,
                      const PartitionSpec& spec, std::span<int> slot_expert);
 
