@@ -211,28 +211,7 @@ void CoactivationSampler::spread(const Layer& prepared, int g, std::int64_t n, R
     }
   }
   // The residual of rounding and clamping by +-1, from a random member (hot ones first).
-  for (int pass = 0; pass < 2 && left != 0; ++pass) {
-    const std::size_t m = pass == 0 ? hot : size;
-    if (m == 0) continue;
-    const std::size_t start = rng.below(m);
-    for (std::size_t sweep = 0; sweep < 64 && left != 0; ++sweep) {
-      bool moved = false;
-      for (std::size_t j = 0; j < m && left != 0; ++j) {
-        const std::size_t i = start + j < m ? start + j : start + j - m;
-        auto& c = counts[static_cast<std::size_t>(ids[i])];
-        if (left > 0 && c < n) {
-          ++c;
-          --left;
-          moved = true;
-        } else if (left < 0 && c > 0) {
-          --c;
-          ++left;
-          moved = true;
-        }
-      }
-      if (!moved) break;
-    }
-  }
+  left = spread_residual({ids, size}, hot, static_cast<std::int32_t>(n), left, rng, counts);
   MOESIM_CHECK(left == 0, "a group's picks could not be spread over its members");
 }
 

@@ -344,21 +344,26 @@ void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng,
     }
     residual -= assigned;
   }
-  // Spread the residual of rounding and clamping by +-1, starting at a random expert (hot first).
+  residual = spread_residual(layer.order, hot, cap, residual, rng, counts);
+  MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
+}
+
+std::int64_t spread_residual(std::span<const int> cells, std::size_t hot, std::int32_t cap,
+                             std::int64_t residual, Rng& rng, std::span<std::int32_t> counts) {
   for (int pass = 0; pass < 2 && residual != 0; ++pass) {
-    const std::size_t m = pass == 0 ? hot : n;
+    const std::size_t m = pass == 0 ? hot : cells.size();
     if (m == 0) continue;
     const std::size_t start = rng.below(m);
     for (std::size_t sweep = 0; sweep < 64 && residual != 0; ++sweep) {
       bool moved = false;
       for (std::size_t j = 0; j < m && residual != 0; ++j) {
-        const auto e = static_cast<std::size_t>(layer.order[(start + j) % m]);
-        if (residual > 0 && counts[e] < cap) {
-          ++counts[e];
+        auto& c = counts[static_cast<std::size_t>(cells[start + j < m ? start + j : start + j - m])];
+        if (residual > 0 && c < cap) {
+          ++c;
           --residual;
           moved = true;
-        } else if (residual < 0 && counts[e] > 0) {
-          --counts[e];
+        } else if (residual < 0 && c > 0) {
+          --c;
           ++residual;
           moved = true;
         }
@@ -366,7 +371,7 @@ void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng,
       if (!moved) break;
     }
   }
-  MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
+  return residual;
 }
 
 void sample_routing_counts(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,

@@ -92,6 +92,12 @@ class RoutingSampler {
   std::vector<double> z_;  // scaled normals of the hot experts
 };
 
+// Spreads a residual of rounding and clamping (counts must gain `residual`, or lose it when negative) by +-1
+// over counts[cells[i]], each kept in [0, cap]: first over the first `hot` cells, then over all, each pass
+// sweeping from a random cell. Returns what could not be spread (0 unless every cell is at its bound).
+std::int64_t spread_residual(std::span<const int> cells, std::size_t hot, std::int32_t cap,
+                             std::int64_t residual, Rng& rng, std::span<std::int32_t> counts);
+
 // Convenience wrapper (allocates a sampler per call; for tests and one-off use).
 void sample_routing_counts(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,
                            std::span<std::int32_t> counts);
