@@ -471,12 +471,7 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
     const auto i = static_cast<std::size_t>(layer * experts + e);
     const Precision p = L.precision[i];
     if (quant) quality_.add(p, c);
-    const auto copies = placement_.slots_of(layer, e);
-    const int reps = replicas[static_cast<std::size_t>(e)];
-    for (std::size_t r = 0; r < copies.size(); ++r) {
-      const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
-      if (share == 0) continue;
-      const int gpu = placement_.gpu_of_slot(copies[r]);
+    auto copy = [&](int gpu, std::int32_t share) {
       const auto g = static_cast<std::size_t>(gpu);
       // Under two-batch overlap each half runs the expert on its own share of the tokens.
       const Duration t = s_.deployment.two_batch_overlap && gpus_ > 1
@@ -486,6 +481,16 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
       gpu_expert_time_[g] += t;
       bytes_[g] += double(L.copy_bytes[i]);
       if (tiers) access_copy(gpu, layer, e, share, t, request);
+    };
+    if (const int single = single_gpu_[i]; single >= 0) {  // the common case: one copy takes every token
+      copy(single, c);
+      continue;
+    }
+    const auto copies = placement_.slots_of(layer, e);
+    const int reps = replicas[static_cast<std::size_t>(e)];
+    for (std::size_t r = 0; r < copies.size(); ++r) {
+      const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
+      if (share != 0) copy(placement_.gpu_of_slot(copies[r]), share);
     }
   }
   return max_count;
