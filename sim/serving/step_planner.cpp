@@ -547,9 +547,11 @@ void StepPlanner::begin_step(Time now) {
     drift_version_ = drift_->version();
     ++drift_updates_;
     for (int l = 0; l < s_.model.moe_layers(); ++l) {
-      routing_[static_cast<std::size_t>(l)] = RoutingSampler::prepare(probs(l), s_.model.top_k);
-      if (coact_ != nullptr)
+      if (coact_ != nullptr) {  // the co-activation sampler replaces the routing tables
         coact_routing_[static_cast<std::size_t>(l)] = CoactivationSampler::prepare(*coact_, l, probs(l));
+      } else {
+        routing_[static_cast<std::size_t>(l)] = RoutingSampler::prepare(probs(l), s_.model.top_k);
+      }
     }
     std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
   }
