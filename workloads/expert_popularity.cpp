@@ -205,17 +205,24 @@ std::vector<int> descending_order(std::span<const double> probs) {
   return order;
 }
 
-}  // namespace
-
-RoutingSampler::Layer RoutingSampler::prepare_multinomial(std::span<const double> probs) {
-  Layer l;
-  l.top_k = 1;
+// A layer with its cells ordered and its per-cell arrays sized (values filled by the caller).
+RoutingSampler::Layer sized_layer(std::span<const double> probs, int top_k) {
+  RoutingSampler::Layer l;
+  l.top_k = top_k;
   const std::size_t n = probs.size();
   l.order = descending_order(probs);
   l.pi.resize(n);
   l.sd.resize(n);
   l.pi_prefix.assign(n + 1, 0.0);
   l.var_prefix.assign(n + 1, 0.0);
+  return l;
+}
+
+}  // namespace
+
+RoutingSampler::Layer RoutingSampler::prepare_multinomial(std::span<const double> probs) {
+  Layer l = sized_layer(probs, 1);
+  const std::size_t n = probs.size();
   for (std::size_t i = 0; i < n; ++i) {
     const double p = std::max(0.0, probs[static_cast<std::size_t>(l.order[i])]);
     l.pi[i] = p;
@@ -249,14 +256,8 @@ void RoutingSampler::sample_multinomial(const Layer& layer, std::int64_t trials,
 }
 
 RoutingSampler::Layer RoutingSampler::prepare(std::span<const double> probs, int top_k) {
-  Layer l;
-  l.top_k = top_k;
+  Layer l = sized_layer(probs, top_k);
   const std::size_t n = probs.size();
-  l.order = descending_order(probs);
-  l.pi.resize(n);
-  l.sd.resize(n);
-  l.pi_prefix.assign(n + 1, 0.0);
-  l.var_prefix.assign(n + 1, 0.0);
   std::vector<double> v(n);
   double total = 0;
   for (std::size_t i = 0; i < n; ++i) {
