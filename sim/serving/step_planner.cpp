@@ -847,7 +847,9 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
         (tbo ? max(layer_pre + experts_max, dispatch + combine)
              : layer_pre + dispatch + experts_max + combine) +
         stall;
-    cursor += pre_moe_max + dispatch + experts_max + stall + combine;
+    // The next layer starts when this one ends on the critical path (under two-batch overlap the halves
+    // overlap), so loads are queued in time order and never after the step's end.
+    cursor += layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)];
   }
   for (int g = 0; g < gpus_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
