@@ -95,7 +95,8 @@ struct FabricSpec {
   Duration switch_latency = Duration::from_ns(600);  // per switch hop beyond the first leaf
   double pcie_bytes_per_s = 63e9;                    // GPU <-> PCIe switch (Gen5 x16, per direction)
   // Host -> GPU: one host link per PCIe switch (or Grace C2C), shared by gpus_per_host_link GPUs.
-  // 55 GB/s: pinned H2D measured on H200 (shared/calibration/h200/platform.json).
+  // 55 GB/s and 10 us: pinned H2D measured on H200, a two-point fit of shared/calibration/h200/platform.json
+  // (1 MiB in 29.1 us, 512 MiB in 9.78 ms: 54.9 GB/s). Expert tier loads use this link (host_link_of).
   double host_link_bytes_per_s = 55e9;
   int gpus_per_host_link = 2;
   Duration host_link_latency = Duration::from_us(10.0);

@@ -19,15 +19,14 @@ struct GpuSpec {
   double int8_ops_per_s = 0;
   double fp4_flops_per_s = 0;  // 0 where the architecture has no FP4 tensor cores
   // Fractions of the peaks a good kernel reaches (datasheet roofline only; a profile replaces them).
-  double mem_efficiency = 0.8;
-  double compute_efficiency = 0.7;
+  double mem_efficiency = 0.75;
+  double compute_efficiency = 0.75;
   Duration kernel_overhead = Duration::from_us(2.0);
   // Node-level links, per GPU and per direction.
   double nvlink_bytes_per_s = 0;
   Duration nvlink_latency = Duration::from_us(2.0);
   double nic_bytes_per_s = 0;
   Duration nic_latency = Duration::from_us(5.0);
-  double pcie_bytes_per_s = 0;  // host <-> GPU copies (pinned)
 
   // Peak rate of a GEMM whose weights are stored as `weights`: FP8 and INT8 weights run on their own
   // tensor-core path; INT4/FP4 weights are dequantised and run at the BF16 rate unless FP4 is native.

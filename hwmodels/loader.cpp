@@ -30,19 +30,25 @@ Time BandwidthServer::submit_not_before(Time arrival, Time earliest_start, std::
   return busy_until_ + latency_;
 }
 
-ExpertLoader::ExpertLoader(const LoaderSpec& spec, int gpus) : spec_(spec) {
-  MOESIM_CHECK(spec.gpus_per_host_link >= 1 && spec.gpus_per_nvme_array >= 1 && spec.nvme_drives >= 1,
+HostLinkSpec host_link_of(const FabricSpec& f) {
+  return HostLinkSpec{.bytes_per_s = f.host_link_bytes_per_s,
+                      .latency = f.host_link_latency,
+                      .gpus_per_link = std::max(1, std::min(f.gpus_per_host_link, f.gpus_per_node))};
+}
+
+ExpertLoader::ExpertLoader(const LoaderSpec& spec, const HostLinkSpec& host, int gpus)
+    : spec_(spec), host_(host) {
+  MOESIM_CHECK(host.gpus_per_link >= 1 && spec.gpus_per_nvme_array >= 1 && spec.nvme_drives >= 1,
                "loader sharing factors must be positive");
-  const int links = (gpus + spec.gpus_per_host_link - 1) / spec.gpus_per_host_link;
+  const int links = (gpus + host.gpus_per_link - 1) / host.gpus_per_link;
   const int arrays = (gpus + spec.gpus_per_nvme_array - 1) / spec.gpus_per_nvme_array;
-  host_links_.assign(static_cast<std::size_t>(links),
-                     BandwidthServer(spec.host_link_bytes_per_s, spec.host_latency));
+  host_links_.assign(static_cast<std::size_t>(links), BandwidthServer(host.bytes_per_s, host.latency));
   nvme_arrays_.assign(static_cast<std::size_t>(arrays),
                       BandwidthServer(spec.nvme_drive_bytes_per_s * spec.nvme_drives, spec.nvme_latency));
 }
 
 const BandwidthServer& ExpertLoader::host_link(int gpu) const {
-  return host_links_[static_cast<std::size_t>(gpu / spec_.gpus_per_host_link)];
+  return host_links_[static_cast<std::size_t>(gpu / host_.gpus_per_link)];
 }
 
 const BandwidthServer& ExpertLoader::nvme_array(int gpu) const {
@@ -50,7 +56,7 @@ const BandwidthServer& ExpertLoader::nvme_array(int gpu) const {
 }
 
 Time ExpertLoader::load(int gpu, Tier source, std::int64_t bytes, Time arrival) {
-  auto& link = host_links_[static_cast<std::size_t>(gpu / spec_.gpus_per_host_link)];
+  auto& link = host_links_[static_cast<std::size_t>(gpu / host_.gpus_per_link)];
   switch (source) {
     case Tier::kHbm:
       return arrival;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "hwmodels/fabric_spec.h"
 #include "sim/engine/time.h"
 
 namespace moesim {
@@ -42,12 +43,18 @@ class BandwidthServer final {
   Duration busy_time_;
 };
 
+// The host link (host DRAM -> GPU) as the loaders see it. It is the fabric's (FabricSpec::host_link_*,
+// cluster.fabric in a scenario): host_link_of() is the only way to make one.
+struct HostLinkSpec {
+  double bytes_per_s = 0;
+  Duration latency;
+  int gpus_per_link = 1;  // GPUs behind one host link (e.g. 2 behind a PCIe switch share it)
+};
+// The fabric's host link; a node smaller than a PCIe switch puts all its GPUs on one link.
+[[nodiscard]] HostLinkSpec host_link_of(const FabricSpec& f);
+
+// The drives behind the expert tiers (experts.tiers in a scenario).
 struct LoaderSpec {
-  // Host -> GPU over PCIe Gen5 x16, pinned: 54.9 GB/s at 512 MiB and ~10 us fixed cost, from a two-point fit
-  // of shared/calibration/h200/platform.json (1 MiB in 29.1 us, 512 MiB in 9.78 ms).
-  double host_link_bytes_per_s = 54.9e9;
-  Duration host_latency = Duration::from_us(10);
-  int gpus_per_host_link = 1;  // GPUs behind one host link (e.g. 2 behind a PCIe switch share it)
   // NVMe: 3-7 GB/s sequential per drive (seed section 4; PM9A3-class Gen4 6.5 GB/s in COMPONENT_FIGURES
   // section 6), striped over `nvme_drives` (bandwidths add). Latency: an assumption (~100 us, NVMe read).
   double nvme_drive_bytes_per_s = 6.5e9;
@@ -61,7 +68,7 @@ struct LoaderSpec {
 // not finish before the last byte is read, and is served in its link's FIFO).
 class ExpertLoader final {
  public:
-  ExpertLoader(const LoaderSpec& spec, int gpus);
+  ExpertLoader(const LoaderSpec& spec, const HostLinkSpec& host, int gpus);
   // Completion time of loading `bytes` from `source` into GPU `gpu`'s HBM, for a request at `arrival`.
   // Requests to one server must arrive in non-decreasing time. A load from kHbm is free.
   Time load(int gpu, Tier source, std::int64_t bytes, Time arrival);
@@ -72,6 +79,7 @@ class ExpertLoader final {
 
  private:
   LoaderSpec spec_;
+  HostLinkSpec host_;
   std::vector<BandwidthServer> host_links_;
   std::vector<BandwidthServer> nvme_arrays_;
 };

@@ -88,18 +88,25 @@ void parse_tiers(JsonReader r, TiersSpec& t) {
   t.enabled = true;
   t.hbm_expert_bytes = r.number("hbm_expert_gib") * 1024.0 * 1024.0 * 1024.0;
   if (t.hbm_expert_bytes < 0) r.fail("hbm_expert_gib", "must be >= 0");
-  t.staging_bytes = r.number("staging_gib", 2.0) * 1024.0 * 1024.0 * 1024.0;
+  t.staging_bytes =
+      r.number("staging_gib", t.staging_bytes / 1024.0 / 1024.0 / 1024.0) * 1024.0 * 1024.0 * 1024.0;
   if (t.staging_bytes < 0) r.fail("staging_gib", "must be >= 0");
   t.warm_home = tier_key(r, "warm_home", Tier::kHostDram);
   t.cold_home = tier_key(r, "cold_home", Tier::kNvme);
   t.prefetch = r.boolean("prefetch", true);
-  t.prefetch_window_batches = static_cast<int>(r.positive_integer("prefetch_window_batches", 8));
-  t.prefetch_threshold = r.positive_integer("prefetch_threshold", 1);
-  t.reclassify_every_steps = non_negative(r, "reclassify_every_steps", 200);
+  t.prefetch_window_batches =
+      static_cast<int>(r.positive_integer("prefetch_window_batches", t.prefetch_window_batches));
+  t.prefetch_threshold = r.positive_integer("prefetch_threshold", t.prefetch_threshold);
+  t.reclassify_every_steps = non_negative(r, "reclassify_every_steps", t.reclassify_every_steps);
   LoaderSpec& l = t.loader;
-  l.host_link_bytes_per_s = r.positive("host_link_gb_per_s", l.host_link_bytes_per_s / 1e9) * 1e9;
-  l.host_latency = Duration::from_us(bounded(r, "host_latency_us", l.host_latency.seconds() * 1e6, 0, 1e6));
-  l.gpus_per_host_link = static_cast<int>(r.positive_integer("gpus_per_host_link", l.gpus_per_host_link));
+  // The host link is the fabric's, one model for every use (tier loads, host transfers).
+  for (const char* moved : {"host_link_gb_per_s", "host_latency_us", "gpus_per_host_link"}) {
+    if (r.has(moved)) {
+      r.fail(moved,
+             "the host link is the fabric's: set cluster.fabric.host_link_gb_per_s, host_link_latency_us "
+             "or gpus_per_host_link instead");
+    }
+  }
   l.nvme_drive_bytes_per_s = r.positive("nvme_drive_gb_per_s", l.nvme_drive_bytes_per_s / 1e9) * 1e9;
   l.nvme_drives = static_cast<int>(r.positive_integer("nvme_drives", l.nvme_drives));
   l.gpus_per_nvme_array = static_cast<int>(r.positive_integer("gpus_per_nvme_array", l.gpus_per_nvme_array));

@@ -175,14 +175,17 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   g.fp8_flops_per_s = r.non_negative("fp8_tflops", 0) * 1e12;
   g.int8_ops_per_s = r.non_negative("int8_tops", 0) * 1e12;
   g.fp4_flops_per_s = r.non_negative("fp4_tflops", 0) * 1e12;
-  g.mem_efficiency = r.fraction("mem_efficiency", 0.75);
-  g.compute_efficiency = r.fraction("compute_efficiency", 0.75);
-  g.kernel_overhead = Duration::from_us(r.bounded("kernel_overhead_us", 2.0, 0.0, 1e6));
+  g.mem_efficiency = r.fraction("mem_efficiency", g.mem_efficiency);
+  g.compute_efficiency = r.fraction("compute_efficiency", g.compute_efficiency);
+  g.kernel_overhead = Duration::from_us(r.bounded("kernel_overhead_us", g.kernel_overhead.us(), 0.0, 1e6));
   g.nvlink_bytes_per_s = r.positive("nvlink_gb_per_s") * 1e9;
-  g.nvlink_latency = Duration::from_us(r.bounded("nvlink_latency_us", 2.0, 0.0, 1e6));
+  g.nvlink_latency = Duration::from_us(r.bounded("nvlink_latency_us", g.nvlink_latency.us(), 0.0, 1e6));
   g.nic_bytes_per_s = r.positive("nic_gbit_per_s") * 1e9 / 8.0;
-  g.nic_latency = Duration::from_us(r.bounded("nic_latency_us", 5.0, 0.0, 1e6));
-  g.pcie_bytes_per_s = r.positive("pcie_gb_per_s", 55.0) * 1e9;
+  g.nic_latency = Duration::from_us(r.bounded("nic_latency_us", g.nic_latency.us(), 0.0, 1e6));
+  if (r.has("pcie_gb_per_s")) {
+    r.fail("pcie_gb_per_s",
+           "the host link is the fabric's: set cluster.fabric.pcie_gb_per_s or host_link_gb_per_s");
+  }
   r.finish();
   return g;
 }

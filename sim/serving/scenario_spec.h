@@ -112,9 +112,9 @@ struct RebalanceSpec {
 
 struct TiersSpec {
   bool enabled = false;
-  double hbm_expert_bytes = 0;       // HBM per GPU for routed expert copies (hot pinned + warm LRU)
-  double staging_bytes = 0;          // transient HBM for cold copies streamed in for one batch
-  Tier warm_home = Tier::kHostDram;  // where hot and warm copies live when not in HBM
+  double hbm_expert_bytes = 0;                // HBM per GPU for routed expert copies (hot pinned + warm LRU)
+  double staging_bytes = 2.0 * (1ULL << 30);  // transient HBM for cold copies streamed in for one batch
+  Tier warm_home = Tier::kHostDram;           // where hot and warm copies live when not in HBM
   Tier cold_home = Tier::kNvme;
   int prefetch_window_batches = 8;
   std::int64_t prefetch_threshold = 1;

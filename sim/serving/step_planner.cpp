@@ -303,7 +303,7 @@ void StepPlanner::setup_tiers() {
                            .prefetch_threshold = t.prefetch_threshold};
   L.caches.clear();
   L.caches.reserve(static_cast<std::size_t>(gpus_));
-  if (!L.loader) L.loader = std::make_unique<ExpertLoader>(t.loader, gpus_);
+  if (!L.loader) L.loader = std::make_unique<ExpertLoader>(t.loader, host_link_of(fabric_.spec()), gpus_);
   const auto le = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
   L.ready.assign(le * static_cast<std::size_t>(gpus_), Time{});
   L.load_done.assign(static_cast<std::size_t>(gpus_), Time{});

@@ -7,6 +7,9 @@
 
 namespace moesim {
 
+// One GPU on its own PCIe Gen5 host link: 54.9 GB/s and 10 us (shared/calibration/h200/platform.json).
+const HostLinkSpec kPcie{.bytes_per_s = 54.9e9, .latency = Duration::from_us(10), .gpus_per_link = 1};
+
 TEST_CASE("Poisson arrivals of fixed-size loads wait as Pollaczek-Khinchine says for M/D/1") {
   // D = 100 MB / 50 GB/s = 2 ms, mu = 500/s; W_q = rho / (2 mu (1 - rho)).
   const std::int64_t bytes = 100'000'000;
@@ -33,7 +36,7 @@ TEST_CASE("Poisson arrivals of fixed-size loads wait as Pollaczek-Khinchine says
 TEST_CASE("a 1.3 GB expert from one SSD at 3.25-6.5 GB/s takes 200-400 ms, as the seed budgets") {
   for (const double drive : {3.25e9, 6.5e9}) {
     ExpertLoader loader({.nvme_drive_bytes_per_s = drive, .nvme_drives = 1, .nvme_latency = Duration::zero()},
-                        8);
+                        kPcie, 8);
     const Duration t = loader.uncontended_time(Tier::kNvme, 1'300'000'000);
     // The PCIe copy streams behind the read: total = read + host-link fixed latency.
     CHECK(t.seconds() == Approx(1.3e9 / drive + 10e-6).epsilon(1e-9));
@@ -42,14 +45,14 @@ TEST_CASE("a 1.3 GB expert from one SSD at 3.25-6.5 GB/s takes 200-400 ms, as th
   }
   // Two striped drives halve the read.
   ExpertLoader striped({.nvme_drive_bytes_per_s = 3.25e9, .nvme_drives = 2, .nvme_latency = Duration::zero()},
-                       8);
+                       kPcie, 8);
   CHECK(striped.uncontended_time(Tier::kNvme, 1'300'000'000).seconds() == Approx(0.2 + 10e-6));
 }
 
 TEST_CASE("GPUs behind one host link queue their copies, GPUs with their own link do not") {
   const std::int64_t bytes = 44'000'000;  // one DeepSeek-V3 expert in FP8 (COMPONENT_FIGURES section 2)
-  const LoaderSpec shared{.host_latency = Duration::zero(), .gpus_per_host_link = 2};
-  ExpertLoader loader(shared, 4);
+  const HostLinkSpec shared{.bytes_per_s = 54.9e9, .latency = Duration::zero(), .gpus_per_link = 2};
+  ExpertLoader loader({}, shared, 4);
   const double one = bytes / 54.9e9;
   const Time a = loader.load(0, Tier::kHostDram, bytes, Time::zero());
   const Time b = loader.load(1, Tier::kHostDram, bytes, Time::zero());  // same link as GPU 0
@@ -63,7 +66,7 @@ TEST_CASE("GPUs behind one host link queue their copies, GPUs with their own lin
 
 TEST_CASE("the host-link default reproduces the measured pinned copy times") {
   // shared/calibration/h200/platform.json: 8 MiB in 0.187 ms, 64 MiB in 1.230 ms, 2048 MiB in 39.14 ms.
-  ExpertLoader loader({}, 1);
+  ExpertLoader loader({}, kPcie, 1);
   CHECK(loader.uncontended_time(Tier::kHostDram, 64LL << 20).ms() == Approx(1.2296).epsilon(0.02));
   CHECK(loader.uncontended_time(Tier::kHostDram, 2048LL << 20).ms() == Approx(39.139).epsilon(0.02));
   CHECK(loader.uncontended_time(Tier::kHostDram, 8LL << 20).ms() == Approx(0.18656).epsilon(0.15));

@@ -22,11 +22,13 @@ Report run(const std::vector<std::string>& overrides = {}) {
 }
 
 // One GPU, one MoE layer of 4 experts, top-2; `experts` is the scenario's experts object.
-ScenarioSpec one_gpu_spec(const std::string& experts) {
+// `fabric` (optional) is a `, "fabric": ...` member of the cluster.
+ScenarioSpec one_gpu_spec(const std::string& experts, const std::string& fabric = "") {
   const Json j = Json::parse(R"({
     "model": {"num_layers": 1, "hidden": 1024, "vocab": 1000, "attention": "gqa", "num_heads": 8,
               "num_kv_heads": 8, "head_dim": 128, "routed_experts": 4, "top_k": 2, "expert_inter": 512},
-    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 1},
+    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 1)" +
+                             fabric + R"(},
     "deployment": {"ep_size": 1, "max_batched_tokens": 1024},
     "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
                  "prompt_tokens": {"kind": "fixed", "tokens": 8}, "output_tokens": {"kind": "fixed", "tokens": 8}},
@@ -55,10 +57,10 @@ TEST_CASE("an empty experts section leaves the run exactly as it was") {
 TEST_CASE("a layer whose experts all live on NVMe waits their bytes over the drive bandwidth") {
   // No HBM for experts, every copy's home on NVMe, latencies zero: all four experts of the layer are read
   // one after another from one drive, so the layer ends 4 x bytes / bandwidth after routing is known.
-  const ScenarioSpec s =
-      one_gpu_spec(R"({"tiers": {"hbm_expert_gib": 0, "staging_gib": 1, "warm_home": "nvme",
-      "cold_home": "nvme", "prefetch": false, "nvme_drive_gb_per_s": 6.5, "nvme_latency_us": 0,
-      "host_latency_us": 0, "host_link_gb_per_s": 1000}})");
+  const ScenarioSpec s = one_gpu_spec(
+      R"({"tiers": {"hbm_expert_gib": 0, "staging_gib": 1, "warm_home": "nvme",
+      "cold_home": "nvme", "prefetch": false, "nvme_drive_gb_per_s": 6.5, "nvme_latency_us": 0}})",
+      R"(, "fabric": {"base": "hgx-h100-8x400g", "gpus_per_node": 1, "nics_per_node": 1, "host_link_latency_us": 0, "host_link_gb_per_s": 1000})");
   const RooflineCostModel gpu(s.cluster.gpu);
   const Fabric fabric(s.cluster.fabric);
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
@@ -93,7 +95,7 @@ TEST_CASE("the seed's SSD budget comes out of the loader: 1.3 GB at 3-7 GB/s tak
   for (const double gb_per_s : {3.0, 7.0}) {
     const ScenarioSpec s = one_gpu_spec(R"({"tiers": {"hbm_expert_gib": 0, "nvme_drive_gb_per_s": )" +
                                         std::to_string(gb_per_s) + "}}");
-    const ExpertLoader loader(s.experts.tiers.loader, 1);
+    const ExpertLoader loader(s.experts.tiers.loader, host_link_of(s.cluster.fabric), 1);
     const double t = loader.uncontended_time(Tier::kNvme, 1'300'000'000).seconds();
     REQUIRE(t == Approx(1.3 / gb_per_s).epsilon(0.01));
     REQUIRE(t > 0.18);
@@ -181,4 +183,29 @@ TEST_CASE("GPU-load-aware admission still serves every request") {
   REQUIRE(r.experts.admission);
   REQUIRE(r.requests_finished + r.requests_dropped == r.requests_arrived);
   REQUIRE(r.requests_finished > 0);
+}
+
+TEST_CASE("expert loads from host DRAM take the fabric's host link: GB200's C2C beats PCIe") {
+  // Every copy in host DRAM, none in HBM: the layer's four experts cross the host link one after another.
+  const std::string tiers = R"({"tiers": {"hbm_expert_gib": 0, "staging_gib": 1, "warm_home": "host_dram",
+      "cold_home": "host_dram", "prefetch": false}})";
+  auto stall = [&](const std::string& fabric) {
+    const ScenarioSpec s = one_gpu_spec(
+        tiers, R"(, "fabric": {"gpus_per_node": 1, "nics_per_node": 1, "base": ")" + fabric + "\"}");
+    const RooflineCostModel gpu(s.cluster.gpu);
+    const Fabric f(s.cluster.fabric);
+    const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
+    StepPlanner planner(s, gpu, f, uniform, Rng(2));
+    const StepPlan& p = planner.plan(decode_batch(128), Time{});
+    REQUIRE(p.host_loads == 4);
+    return std::pair{(p.part(StepPart::kExpertStall) + p.part(StepPart::kExperts)).seconds(),
+                     s.cluster.fabric.host_link_bytes_per_s};
+  };
+  const double bytes = 3.0 * 1024 * 512 * 2.0;
+  const auto [pcie, pcie_bw] = stall("hgx-h100-8x400g");
+  const auto [c2c, c2c_bw] = stall("gb200-nvl72");
+  REQUIRE(c2c_bw > 5 * pcie_bw);
+  REQUIRE(pcie >= 4.0 * bytes / pcie_bw);
+  REQUIRE(c2c >= 4.0 * bytes / c2c_bw);
+  REQUIRE(c2c < pcie / 3);
 }
