@@ -81,6 +81,19 @@ bool sla_holds(const Report& r) { return r.sla_met && r.requests_dropped == 0 &&
 CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu,
                                const CapacitySearchSettings& settings) {
   const double start = arrival_rate_per_s(spec);
+  if (spec.run.requests > 0) {
+    throw InputError("run.requests",
+                     "capacity search needs arrivals over a fixed time: a request cap makes a "
+                     "probe at a higher rate a shorter burst, not a heavier load (set "
+                     "run.requests=0 and run.duration_s)");
+  }
+  if (spec.run.duration.seconds() <= 0) {
+    // With only a request count, a higher rate is a shorter burst of the same requests, not a heavier
+    // load: a burst that fits in one batch meets any SLA at any rate.
+    throw InputError("run.duration_s",
+                     "capacity search needs arrivals over a fixed time (run.duration_s > 0), "
+                     "so that a probe at a higher rate is a heavier load, not a shorter burst");
+  }
   if (!(start > 0)) throw InputError("workload.arrival.rate_per_s", "capacity search needs a rate above 0");
   std::map<double, Report> holding;  // the runs that held, by rate
   const CapacityBracket b = find_capacity(

@@ -1,6 +1,6 @@
 // Capacity at SLA: the highest Poisson/gamma arrival rate (workload.arrival.rate_per_s) at which a scenario
 // still meets its SLA, found by bracketing and bisection on the rate. Each probe is a full simulation with
-// the scenario's run section (its duration or request count and warm-up decide how steady a probe is).
+// the scenario's run section: arrivals over run.duration_s (required), measured after run.warmup_s.
 #pragma once
 
 #include <functional>

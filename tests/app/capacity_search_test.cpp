@@ -25,7 +25,7 @@ struct Tmp : moesim_test::TempDir {
   Tmp() : TempDir("moesim-capacity-test-") {}
 };
 
-// A toy MoE on 2 H100s with Poisson arrivals and a tight SLA: a run takes milliseconds.
+// A toy MoE on 2 H100s with Poisson arrivals over 2 s and a tight SLA: a probe takes well under a second.
 Json toy(double rate_per_s) {
   const Json model = {{"num_layers", 2}, {"hidden", 1024},     {"vocab", 1000},   {"attention", "gqa"},
                       {"num_heads", 8},  {"num_kv_heads", 8},  {"head_dim", 128}, {"routed_experts", 8},
@@ -40,7 +40,7 @@ Json toy(double rate_per_s) {
         {"prompt_tokens", {{"kind", "fixed"}, {"tokens", 256}}},
         {"output_tokens", {{"kind", "fixed"}, {"tokens", 16}}}}},
       {"sla", {{"ttft_ms", 20}, {"tpot_ms", 5}}},
-      {"run", {{"seed", 3}, {"requests", 400}, {"warmup_s", 0}}},
+      {"run", {{"seed", 3}, {"duration_s", 2}, {"warmup_s", 0.5}}},
   };
 }
 
@@ -120,7 +120,7 @@ TEST_CASE(
   const fs::path light = t.dir / "light.json";
   const fs::path heavy = t.dir / "heavy.json";
   std::ofstream(light) << toy(20).dump();
-  std::ofstream(heavy) << toy(20000).dump();  // overloaded: more throughput, SLA violated
+  std::ofstream(heavy) << toy(30000).dump();  // overloaded: more throughput, SLA violated
   const auto r = moesim_test::run_moesim(
       t, "compare " + light.string() + " " + heavy.string() + " -j 2 --out " + (t.dir / "c").string());
   INFO(r.out << r.err);
@@ -175,4 +175,9 @@ TEST_CASE("run --capacity prints the capacity with the throughput per GPU and co
       t, "run scenarios/tiny/tiny_model_closed_loop.json --capacity --out " + (t.dir / "x").string());
   CHECK(closed.code == 2);
   CHECK_THAT(closed.err, Catch::Contains("workload.arrival.kind"));
+  // A request cap would make faster probes shorter bursts rather than heavier loads.
+  const auto capped = moesim_test::run_moesim(
+      t, "run " + f.string() + " --capacity --set run.requests=100 --out " + (t.dir / "y").string());
+  CHECK(capped.code == 2);
+  CHECK_THAT(capped.err, Catch::Contains("run.requests"));
 }
