@@ -143,7 +143,7 @@ std::string format_value(const CompareRow& row, double v) {
 
 // Indices of the columns holding the best value of a row, compared as printed (0.482 and 0.4821 tie)
 // among the columns that meet their SLA; empty when the row has no direction, no such column, or every
-// candidate prints the same value.
+// column that ran prints the same value.
 std::vector<std::size_t> best_of(const CompareRow& row, const std::vector<Column>& cols, bool capacity) {
   if (row.better == Better::kNone) return {};
   std::optional<std::size_t> best;
@@ -162,8 +162,14 @@ std::vector<std::size_t> best_of(const CompareRow& row, const std::vector<Column
     if (row.better == Better::kHigher ? v > b : v < b) best = i;
   }
   std::vector<std::size_t> out;
-  if (!best || !differ) return out;
+  if (!best) return out;
   const std::string shown = format_value(row, value_of(row, cols[*best]).mean);
+  // A lone eligible column still wins against columns that ran but missed their SLA with other values.
+  for (std::size_t i = 0; i < cols.size() && !differ; ++i) {
+    differ = cols[i].result.ok() && !cols[i].result.meets_sla(capacity) &&
+             format_value(row, value_of(row, cols[i]).mean) != shown;
+  }
+  if (!differ) return out;
   for (std::size_t i = 0; i < cols.size(); ++i) {
     if (cols[i].result.meets_sla(capacity) && format_value(row, value_of(row, cols[i]).mean) == shown)
       out.push_back(i);
