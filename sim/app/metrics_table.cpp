@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "sim/engine/check.h"
@@ -123,29 +125,78 @@ std::string MetricsTable::csv() const {
   return o.str();
 }
 
-std::string MetricsTable::text() const {
-  // A compact table: key columns plus the metrics users scan first.
-  static const std::vector<std::string> shown = {
-      "output_tok_s_per_gpu", "ttft_p99_ms",       "tpot_p99_ms", "all_to_all_share",
-      "sla_violation_rate",   "mean_batch_tokens", "gpu_busy"};
-  std::vector<std::vector<std::string>> cells;
-  std::vector<std::string> header = keys_;
-  if (mode_.capacity) header.emplace_back("capacity_req_s");
-  for (const auto& s : shown) header.push_back(s);
-  cells.push_back(header);
-  for (const Row& row : rows_) {
-    std::vector<std::string> line = row.keys;
-    const bool ok = row.point.ok();
-    if (mode_.capacity) line.push_back(ok ? format_interval("%.3f", row.point.capacity(), true) : "error");
-    for (const auto& s : shown) {
-      if (!ok) {
-        line.push_back(!mode_.capacity && s == shown.front() ? "error" : "");
-        continue;
-      }
-      const std::size_t i = metric_index(s);
-      line.push_back(
-          format_interval(metric_columns()[i].format, row.point.metric(i), metric_columns()[i].interval));
+namespace {
+
+// The rows holding the best mean of a column, compared as printed (0.482 and 0.4821 tie), among the rows
+// that meet their SLA; none when no such row exists or every row that ran prints the same value.
+std::vector<bool> best_rows(const std::vector<const PointResult*>& points, bool capacity, int better,
+                            const std::function<MeanInterval(const PointResult&)>& value,
+                            const char* format) {
+  std::vector<bool> marks(points.size(), false);
+  if (better == 0) return marks;
+  auto shown = [&](const PointResult& p) { return format_interval(format, value(p), false); };
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (!points[i]->meets_sla(capacity) || std::isnan(value(*points[i]).mean)) continue;
+    const double v = value(*points[i]).mean;
+    if (!best || (shown(*points[i]) != shown(*points[*best]) &&
+                  (better > 0 ? v > value(*points[*best]).mean : v < value(*points[*best]).mean))) {
+      best = i;
     }
+  }
+  if (!best) return marks;
+  const std::string top = shown(*points[*best]);
+  bool differ = false;
+  for (const PointResult* p : points) differ = differ || (p->ok() && shown(*p) != top);
+  if (!differ) return marks;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    marks[i] = points[i]->meets_sla(capacity) && shown(*points[i]) == top;
+  return marks;
+}
+
+}  // namespace
+
+std::string MetricsTable::text() const {
+  // A compact table: key columns plus the metrics users scan first, with their direction (+1 higher is
+  // better, -1 lower, 0 neither). Every value cell ends in '*' (best of its column) or ' '.
+  struct Shown {
+    std::string name;
+    int better;
+  };
+  static const std::vector<Shown> shown = {
+      {"output_tok_s_per_gpu", 1}, {"ttft_p99_ms", -1},      {"tpot_p99_ms", -1}, {"all_to_all_share", -1},
+      {"sla_violation_rate", -1},  {"mean_batch_tokens", 0}, {"gpu_busy", 0}};
+  std::vector<const PointResult*> points;
+  for (const Row& row : rows_) points.push_back(&row.point);
+  std::vector<std::vector<std::string>> columns;  // value cells, one vector per shown column
+  std::vector<std::string> header = keys_;
+  auto add_column = [&](const std::string& name, int better, const char* format, bool interval,
+                        const std::function<MeanInterval(const PointResult&)>& value, const char* failed) {
+    header.push_back(name + " ");
+    const std::vector<bool> marks = best_rows(points, mode_.capacity, better, value, format);
+    std::vector<std::string> cells;
+    for (std::size_t r = 0; r < points.size(); ++r) {
+      cells.push_back(points[r]->ok()
+                          ? format_interval(format, value(*points[r]), interval) + (marks[r] ? "*" : " ")
+                          : std::string(failed) + " ");
+    }
+    columns.push_back(std::move(cells));
+  };
+  if (mode_.capacity) {
+    add_column(
+        "capacity_req_s", 1, "%.3f", true, [](const PointResult& p) { return p.capacity(); }, "error");
+  }
+  for (const Shown& s : shown) {
+    const std::size_t i = metric_index(s.name);
+    const MetricColumn& c = metric_columns()[i];
+    add_column(
+        s.name, s.better, c.format, c.interval, [i](const PointResult& p) { return p.metric(i); },
+        !mode_.capacity && &s == &shown.front() ? "error" : "");
+  }
+  std::vector<std::vector<std::string>> cells{header};
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    std::vector<std::string> line = rows_[r].keys;
+    for (const auto& col : columns) line.push_back(col[r]);
     cells.push_back(line);
   }
   // Width in code points (the interval sign is two bytes of UTF-8).
@@ -165,6 +216,8 @@ std::string MetricsTable::text() const {
     }
     o << "\n";
   }
+  o << "* marks the best of a column among the points that meet their SLA";
+  o << (mode_.capacity ? " (metrics at each point's capacity at SLA)" : "") << ".\n";
   if (mode_.replicated) o << "(mean \u00b1 half width of the 95% Student-t interval over the seeds)\n";
   for (const Row& row : rows_) {
     if (!row.point.ok()) {

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/app/metrics_table.h"
@@ -140,8 +141,9 @@ std::vector<PointResult> run_points(TaskPool& pool, const std::vector<ScenarioSp
         const Replication r = decode_replication(result);
         if (!r.error.empty()) s += "  ERROR";
         if (!std::isnan(r.capacity_req_s)) {
-          s += "  capacity " + std::to_string(r.capacity_req_s) + " req/s (" + std::to_string(r.probes) +
-               " runs)";
+          char buf[96];
+          std::snprintf(buf, sizeof buf, "  capacity %.4g req/s (%d runs)", r.capacity_req_s, r.probes);
+          s += buf;
         }
         return s;
       });

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "sim/engine/check.h"
@@ -180,4 +181,34 @@ TEST_CASE("run --capacity prints the capacity with the throughput per GPU and co
       t, "run " + f.string() + " --capacity --set run.requests=100 --out " + (t.dir / "y").string());
   CHECK(capped.code == 2);
   CHECK_THAT(capped.err, Catch::Contains("run.requests"));
+}
+
+TEST_CASE("sweep marks the best of a column only among the points that meet their SLA") {
+  const Tmp t;
+  const fs::path f = t.dir / "toy.json";
+  std::ofstream(f) << toy(20).dump();
+  const auto r = moesim_test::run_moesim(t, "sweep " + f.string() +
+                                                " --set workload.arrival.rate_per_s=20,30000 -j 2 --out " +
+                                                (t.dir / "s").string());
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  std::istringstream lines(r.out);
+  std::string light;
+  std::string heavy;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cells(line);
+    std::string rate;
+    cells >> rate;
+    if (rate == "20") light = line;
+    if (rate == "30000") heavy = line;
+  }
+  REQUIRE_FALSE(light.empty());
+  REQUIRE_FALSE(heavy.empty());
+  // The overloaded point serves more tokens per GPU but misses its SLA: it gets no mark at all.
+  CHECK(heavy.find('*') == std::string::npos);
+  CHECK(light.find('*') != std::string::npos);
+  const Json j = load_json_file((t.dir / "s" / "sweep.json").string());
+  CHECK(j["rows"][1]["report"]["throughput"]["output_tokens_per_s"].get<double>() >
+        j["rows"][0]["report"]["throughput"]["output_tokens_per_s"].get<double>());
+  CHECK(j["rows"][1]["report"]["sla"]["met"] == false);
 }
