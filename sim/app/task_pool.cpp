@@ -98,8 +98,9 @@ std::vector<std::string> TaskPool::run(
   std::vector<std::string> results(n);
   std::atomic<std::size_t> next{0};
   std::size_t done = 0;
+  double busy_s = 0;
   std::mutex io;
-  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t n_threads = std::min<std::size_t>(jobs_, mine.size());
   const std::string who = size_ > 1 ? "rank " + std::to_string(rank_) + " " : "";
   auto worker = [&] {
     for (std::size_t k = next++; k < mine.size(); k = next++) {
@@ -107,11 +108,13 @@ std::vector<std::string> TaskPool::run(
       results[mine[k]] = run_one(mine[k]);
       const auto now = std::chrono::steady_clock::now();
       const double took = std::chrono::duration<double>(now - start).count();
-      const double elapsed = std::chrono::duration<double>(now - t0).count();
       const std::lock_guard<std::mutex> lock(io);
       ++done;
-      // Time left: the wall time per finished task so far, times the tasks left (threads included).
-      const double left = elapsed / static_cast<double>(done) * static_cast<double>(mine.size() - done);
+      // Time left: the mean task time so far, times the tasks left, shared by the threads that run them.
+      busy_s += took;
+      const double remaining = static_cast<double>(mine.size() - done);
+      const double left = busy_s / static_cast<double>(done) * remaining /
+                          std::min(remaining, static_cast<double>(std::max<std::size_t>(1, n_threads)));
       std::ostringstream line;
       line << who << "[" << done << "/" << mine.size() << "] " << label(mine[k], results[mine[k]]) << "  ("
            << seconds_text(took) << ")";
@@ -120,7 +123,6 @@ std::vector<std::string> TaskPool::run(
     }
   };
   std::vector<std::thread> threads;
-  const auto n_threads = std::min<std::size_t>(jobs_, mine.size());
   for (std::size_t t = 0; t < n_threads; ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
   if (!mpi_ || size_ == 1) return results;
