@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev catch2
           libmetis-dev libbenchmark-dev jupyter-nbconvert python3-nbclient python3-ipykernel
-          python3-matplotlib python3-pandas clang-format)
+          python3-matplotlib python3-pandas clang-format libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -16,6 +16,14 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 // --set values after the seed flag, as the scenario loader expects them.
 std::vector<std::string> effective_overrides(const ScenarioOptions& o);
 
+// How each point is measured: replications over seeds and capacity at SLA (run, sweep, compare).
+struct MeasureOptions {
+  int seeds = 0;  // 0: the scenario's run.seeds (default 1)
+  bool capacity = false;
+  double capacity_tol = 0.02;
+};
+void add_measure_options(CLI::App& cmd, MeasureOptions& o);
+
 // Writes `text` to `path` (creating its folder; "-" is stdout); InputError naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);
 

@@ -1,6 +1,8 @@
 // `moesim compare`: several scenarios (files, and grids of --set lists over them) simulated in parallel
 // and shown side by side, one column per scenario, with the best value of each row marked. Writes
-// compare.json and compare.csv; columns come out in command-line order whatever the thread count.
+// compare.json and compare.csv; columns come out in command-line order whatever the thread count. With
+// --seeds each value is a mean with its 95% interval, with --capacity the columns are compared at their
+// capacity at SLA; best-value marks only go to columns that meet their SLA.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,10 +16,12 @@
 #include <sstream>
 #include <thread>
 
-#include "hwmodels/roofline_cost_model.h"
 #include "sim/app/commands.h"
 #include "sim/app/grid.h"
 #include "sim/app/metrics_table.h"
+#include "sim/app/point_result.h"
+#include "sim/app/replications.h"
+#include "sim/app/task_pool.h"
 #include "sim/engine/check.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/report_json.h"
@@ -31,6 +35,7 @@ namespace {
 struct CompareOptions {
   std::vector<std::string> files;
   ScenarioOptions scenario;
+  MeasureOptions measure;
   std::string out_dir;
   std::string json_file;
   unsigned jobs = 0;
@@ -40,13 +45,15 @@ struct CompareOptions {
 enum class Better { kHigher, kLower, kNone };
 
 struct CompareRow {
-  const char* metric;  // a metric_columns() name
+  const char* metric;  // a metric_columns() name, or "capacity_req_s"
   Better better;
 };
 
-// The rows of the comparison, in the order a capacity review reads them.
-const std::vector<CompareRow>& compare_rows() {
-  static const std::vector<CompareRow> rows = {
+constexpr const char* kCapacity = "capacity_req_s";
+
+// The rows of the comparison, in the order a capacity review reads them (the capacity first when searched).
+std::vector<CompareRow> compare_rows(bool capacity) {
+  std::vector<CompareRow> rows = {
       {"gpus", Better::kNone},
       {"output_tok_s", Better::kHigher},
       {"output_tok_s_per_gpu", Better::kHigher},
@@ -62,25 +69,29 @@ const std::vector<CompareRow>& compare_rows() {
       {"mean_batch_tokens", Better::kNone},
       {"gpu_busy", Better::kNone},
   };
+  if (capacity) rows.insert(rows.begin() + 1, CompareRow{kCapacity, Better::kHigher});
   return rows;
-}
-
-const MetricColumn& metric(const std::string& name) {
-  for (const MetricColumn& c : metric_columns()) {
-    if (c.name == name) return c;
-  }
-  throw InternalError("compare: no metric column named " + name);
 }
 
 struct Column {
   std::string label;
   std::string file;
   std::vector<std::string> overrides;
-  std::optional<LoadedScenario> scenario;
-  std::optional<Report> report;
-  std::string error;
-  double wall_s = 0;
+  std::optional<ReplicatedScenario> scenario;
+  PointResult result;
 };
+
+// A row's value in a column: the mean over its seeds and the interval.
+MeanInterval value_of(const CompareRow& row, const Column& c) {
+  return std::string(row.metric) == kCapacity ? c.result.capacity()
+                                              : c.result.metric(metric_index(row.metric));
+}
+const char* format_of(const CompareRow& row) {
+  return std::string(row.metric) == kCapacity ? "%.3f" : metric_columns()[metric_index(row.metric)].format;
+}
+bool interval_of(const CompareRow& row) {
+  return std::string(row.metric) == kCapacity || metric_columns()[metric_index(row.metric)].interval;
+}
 
 // Files x the product of the --set lists; a --set with one value applies to every column.
 std::vector<Column> plan_columns(const CompareOptions& o) {
@@ -126,147 +137,139 @@ std::vector<Column> plan_columns(const CompareOptions& o) {
   return cols;
 }
 
-void simulate_columns(std::vector<Column>& cols, unsigned jobs, bool roofline) {
-  const unsigned threads_wanted = jobs > 0 ? jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
-  std::mutex io;
-  auto worker = [&] {
-    for (std::size_t i = next++; i < cols.size(); i = next++) {
-      Column& c = cols[i];
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        const ScenarioSpec& spec = c.scenario->spec;
-        const std::unique_ptr<GpuCostModel> gpu = roofline
-                                                      ? std::make_unique<RooflineCostModel>(spec.cluster.gpu)
-                                                      : make_gpu_cost_model(spec.cluster.gpu);
-        c.report = simulate(spec, *gpu);
-      } catch (const InputError& e) {
-        c.error = e.what();
-      } catch (const std::exception& e) {  // an internal error must not take the other points down
-        c.error = std::string("internal error: ") + e.what();
-      }
-      c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const std::lock_guard<std::mutex> lock(io);
-      std::cerr << "[" << ++done << "/" << cols.size() << "] " << c.label
-                << (c.error.empty() ? "" : "  ERROR") << "  (" << c.wall_s << " s)\n";
-    }
-  };
-  std::vector<std::thread> threads;
-  const auto n = std::min<std::size_t>(threads_wanted, cols.size());
-  for (std::size_t t = 0; t < n; ++t) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
+std::string format_value(const CompareRow& row, double v) {
+  return format_interval(format_of(row), MeanInterval{v, 0, 1}, false);
 }
 
-std::string format_value(const MetricColumn& m, double v) {
-  if (std::isinf(v)) return "inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, m.format, v);
-  return buf;
-}
-
-// Indices of the columns holding the best value of a row, compared as printed (0.482 and 0.4821 tie);
-// empty when the row has no direction or every column prints the same value.
-std::vector<std::size_t> best_of(const CompareRow& row, const std::vector<Column>& cols) {
+// Indices of the columns holding the best value of a row, compared as printed (0.482 and 0.4821 tie)
+// among the columns that meet their SLA; empty when the row has no direction, no such column, or every
+// column that ran prints the same value.
+std::vector<std::size_t> best_of(const CompareRow& row, const std::vector<Column>& cols, bool capacity) {
   if (row.better == Better::kNone) return {};
-  const MetricColumn& m = metric(row.metric);
   std::optional<std::size_t> best;
   bool differ = false;
   for (std::size_t i = 0; i < cols.size(); ++i) {
-    if (!cols[i].report) continue;
-    const double v = m.value(*cols[i].report);
+    if (!cols[i].result.meets_sla(capacity)) continue;
+    const double v = value_of(row, cols[i]).mean;
     if (std::isnan(v)) continue;
     if (!best) {
       best = i;
       continue;
     }
-    const double b = m.value(*cols[*best].report);
-    if (format_value(m, v) == format_value(m, b)) continue;
+    const double b = value_of(row, cols[*best]).mean;
+    if (format_value(row, v) == format_value(row, b)) continue;
     differ = true;
     if (row.better == Better::kHigher ? v > b : v < b) best = i;
   }
   std::vector<std::size_t> out;
-  if (!best || !differ) return out;
-  const std::string shown = format_value(m, m.value(*cols[*best].report));
+  if (!best) return out;
+  const std::string shown = format_value(row, value_of(row, cols[*best]).mean);
+  // A lone eligible column still wins against columns that ran but missed their SLA with other values.
+  for (std::size_t i = 0; i < cols.size() && !differ; ++i) {
+    differ = cols[i].result.ok() && !cols[i].result.meets_sla(capacity) &&
+             format_value(row, value_of(row, cols[i]).mean) != shown;
+  }
+  if (!differ) return out;
   for (std::size_t i = 0; i < cols.size(); ++i) {
-    if (cols[i].report && format_value(m, m.value(*cols[i].report)) == shown) out.push_back(i);
+    if (cols[i].result.meets_sla(capacity) && format_value(row, value_of(row, cols[i]).mean) == shown)
+      out.push_back(i);
   }
   return out;
 }
 
+// Display width in code points (the interval sign is two bytes of UTF-8).
+std::size_t width_of(const std::string& s) {
+  std::size_t n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 // Rows are metrics, columns scenarios. Every value cell ends in '*' (best) or ' ', so the header and
 // text rows get a trailing space to stay aligned.
-std::string text_table(const std::vector<Column>& cols) {
+std::string text_table(const std::vector<Column>& cols, bool capacity) {
   std::vector<std::vector<std::string>> cells;
   std::vector<std::string> header{"metric"};
   for (const Column& c : cols) header.push_back(c.label + " ");
   cells.push_back(header);
-  for (const CompareRow& row : compare_rows()) {
-    const MetricColumn& m = metric(row.metric);
-    const std::vector<std::size_t> best = best_of(row, cols);
+  const std::vector<CompareRow> rows = compare_rows(capacity);
+  bool replicated = false;
+  for (const CompareRow& row : rows) {
+    const std::vector<std::size_t> best = best_of(row, cols, capacity);
     const char* sense = row.better == Better::kHigher ? " (+)" : row.better == Better::kLower ? " (-)" : "";
     std::vector<std::string> line{std::string(row.metric) + sense};
     for (std::size_t i = 0; i < cols.size(); ++i) {
-      if (!cols[i].report) {
-        line.emplace_back(&row == &compare_rows().front() ? "error " : " ");
+      if (!cols[i].result.ok()) {
+        line.emplace_back(&row == &rows.front() ? "error " : " ");
         continue;
       }
       const bool is_best = std::find(best.begin(), best.end(), i) != best.end();
-      line.push_back(format_value(m, m.value(*cols[i].report)) + (is_best ? "*" : " "));
+      const MeanInterval v = value_of(row, cols[i]);
+      replicated = replicated || v.n > 1;
+      line.push_back(format_interval(format_of(row), v, interval_of(row)) + (is_best ? "*" : " "));
     }
     cells.push_back(line);
   }
   std::vector<std::string> model{"cost_model"};
-  for (const Column& c : cols) model.push_back((c.report ? c.report->cost_model : std::string()) + " ");
+  for (const Column& c : cols) {
+    model.push_back((c.result.ok() ? c.result.replications.front().report.value("cost_model", std::string())
+                                   : std::string()) +
+                    " ");
+  }
   cells.push_back(model);
   std::vector<std::size_t> width(header.size(), 0);
   for (const auto& line : cells) {
-    for (std::size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+    for (std::size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], width_of(line[i]));
   }
   std::ostringstream o;
   for (const auto& line : cells) {
-    o << line[0] << std::string(width[0] - line[0].size(), ' ');
+    o << line[0] << std::string(width[0] - width_of(line[0]), ' ');
     for (std::size_t i = 1; i < line.size(); ++i)
-      o << "  " << std::string(width[i] - line[i].size(), ' ') << line[i];
+      o << "  " << std::string(width[i] - width_of(line[i]), ' ') << line[i];
     o << "\n";
   }
-  o << "(+) higher is better, (-) lower is better; * marks the best of a row.\n";
+  o << "(+) higher is better, (-) lower is better; * marks the best of a row among the columns that meet "
+       "their SLA.\n";
+  if (capacity) o << "Every metric is taken at the column's capacity at SLA (capacity_req_s).\n";
+  if (replicated) o << "Values are mean \u00b1 half width of the 95% Student-t interval over the seeds.\n";
   for (const Column& c : cols) {
-    if (!c.report) o << "error in " << c.label << ": " << c.error << "\n";
+    if (!c.result.ok()) {
+      o << "error in " << c.label << ": " << c.result.error() << "\n";
+    } else if (!c.result.meets_sla(capacity)) {
+      o << c.label << " does not meet its SLA: no best-value mark\n";
+    }
   }
   return o.str();
 }
 
-Json compare_json(const std::vector<Column>& cols) {
+Json compare_json(const std::vector<Column>& cols, bool capacity, bool detailed) {
   Json columns = Json::array();
   for (const Column& c : cols) {
     Json col{{"label", c.label},
              {"file", c.file.empty() ? Json(nullptr) : Json(c.file)},
              {"overrides", c.overrides}};
-    col["scenario"] = c.scenario->effective;
-    if (c.report) {
-      col["report"] = report_to_json(*c.report, Json());
-      col["report"].erase("scenario");
-    } else {
-      col["error"] = c.error;
-    }
+    col["scenario"] = c.scenario->loaded.effective;
+    col["meets_sla"] = c.result.meets_sla(capacity);
+    col.update(point_json(c.result, detailed));
     columns.push_back(col);
   }
   Json rows = Json::array();
-  for (const CompareRow& row : compare_rows()) {
-    const MetricColumn& m = metric(row.metric);
+  for (const CompareRow& row : compare_rows(capacity)) {
     Json values = Json::array();
+    Json ci95 = Json::array();
     for (const Column& c : cols) {
-      const double v = c.report ? m.value(*c.report) : std::nan("");
-      values.push_back(std::isfinite(v) ? Json(v) : Json(nullptr));
+      const MeanInterval v = c.result.ok() ? value_of(row, c) : MeanInterval{std::nan(""), std::nan(""), 0};
+      values.push_back(std::isfinite(v.mean) ? Json(v.mean) : Json(nullptr));
+      ci95.push_back(std::isfinite(v.half_width_95) ? Json(v.half_width_95) : Json(nullptr));
     }
     const char* better = row.better == Better::kHigher  ? "higher"
                          : row.better == Better::kLower ? "lower"
                                                         : nullptr;
-    rows.push_back(Json{{"metric", row.metric},
-                        {"better", better ? Json(better) : Json(nullptr)},
-                        {"values", values},
-                        {"best", best_of(row, cols)}});
+    Json r{{"metric", row.metric},
+           {"better", better ? Json(better) : Json(nullptr)},
+           {"values", values},
+           {"best", best_of(row, cols, capacity)}};
+    if (detailed) r["ci95"] = ci95;
+    rows.push_back(std::move(r));
   }
   return Json{{"columns", columns}, {"rows", rows}};
 }
@@ -274,32 +277,49 @@ Json compare_json(const std::vector<Column>& cols) {
 void compare(const CompareOptions& o) {
   std::vector<Column> cols = plan_columns(o);
   // Parse every column first: a typo is one clear error before anything runs.
+  std::vector<ScenarioSpec> specs;
+  std::vector<int> seeds;
+  std::vector<std::string> labels;
   for (Column& c : cols) {
     try {
-      c.scenario = load_scenario(c.file, c.overrides);
+      c.scenario = load_replicated_scenario(c.file, c.overrides);
     } catch (const InputError& e) {
       throw InputError(c.file.empty() ? c.label : c.file, e.what());
     }
+    specs.push_back(c.scenario->loaded.spec);
+    seeds.push_back(o.measure.seeds > 0 ? o.measure.seeds : c.scenario->seeds);
+    labels.push_back(c.label);
   }
-  simulate_columns(cols, o.jobs, o.roofline);
+  PointSettings settings;
+  settings.capacity = o.measure.capacity;
+  settings.search.rel_tol = o.measure.capacity_tol;
+  settings.roofline = o.roofline;
+  TaskPool pool(o.jobs);
+  std::vector<PointResult> results = run_points(pool, specs, seeds, labels, settings);
+  if (!pool.is_output_rank()) return;
+  for (std::size_t i = 0; i < cols.size(); ++i) cols[i].result = std::move(results[i]);
+  const bool capacity = o.measure.capacity;
+  const TableMode mode{*std::max_element(seeds.begin(), seeds.end()) > 1, capacity};
 
   const std::filesystem::path dir =
-      o.out_dir.empty() ? std::filesystem::path("out") / ("compare-" + cols.front().scenario->spec.name)
-                        : std::filesystem::path(o.out_dir);
+      o.out_dir.empty()
+          ? std::filesystem::path("out") / ("compare-" + cols.front().scenario->loaded.spec.name)
+          : std::filesystem::path(o.out_dir);
   std::filesystem::create_directories(dir);
-  const Json j = compare_json(cols);
+  const Json j = compare_json(cols, capacity, mode.replicated || capacity);
   write_text_file((dir / "compare.json").string(), j.dump(2) + "\n");
   std::vector<std::string> keys{"column"};
-  MetricsTable table(keys);
-  for (const Column& c : cols) table.add({c.label}, c.report, c.error);
+  MetricsTable table(keys, mode);
+  for (const Column& c : cols) table.add({c.label}, c.result);
   write_text_file((dir / "compare.csv").string(), table.csv());
   if (!o.json_file.empty()) write_text_file(o.json_file, j.dump(2) + "\n");
-  std::cout << text_table(cols);
+  std::cout << text_table(cols, capacity);
   std::cout << "\ncompare: " << (dir / "compare.json").string() << ", " << (dir / "compare.csv").string()
             << (o.json_file.empty() ? "" : ", " + o.json_file) << "\n";
   const bool all_failed =
-      std::none_of(cols.begin(), cols.end(), [](const Column& c) { return c.report.has_value(); });
-  if (all_failed) throw InputError("compare", "every column failed; first error: " + cols.front().error);
+      std::none_of(cols.begin(), cols.end(), [](const Column& c) { return c.result.ok(); });
+  if (all_failed)
+    throw InputError("compare", "every column failed; first error: " + cols.front().result.error());
 }
 
 }  // namespace
@@ -314,6 +334,7 @@ void add_compare_command(CLI::App& app) {
       "columns; a --set with one value applies to all). Writes compare.json and compare.csv");
   cmd->add_option("scenarios", o->files, "Scenario JSON files (default: the built-in default)");
   add_scenario_options(*cmd, o->scenario);
+  add_measure_options(*cmd, o->measure);
   cmd->add_option("--out", o->out_dir, "Output folder (default: out/compare-<first scenario name>)");
   cmd->add_option("--json", o->json_file, "Also write the comparison JSON to this file");
   cmd->add_option("-j,--jobs", o->jobs, "Parallel simulations (default: all cores)");

@@ -1,10 +1,16 @@
-// `moesim run` and `moesim validate`.
+// `moesim run` and `moesim validate`. With --seeds N, run replicates the scenario over N seeds and prints
+// the mean and 95% interval of each metric; with --capacity it searches the capacity at SLA.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "sim/app/commands.h"
+#include "sim/app/metrics_table.h"
 #include "sim/app/outputs.h"
+#include "sim/app/point_result.h"
+#include "sim/app/replications.h"
+#include "sim/app/task_pool.h"
 #include "sim/engine/check.h"
 #include "sim/scenario/chrome_trace.h"
 #include "sim/scenario/profile_io.h"
@@ -33,6 +39,20 @@ void write_text_file(const std::string& path, const std::string& text) {
   if (!(f << text)) throw InputError(path, "cannot write the file");
 }
 
+void add_measure_options(CLI::App& cmd, MeasureOptions& o) {
+  cmd.add_option("--seeds", o.seeds,
+                 "Replications: run seeds seed..seed+N-1 and report the mean and 95% interval of each metric "
+                 "(default: the scenario's run.seeds, else 1)")
+      ->check(CLI::Range(1, kMaxSeeds));
+  cmd.add_flag("--capacity", o.capacity,
+               "Find the highest arrival rate (workload.arrival.rate_per_s, Poisson or gamma) that meets the "
+               "SLA, by bracketing and bisection; report the metrics at that rate");
+  cmd.add_option(
+         "--capacity-tol", o.capacity_tol,
+         "Capacity search: stop when the bracket is narrower than this share of the rate (default 0.02)")
+      ->check(CLI::Range(1e-4, 1.0));
+}
+
 std::vector<std::string> effective_overrides(const ScenarioOptions& o) {
   std::vector<std::string> out = o.overrides;
   if (o.seed >= 0) out.push_back("run.seed=" + std::to_string(o.seed));
@@ -44,6 +64,8 @@ namespace {
 struct RunOptions {
   std::string file;
   ScenarioOptions scenario;
+  MeasureOptions measure;
+  unsigned jobs = 0;
   std::string out_dir;
   bool requests_csv = false;
   bool steps_csv = false;
@@ -52,11 +74,51 @@ struct RunOptions {
   bool quiet = false;
 };
 
+// Replications and/or the capacity search: a table of mean and interval per metric, replications.json.
+void run_measured(const RunOptions& o, const ReplicatedScenario& rs, int seeds,
+                  const std::filesystem::path& dir) {
+  if (o.requests_csv || o.steps_csv || !o.trace.empty()) {
+    throw InputError("--seeds/--capacity", "the per-request/step CSVs and the trace are for a single run");
+  }
+  PointSettings settings;
+  settings.capacity = o.measure.capacity;
+  settings.search.rel_tol = o.measure.capacity_tol;
+  TaskPool pool(o.jobs);
+  const std::vector<PointResult> results =
+      run_points(pool, {rs.loaded.spec}, {seeds}, {rs.loaded.spec.name}, settings);
+  if (!pool.is_output_rank()) return;
+  const PointResult& p = results.front();
+  if (!p.ok()) throw InputError(o.file.empty() ? "run" : o.file, p.error());
+  Json doc{{"scenario", rs.loaded.effective}};
+  doc.update(point_json(p, true));
+  write_text_file((dir / "replications.json").string(), doc.dump(2) + "\n");
+  if (!o.quiet) {
+    std::printf("%s: %d seed(s) from %llu%s\n", rs.loaded.spec.name.c_str(), seeds,
+                static_cast<unsigned long long>(rs.loaded.spec.run.seed),
+                o.measure.capacity ? ", metrics at the capacity at SLA" : "");
+    if (o.measure.capacity) {
+      std::printf("  %-36s %s\n", "capacity_req_s", format_interval("%.3f", p.capacity(), true).c_str());
+    }
+    for (std::size_t i = 0; i < metric_columns().size(); ++i) {
+      const MetricColumn& c = metric_columns()[i];
+      std::printf("  %-36s %s\n", c.name.c_str(), format_interval(c.format, p.metric(i), c.interval).c_str());
+    }
+    if (seeds > 1) std::printf("(mean \u00b1 half width of the 95%% Student-t interval over the seeds)\n");
+  }
+  std::cout << "\nreplications: " << (dir / "replications.json").string() << "\n";
+}
+
 void run(const RunOptions& o) {
-  const LoadedScenario sc = load_scenario(o.file, effective_overrides(o.scenario));
+  const ReplicatedScenario rs = load_replicated_scenario(o.file, effective_overrides(o.scenario));
+  const LoadedScenario& sc = rs.loaded;
   const std::filesystem::path dir =
       o.out_dir.empty() ? std::filesystem::path("out") / sc.spec.name : std::filesystem::path(o.out_dir);
   std::filesystem::create_directories(dir);
+  const int seeds = o.measure.seeds > 0 ? o.measure.seeds : rs.seeds;
+  if (seeds > 1 || o.measure.capacity) {
+    run_measured(o, rs, seeds, dir);
+    return;
+  }
   CsvOutputs outputs(o.requests_csv ? dir / "requests.csv" : "", o.steps_csv ? dir / "steps.csv" : "");
   const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
   std::unique_ptr<ChromeTraceWriter> trace;
@@ -70,7 +132,7 @@ void run(const RunOptions& o) {
 }
 
 void validate(const std::string& file, const ScenarioOptions& so) {
-  const LoadedScenario sc = load_scenario(file, effective_overrides(so));
+  const LoadedScenario sc = load_replicated_scenario(file, effective_overrides(so)).loaded;
   const MemoryPlan m = plan_memory(sc.spec);
   check_fits(sc.spec, m);
   const ScenarioSpec& s = sc.spec;
@@ -93,6 +155,8 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Simulate one scenario and print its serving report");
   cmd->add_option("scenario", o->file, "Scenario JSON (default: the built-in scenarios/default.json)");
   add_scenario_options(*cmd, o->scenario);
+  add_measure_options(*cmd, o->measure);
+  cmd->add_option("-j,--jobs", o->jobs, "Parallel replications with --seeds (default: all cores)");
   cmd->add_option("--out", o->out_dir,
                   "Output folder for report.json and CSVs (default: out/<scenario name>)");
   cmd->add_flag("--requests-csv", o->requests_csv, "Also write requests.csv (one row per request)");

@@ -1,21 +1,18 @@
-// `moesim sweep`: a grid over one or more scenario keys, run in parallel, one row per point (CSV, JSON,
-// a table on stdout, progress on stderr). Rows come out in grid order whatever the thread count.
-#include <atomic>
-#include <chrono>
+// `moesim sweep`: a grid over one or more scenario keys, run in parallel (threads, and MPI ranks under
+// mpirun), one row per point (CSV, JSON, a table on stdout, progress on stderr). Rows come out in grid order
+// whatever the thread or rank count; with --seeds each row holds the mean and 95% interval of its seeds,
+// with --capacity the capacity at SLA and the metrics at that rate.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <mutex>
-#include <thread>
 
 #include "sim/app/commands.h"
 #include "sim/app/grid.h"
 #include "sim/app/metrics_table.h"
+#include "sim/app/point_result.h"
+#include "sim/app/replications.h"
+#include "sim/app/task_pool.h"
 #include "sim/engine/check.h"
-#include "sim/scenario/profile_io.h"
 #include "sim/scenario/report_json.h"
-#include "sim/scenario/scenario_parser.h"
-#include "sim/serving/serving_simulation.h"
 
 namespace moesim {
 
@@ -24,103 +21,83 @@ namespace {
 struct SweepOptions {
   std::string file;
   ScenarioOptions scenario;
+  MeasureOptions measure;
   std::string out_dir;
   unsigned jobs = 0;
-};
-
-struct Point {
-  std::vector<std::string> values;  // one per axis
-  std::optional<Report> report;
-  std::string error;
-  double wall_s = 0;
 };
 
 void sweep(const SweepOptions& o) {
   const std::vector<Axis> axes = parse_axes(o.scenario.overrides);
   if (axes.empty()) throw InputError("--set", "a sweep needs at least one --set key=v1,v2,...");
-  std::vector<Point> points(1);
+  std::vector<std::vector<std::string>> points(1);  // one value per axis
   for (const Axis& a : axes) {
-    std::vector<Point> next;
-    for (const Point& p : points) {
+    std::vector<std::vector<std::string>> next;
+    for (const auto& p : points) {
       for (const auto& v : a.values) {
-        Point q = p;
-        q.values.push_back(v);
-        next.push_back(q);
+        auto q = p;
+        q.push_back(v);
+        next.push_back(std::move(q));
       }
     }
     points = std::move(next);
   }
   const std::string seed_override = o.scenario.seed >= 0 ? "run.seed=" + std::to_string(o.scenario.seed) : "";
-  auto overrides_of = [&](const Point& p) {
-    std::vector<std::string> ov;
-    for (std::size_t i = 0; i < axes.size(); ++i) ov.push_back(axes[i].key + "=" + p.values[i]);
-    if (!seed_override.empty()) ov.push_back(seed_override);
-    return ov;
-  };
   // Parse every point first: a typo in a key is one clear error before anything runs.
-  std::string name;
-  std::vector<LoadedScenario> loaded;
-  for (const Point& p : points) {
-    loaded.push_back(load_scenario(o.file, overrides_of(p)));
-    name = loaded.back().spec.name;
-  }
-  const unsigned jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
-  std::mutex io;
-  auto worker = [&] {
-    for (std::size_t i = next++; i < points.size(); i = next++) {
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        const auto gpu = make_gpu_cost_model(loaded[i].spec.cluster.gpu);
-        points[i].report = simulate(loaded[i].spec, *gpu);
-      } catch (const InputError& e) {
-        points[i].error = e.what();
-      } catch (const std::exception& e) {  // an internal error must not take the other points down
-        points[i].error = std::string("internal error: ") + e.what();
-      }
-      points[i].wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const std::lock_guard<std::mutex> lock(io);
-      std::cerr << "[" << ++done << "/" << points.size() << "]";
-      for (std::size_t a = 0; a < axes.size(); ++a)
-        std::cerr << " " << axes[a].key << "=" << points[i].values[a];
-      std::cerr << (points[i].error.empty() ? "" : "  ERROR") << "  (" << points[i].wall_s << " s)\n";
+  std::vector<ReplicatedScenario> loaded;
+  std::vector<ScenarioSpec> specs;
+  std::vector<int> seeds;
+  std::vector<std::string> labels;
+  for (const auto& p : points) {
+    std::vector<std::string> ov;
+    std::string label;
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      ov.push_back(axes[i].key + "=" + p[i]);
+      label += (i ? " " : "") + ov.back();
     }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::min<unsigned>(jobs, static_cast<unsigned>(points.size())); ++t)
-    threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
+    if (!seed_override.empty()) ov.push_back(seed_override);
+    loaded.push_back(load_replicated_scenario(o.file, ov));
+    specs.push_back(loaded.back().loaded.spec);
+    seeds.push_back(o.measure.seeds > 0 ? o.measure.seeds : loaded.back().seeds);
+    labels.push_back(label);
+  }
+  PointSettings settings;
+  settings.capacity = o.measure.capacity;
+  settings.search.rel_tol = o.measure.capacity_tol;
+  TaskPool pool(o.jobs);
+  const std::vector<PointResult> results = run_points(pool, specs, seeds, labels, settings);
+  if (!pool.is_output_rank()) return;
 
+  const std::string& name = loaded.back().loaded.spec.name;
   const std::filesystem::path dir =
       o.out_dir.empty() ? std::filesystem::path("out") / ("sweep-" + name) : std::filesystem::path(o.out_dir);
   std::filesystem::create_directories(dir);
   std::vector<std::string> keys;
   for (const Axis& a : axes) keys.push_back(a.key);
-  MetricsTable table(keys);
+  const TableMode mode{*std::max_element(seeds.begin(), seeds.end()) > 1, o.measure.capacity};
+  MetricsTable table(keys, mode);
   Json rows = Json::array();
   std::size_t failed = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    table.add(points[i].values, points[i].report, points[i].error);
+    table.add(points[i], results[i]);
     Json row{{"point", Json::object()}};
-    for (std::size_t a = 0; a < axes.size(); ++a) row["point"][axes[a].key] = points[i].values[a];
-    if (points[i].report) {
-      row["report"] = report_to_json(*points[i].report, Json());
-      row["report"].erase("scenario");
-    } else {
-      row["error"] = points[i].error;
-      ++failed;
-    }
+    for (std::size_t a = 0; a < axes.size(); ++a) row["point"][axes[a].key] = points[i][a];
+    row.update(point_json(results[i], mode.replicated || mode.capacity));
+    failed += results[i].ok() ? 0 : 1;
     rows.push_back(row);
   }
+  Json doc{{"scenario", loaded.front().loaded.effective}, {"axes", keys}};
+  if (mode.replicated || mode.capacity) {
+    doc["measure"] = Json{{"capacity", mode.capacity},
+                          {"capacity_tol", o.measure.capacity_tol},
+                          {"interval", "95% Student t over the seeds of each point"}};
+  }
+  doc["rows"] = rows;
   write_text_file((dir / "sweep.csv").string(), table.csv());
-  write_text_file(
-      (dir / "sweep.json").string(),
-      Json{{"scenario", loaded.front().effective}, {"axes", keys}, {"rows", rows}}.dump(2) + "\n");
+  write_text_file((dir / "sweep.json").string(), doc.dump(2) + "\n");
   std::cout << table.text();
   std::cout << "\nsweep: " << (dir / "sweep.csv").string() << ", " << (dir / "sweep.json").string() << "\n";
   if (failed == points.size())
-    throw InputError("sweep", "every point failed; first error: " + points.front().error);
+    throw InputError("sweep", "every point failed; first error: " + results.front().error());
 }
 
 }  // namespace
@@ -130,11 +107,13 @@ void add_sweep_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "sweep",
       "Run a grid of scenarios: each --set key=v1,v2,... is one axis (the grid is their product). Writes "
-      "sweep.csv and sweep.json; a point that does not fit is reported as a row with its error");
+      "sweep.csv and sweep.json; a point that does not fit is reported as a row with its error. Under "
+      "`mpirun -np N` the points (and seeds) are spread over the ranks; the outputs are the same");
   cmd->add_option("scenario", o->file, "Scenario JSON (default: the built-in default)");
   add_scenario_options(*cmd, o->scenario);
+  add_measure_options(*cmd, o->measure);
   cmd->add_option("--out", o->out_dir, "Output folder (default: out/sweep-<scenario name>)");
-  cmd->add_option("-j,--jobs", o->jobs, "Parallel simulations (default: all cores)");
+  cmd->add_option("-j,--jobs", o->jobs, "Parallel simulations per process (default: all cores)");
   cmd->callback([o] { sweep(*o); });
 }
 

@@ -1,0 +1,183 @@
+#include "sim/app/point_result.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+
+#include "hwmodels/roofline_cost_model.h"
+#include "sim/app/metrics_table.h"
+#include "sim/app/task_pool.h"
+#include "sim/engine/check.h"
+#include "sim/scenario/profile_io.h"
+#include "sim/scenario/report_json.h"
+#include "sim/serving/serving_simulation.h"
+
+namespace moesim {
+
+Replication run_replication(ScenarioSpec spec, std::uint64_t seed, const PointSettings& settings) {
+  Replication out;
+  out.seed = seed;
+  spec.run.seed = seed;
+  try {
+    const std::unique_ptr<GpuCostModel> gpu = settings.roofline
+                                                  ? std::make_unique<RooflineCostModel>(spec.cluster.gpu)
+                                                  : make_gpu_cost_model(spec.cluster.gpu);
+    Report r;
+    if (settings.capacity) {
+      CapacityResult c = capacity_at_sla(spec, *gpu, settings.search);
+      out.capacity_req_s = c.bracket.holds_req_s;
+      out.capacity_fails_req_s = c.bracket.fails_req_s;
+      out.probes = c.bracket.probes;
+      r = std::move(c.at_capacity);
+    } else {
+      r = simulate(spec, *gpu);
+    }
+    for (const MetricColumn& c : metric_columns()) out.metrics.push_back(c.value(r));
+    out.report = report_to_json(r, Json());
+    out.report.erase("scenario");
+  } catch (const InputError& e) {
+    out.error = e.what();
+  } catch (const std::exception& e) {  // an internal error must not take the other points down
+    out.error = std::string("internal error: ") + e.what();
+  }
+  return out;
+}
+
+namespace {
+std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
+double from_bits(const Json& j) { return std::bit_cast<double>(j.get<std::uint64_t>()); }
+}  // namespace
+
+std::string encode_replication(const Replication& r) {
+  Json metrics = Json::array();
+  for (const double v : r.metrics) metrics.push_back(bits(v));
+  return Json{{"seed", r.seed},
+              {"metrics", metrics},
+              {"capacity", bits(r.capacity_req_s)},
+              {"capacity_fails", bits(r.capacity_fails_req_s)},
+              {"probes", r.probes},
+              {"report", r.report},
+              {"error", r.error}}
+      .dump();
+}
+
+Replication decode_replication(const std::string& text) {
+  const Json j = Json::parse(text);
+  Replication r;
+  r.seed = j.at("seed").get<std::uint64_t>();
+  for (const Json& v : j.at("metrics")) r.metrics.push_back(from_bits(v));
+  r.capacity_req_s = from_bits(j.at("capacity"));
+  r.capacity_fails_req_s = from_bits(j.at("capacity_fails"));
+  r.probes = j.at("probes").get<int>();
+  r.report = j.at("report");
+  r.error = j.at("error").get<std::string>();
+  return r;
+}
+
+bool PointResult::ok() const {
+  if (replications.empty()) return false;
+  for (const Replication& r : replications) {
+    if (!r.error.empty()) return false;
+  }
+  return true;
+}
+
+std::string PointResult::error() const {
+  for (const Replication& r : replications) {
+    if (!r.error.empty()) {
+      return replications.size() > 1 ? "seed " + std::to_string(r.seed) + ": " + r.error : r.error;
+    }
+  }
+  return replications.empty() ? "not run" : "";
+}
+
+MeanInterval PointResult::metric(std::size_t column) const {
+  std::vector<double> xs;
+  for (const Replication& r : replications) xs.push_back(r.metrics.at(column));
+  return mean_ci95(xs);
+}
+
+MeanInterval PointResult::capacity() const {
+  std::vector<double> xs;
+  for (const Replication& r : replications) xs.push_back(r.capacity_req_s);
+  return mean_ci95(xs);
+}
+
+bool PointResult::meets_sla(bool capacity_mode) const {
+  if (!ok()) return false;
+  for (const Replication& r : replications) {
+    if (capacity_mode ? !(r.capacity_req_s > 0) : r.metrics.at(metric_index("sla_met")) != 1.0) return false;
+  }
+  return true;
+}
+
+}  // namespace moesim
+
+namespace moesim {
+
+std::vector<PointResult> run_points(TaskPool& pool, const std::vector<ScenarioSpec>& specs,
+                                    const std::vector<int>& seeds, const std::vector<std::string>& labels,
+                                    const PointSettings& settings) {
+  struct Task {
+    std::size_t point;
+    int replication;
+  };
+  std::vector<Task> tasks;
+  for (std::size_t p = 0; p < specs.size(); ++p) {
+    for (int k = 0; k < seeds[p]; ++k) tasks.push_back(Task{p, k});
+  }
+  const std::vector<std::string> encoded = pool.run(
+      tasks.size(),
+      [&](std::size_t i) {
+        const Task& t = tasks[i];
+        const ScenarioSpec& spec = specs[t.point];
+        return encode_replication(
+            run_replication(spec, spec.run.seed + static_cast<std::uint64_t>(t.replication), settings));
+      },
+      [&](std::size_t i, const std::string& result) {
+        const Task& t = tasks[i];
+        std::string s = labels[t.point];
+        if (seeds[t.point] > 1) s += " seed " + std::to_string(specs[t.point].run.seed + t.replication);
+        const Replication r = decode_replication(result);
+        if (!r.error.empty()) s += "  ERROR";
+        if (!std::isnan(r.capacity_req_s)) {
+          char buf[96];
+          std::snprintf(buf, sizeof buf, "  capacity %.4g req/s (%d runs)", r.capacity_req_s, r.probes);
+          s += buf;
+        }
+        return s;
+      });
+  if (!pool.is_output_rank()) return {};
+  std::vector<PointResult> points(specs.size());
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    Replication r = decode_replication(encoded[i]);
+    points[tasks[i].point].replications.push_back(std::move(r));
+  }
+  return points;
+}
+
+Json point_json(const PointResult& p, bool detailed) {
+  if (!p.ok()) return Json{{"error", p.error()}};
+  if (!detailed) return Json{{"report", p.replications.front().report}};
+  auto number = [](double x) { return std::isfinite(x) ? Json(x) : Json(nullptr); };
+  Json reps = Json::array();
+  for (const Replication& r : p.replications) {
+    Json j{{"seed", r.seed}};
+    if (!std::isnan(r.capacity_req_s)) {
+      j["capacity_req_s"] = number(r.capacity_req_s);
+      j["capacity_fails_req_s"] = number(r.capacity_fails_req_s);
+      j["probes"] = r.probes;
+    }
+    j["report"] = r.report;
+    reps.push_back(std::move(j));
+  }
+  Json summary = Json::object();
+  auto put = [&](const std::string& name, const MeanInterval& v) {
+    summary[name] = Json{{"mean", number(v.mean)}, {"ci95", number(v.half_width_95)}, {"n", v.n}};
+  };
+  if (!std::isnan(p.replications.front().capacity_req_s)) put("capacity_req_s", p.capacity());
+  for (std::size_t i = 0; i < metric_columns().size(); ++i) put(metric_columns()[i].name, p.metric(i));
+  return Json{{"replications", reps}, {"summary", summary}};
+}
+
+}  // namespace moesim

@@ -1,0 +1,64 @@
+#include "sim/app/replications.h"
+
+#include <boost/math/distributions/students_t.hpp>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "sim/engine/check.h"
+#include "sim/scenario/catalog.h"
+#include "sim/scenario/json_reader.h"
+
+namespace moesim {
+
+double student_t_quantile(double p, int dof) {
+  MOESIM_CHECK(dof >= 1 && p > 0 && p < 1, "student_t_quantile: needs dof >= 1 and 0 < p < 1");
+  return boost::math::quantile(boost::math::students_t_distribution<double>(dof), p);
+}
+
+MeanInterval mean_ci95(const std::vector<double>& samples) {
+  MeanInterval out;
+  out.n = static_cast<int>(samples.size());
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  if (samples.empty()) return MeanInterval{kNaN, kNaN, 0};
+  double sum = 0;
+  for (const double x : samples) sum += x;
+  out.mean = sum / out.n;
+  if (out.n < 2 || !std::isfinite(out.mean)) {
+    out.half_width_95 = kNaN;
+    return out;
+  }
+  double squares = 0;
+  for (const double x : samples) squares += (x - out.mean) * (x - out.mean);
+  const double sd = std::sqrt(squares / (out.n - 1));
+  out.half_width_95 = student_t_quantile(0.975, out.n - 1) * sd / std::sqrt(static_cast<double>(out.n));
+  return out;
+}
+
+ReplicatedScenario load_replicated_scenario(const std::string& path,
+                                            const std::vector<std::string>& overrides) {
+  Json j = path.empty() ? parse_json_text(embedded_file("scenarios/default.json"), "scenarios/default.json")
+                        : load_json_file(path);
+  if (!j.is_object()) return {load_scenario(path, overrides), 1};  // load_scenario names the error
+  for (const auto& o : overrides) apply_override(j, o);
+  const auto run = j.find("run");
+  if (run == j.end() || !run->is_object() || !run->contains("seeds"))
+    return {load_scenario(path, overrides), 1};
+
+  const Json seeds_json = (*run)["seeds"];
+  if (!seeds_json.is_number_integer() || seeds_json.get<std::int64_t>() < 1 ||
+      seeds_json.get<std::int64_t>() > kMaxSeeds) {
+    throw InputError(
+        path.empty() ? "run.seeds" : path + ": run.seeds",
+        "must be an integer from 1 to " + std::to_string(kMaxSeeds) + ", got " + seeds_json.dump());
+  }
+  run->erase("seeds");
+  // The rest is load_scenario's: parse with relative paths resolved next to the file.
+  const std::string base = path.empty() ? std::string() : std::filesystem::path(path).parent_path().string();
+  ReplicatedScenario out{parse_scenario(j, base), seeds_json.get<int>()};
+  if (!out.loaded.spec.model.architecture_known) out.loaded.effective["model"]["architecture_known"] = false;
+  out.loaded.effective["run"]["seeds"] = out.seeds;
+  return out;
+}
+
+}  // namespace moesim

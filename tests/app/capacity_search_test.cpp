@@ -1,0 +1,230 @@
+// Capacity at SLA: the bracketing search against predicates with a known threshold, the capacity of a toy
+// scenario checked by probing both sides of it with independent runs, and the CLI (run/compare
+// --capacity, best-value marks only for columns that meet their SLA).
+#include "sim/app/capacity_search.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "sim/engine/check.h"
+#include "sim/scenario/json_reader.h"
+#include "sim/scenario/profile_io.h"
+#include "sim/scenario/scenario_parser.h"
+#include "sim/serving/serving_simulation.h"
+#include "tests/app/cli_support.h"
+
+using namespace moesim;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Tmp : moesim_test::TempDir {
+  Tmp() : TempDir("moesim-capacity-test-") {}
+};
+
+// A toy MoE on 2 H100s with Poisson arrivals over 2 s and a tight SLA: a probe takes well under a second.
+Json toy(double rate_per_s) {
+  const Json model = {{"num_layers", 2}, {"hidden", 1024},     {"vocab", 1000},   {"attention", "gqa"},
+                      {"num_heads", 8},  {"num_kv_heads", 8},  {"head_dim", 128}, {"routed_experts", 8},
+                      {"top_k", 2},      {"expert_inter", 512}};
+  return Json{
+      {"name", "toy-capacity"},
+      {"model", model},
+      {"cluster", {{"gpu", "h100-sxm"}, {"nodes", 1}, {"gpus_per_node", 2}}},
+      {"deployment", {{"ep_size", 2}, {"max_batch_size", 16}}},
+      {"workload",
+       {{"arrival", {{"kind", "poisson"}, {"rate_per_s", rate_per_s}}},
+        {"prompt_tokens", {{"kind", "fixed"}, {"tokens", 256}}},
+        {"output_tokens", {{"kind", "fixed"}, {"tokens", 16}}}}},
+      {"sla", {{"ttft_ms", 20}, {"tpot_ms", 5}}},
+      {"run", {{"seed", 3}, {"duration_s", 2}, {"warmup_s", 0.5}}},
+  };
+}
+
+bool holds_at(const ScenarioSpec& spec, double rate) {
+  const auto gpu = make_gpu_cost_model(spec.cluster.gpu);
+  return sla_holds(simulate(with_arrival_rate(spec, rate), *gpu));
+}
+
+}  // namespace
+
+TEST_CASE("the capacity search finds a known threshold within its tolerance, from below and from above") {
+  const double threshold = 37.3;
+  for (const double start : {1.0, 10.0, 37.3, 500.0, 90000.0}) {
+    INFO("start " << start);
+    int calls = 0;
+    const CapacityBracket b = find_capacity(
+        start,
+        [&](double rate) {
+          ++calls;
+          return rate <= threshold;
+        },
+        CapacitySearchSettings{.rel_tol = 0.01});
+    CHECK(b.holds_req_s <= threshold);
+    CHECK(b.fails_req_s > threshold);
+    CHECK(b.fails_req_s - b.holds_req_s <= 0.01 * b.holds_req_s);
+    CHECK(b.probes == calls);
+    // Doubling (or halving) to a bracket within a factor 2, then bisection to 1%: log2(start / threshold)
+    // + 1 probes to bracket and at most log2(1 / 0.01) + 1 = 8 to bisect.
+    CHECK(calls <= static_cast<int>(std::ceil(std::abs(std::log2(start / threshold)))) + 2 + 8);
+  }
+}
+
+TEST_CASE("the capacity search says so when the SLA never holds or always holds") {
+  const CapacitySearchSettings s{.rel_tol = 0.02, .max_probes = 60, .max_factor = 1e3};
+  CHECK_THROWS_AS(find_capacity(
+                      5, [](double) { return false; }, s),
+                  InputError);
+  CHECK_THROWS_AS(find_capacity(
+                      5, [](double) { return true; }, s),
+                  InputError);
+}
+
+TEST_CASE("the capacity of a toy scenario lies where its SLA flips, checked by independent runs") {
+  const ScenarioSpec spec = parse_scenario(toy(50), "").spec;
+  const auto gpu = make_gpu_cost_model(spec.cluster.gpu);
+  const CapacityResult c = capacity_at_sla(spec, *gpu, CapacitySearchSettings{.rel_tol = 0.02});
+  INFO("capacity " << c.bracket.holds_req_s << " fails at " << c.bracket.fails_req_s);
+  REQUIRE(c.bracket.holds_req_s > 0);
+  CHECK(c.bracket.fails_req_s > c.bracket.holds_req_s);
+  CHECK(c.bracket.fails_req_s <= 1.02 * c.bracket.holds_req_s);
+  // Both sides of the flip, probed again from scratch: holds at the capacity, fails just above it.
+  CHECK(holds_at(spec, c.bracket.holds_req_s));
+  CHECK_FALSE(holds_at(spec, c.bracket.fails_req_s));
+  // Monotone around it: well below holds, well above fails.
+  CHECK(holds_at(spec, 0.5 * c.bracket.holds_req_s));
+  CHECK_FALSE(holds_at(spec, 2.0 * c.bracket.fails_req_s));
+  // The reported run is the one at the capacity.
+  CHECK(c.at_capacity.sla_met);
+  CHECK(c.at_capacity.requests_measured > 0);
+}
+
+TEST_CASE("with a tight SLA the capacity sits just below the saturation rate an overloaded run serves") {
+  // Queueing: offered more than its service rate mu, a deployment serves mu and its queue grows by
+  // (lambda - mu) per second; an overload of share e builds e x 2 s of delay in a 2 s probe, past the 20 ms
+  // TTFT limit once e > 1%. So the capacity at SLA lies below mu (plus that 1% and the 2% bracket), and
+  // the batching deployment keeps its SLA up to a good share of mu (the lower bound is a loose guard).
+  const ScenarioSpec spec = parse_scenario(toy(50), "").spec;
+  const auto gpu = make_gpu_cost_model(spec.cluster.gpu);
+  const Report overloaded = simulate(with_arrival_rate(spec, 30000), *gpu);
+  REQUIRE_FALSE(overloaded.sla_met);
+  const double mu_req_s = overloaded.output_tokens_per_s / 16;  // 16 output tokens per request
+  const CapacityResult c = capacity_at_sla(spec, *gpu, CapacitySearchSettings{.rel_tol = 0.02});
+  INFO("capacity " << c.bracket.holds_req_s << " req/s, saturation " << mu_req_s << " req/s");
+  CHECK(c.bracket.holds_req_s <= 1.03 * mu_req_s);
+  CHECK(c.bracket.holds_req_s >= 0.8 * mu_req_s);
+}
+
+TEST_CASE("capacity search refuses closed-loop arrivals and recorded traces, naming the key") {
+  Json j = toy(10);
+  j["workload"]["arrival"] = Json{{"kind", "closed_loop"}, {"users", 4}};
+  const ScenarioSpec spec = parse_scenario(j, "").spec;
+  try {
+    (void)arrival_rate_per_s(spec);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("workload.arrival.kind") && Catch::Contains("poisson or gamma"));
+  }
+}
+
+TEST_CASE(
+    "compare marks the best only among columns that meet their SLA, and --capacity compares them there") {
+  const Tmp t;
+  const fs::path light = t.dir / "light.json";
+  const fs::path heavy = t.dir / "heavy.json";
+  std::ofstream(light) << toy(20).dump();
+  std::ofstream(heavy) << toy(30000).dump();  // overloaded: more throughput, SLA violated
+  const auto r = moesim_test::run_moesim(
+      t, "compare " + light.string() + " " + heavy.string() + " -j 2 --out " + (t.dir / "c").string());
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const Json j = load_json_file((t.dir / "c" / "compare.json").string());
+  CHECK(j["columns"][0]["meets_sla"] == true);
+  CHECK(j["columns"][1]["meets_sla"] == false);
+  for (const Json& row : j["rows"]) {
+    if (row["metric"] != "output_tok_s") continue;
+    REQUIRE(row["values"][1].get<double>() > row["values"][0].get<double>());  // overload serves more...
+    CHECK(row["best"] == Json::array({0}));                                    // ...but is not marked
+  }
+  CHECK_THAT(r.out, Catch::Contains("heavy does not meet its SLA"));
+
+  const auto cap =
+      moesim_test::run_moesim(t, "compare " + light.string() + " " + heavy.string() +
+                                     " --capacity --seeds 2 -j 2 --out " + (t.dir / "cap").string());
+  INFO(cap.out << cap.err);
+  REQUIRE(cap.code == 0);
+  CHECK_THAT(cap.out, Catch::Contains("capacity_req_s (+)") && Catch::Contains("\u00b1"));
+  const Json jc = load_json_file((t.dir / "cap" / "compare.json").string());
+  // The same scenario apart from the offered load the searches start from: the same capacity within the
+  // two searches' tolerance, and both columns eligible.
+  CHECK(jc["rows"][1]["metric"] == "capacity_req_s");
+  CHECK(jc["rows"][1]["values"][0].get<double>() ==
+        Approx(jc["rows"][1]["values"][1].get<double>()).epsilon(0.03));
+  CHECK(jc["columns"][1]["meets_sla"] == true);
+  for (const Json& rep : jc["columns"][0]["replications"]) {
+    const double capacity = rep["capacity_req_s"].get<double>();
+    CHECK(rep["report"]["sla"]["met"] == true);
+    CHECK(rep["capacity_fails_req_s"].get<double>() <= 1.02 * capacity);
+  }
+}
+
+TEST_CASE("run --capacity prints the capacity with the throughput per GPU and cost at that rate") {
+  const Tmp t;
+  const fs::path f = t.dir / "toy.json";
+  std::ofstream(f) << toy(50).dump();
+  const auto r =
+      moesim_test::run_moesim(t, "run " + f.string() + " --capacity --out " + (t.dir / "o").string());
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("capacity_req_s") && Catch::Contains("output_tok_s_per_gpu") &&
+                        Catch::Contains("gpu_hours_per_million_output_tokens"));
+  const Json j = load_json_file((t.dir / "o" / "replications.json").string());
+  const Json& rep = j["replications"][0];
+  // Cost at capacity from the report's own throughput: GPU-hours per million output tokens.
+  const double tok_s = rep["report"]["throughput"]["output_tokens_per_s"].get<double>();
+  CHECK(j["summary"]["gpu_hours_per_million_output_tokens"]["mean"].get<double>() ==
+        Approx(2 / (tok_s * 3600) * 1e6));
+  const auto closed = moesim_test::run_moesim(
+      t, "run scenarios/tiny/tiny_model_closed_loop.json --capacity --out " + (t.dir / "x").string());
+  CHECK(closed.code == 2);
+  CHECK_THAT(closed.err, Catch::Contains("workload.arrival.kind"));
+  // A request cap would make faster probes shorter bursts rather than heavier loads.
+  const auto capped = moesim_test::run_moesim(
+      t, "run " + f.string() + " --capacity --set run.requests=100 --out " + (t.dir / "y").string());
+  CHECK(capped.code == 2);
+  CHECK_THAT(capped.err, Catch::Contains("run.requests"));
+}
+
+TEST_CASE("sweep marks the best of a column only among the points that meet their SLA") {
+  const Tmp t;
+  const fs::path f = t.dir / "toy.json";
+  std::ofstream(f) << toy(20).dump();
+  const auto r = moesim_test::run_moesim(t, "sweep " + f.string() +
+                                                " --set workload.arrival.rate_per_s=20,30000 -j 2 --out " +
+                                                (t.dir / "s").string());
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  std::istringstream lines(r.out);
+  std::string light;
+  std::string heavy;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cells(line);
+    std::string rate;
+    cells >> rate;
+    if (rate == "20") light = line;
+    if (rate == "30000") heavy = line;
+  }
+  REQUIRE_FALSE(light.empty());
+  REQUIRE_FALSE(heavy.empty());
+  // The overloaded point serves more tokens per GPU but misses its SLA: it gets no mark at all.
+  CHECK(heavy.find('*') == std::string::npos);
+  CHECK(light.find('*') != std::string::npos);
+  const Json j = load_json_file((t.dir / "s" / "sweep.json").string());
+  CHECK(j["rows"][1]["report"]["throughput"]["output_tokens_per_s"].get<double>() >
+        j["rows"][0]["report"]["throughput"]["output_tokens_per_s"].get<double>());
+  CHECK(j["rows"][1]["report"]["sla"]["met"] == false);
+}
