@@ -27,8 +27,15 @@ void read_row(const Json& j, const std::string& where, KeyedTrace& out) {
   }
   r.prompt_tokens = j["input_length"].get<std::int64_t>();
   r.output_tokens = j["output_length"].get<std::int64_t>();
-  if (!j.contains("hash_ids") || !j["hash_ids"].is_array())
-    throw InputError(where, "missing array field \"hash_ids\" (the prompt's prefix-block ids)");
+  if (!j.contains("hash_ids")) {
+    // A row without block ids has no prefix identity (0 keyed blocks).
+    r.prefix_ref = static_cast<std::uint32_t>(out.keys.keys.size());
+    if (!out.rows.empty() && r.arrival < out.rows.back().arrival)
+      throw InputError(where, "rows must be sorted by timestamp");
+    out.rows.push_back(r);
+    return;
+  }
+  if (!j["hash_ids"].is_array()) throw InputError(where, "\"hash_ids\" must be an array of block ids");
   const Json& ids = j["hash_ids"];
   const auto expected =
       static_cast<std::size_t>((r.prompt_tokens + kMooncakeBlockTokens - 1) / kMooncakeBlockTokens);
@@ -69,6 +76,20 @@ KeyedTrace read_mooncake_keyed(const std::string& file) {
   }
   if (out.rows.empty()) throw InputError(file, "the trace has no requests");
   return out;
+}
+
+TraceBlockKeys attach_trace_keys(std::vector<RequestSpec>& rows, const std::string& file,
+                                 const std::string& format) {
+  if (format != "mooncake_jsonl") return {};
+  KeyedTrace t = read_mooncake_keyed(file);
+  MOESIM_CHECK(t.rows.size() == rows.size(), "the keyed reader and read_trace disagree on the row count");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    MOESIM_CHECK(rows[i].prompt_tokens == t.rows[i].prompt_tokens,
+                 "the keyed reader and read_trace disagree");
+    rows[i].prefix_ref = t.rows[i].prefix_ref;
+    rows[i].prefix_blocks = t.rows[i].prefix_blocks;
+  }
+  return std::move(t.keys);
 }
 
 }  // namespace moesim

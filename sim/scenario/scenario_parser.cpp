@@ -6,6 +6,7 @@
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/experts_parser.h"
 #include "sim/scenario/fabric_parser.h"
+#include "sim/scenario/keyed_trace_reader.h"
 #include "sim/scenario/production_parser.h"
 #include "sim/scenario/servegen_reader.h"
 #include "sim/scenario/trace_reader.h"
@@ -409,6 +410,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       }
       wl.trace = format == "servegen" ? servegen_trace_rows(a, file, j)
                                       : read_trace(file, format, a.path_of("format"));
+      out.production.trace_keys = attach_trace_keys(wl.trace, file, format);
       wl.trace_speedup = a.bounded("speedup", 1.0, 1e-6, 1e6);
     } else {
       a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, closed_loop, trace)");

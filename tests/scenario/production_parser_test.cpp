@@ -166,3 +166,29 @@ TEST_CASE("a model with no routed experts is a legal dense model, and expert key
 }
 
 }  // namespace moesim
+
+namespace moesim {
+
+TEST_CASE("a Mooncake trace replay carries each request's hash ids in the loaded scenario") {
+  Json j = Json::parse(R"({
+    "model": "qwen3-30b-a3b",
+    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 4},
+    "deployment": {"ep_size": 4},
+    "workload": {"arrival": {"kind": "trace", "format": "mooncake_jsonl",
+      "file": "../shared/data/traces/mooncake_fast25_conversation/conversation_trace.jsonl"}},
+    "run": {}})");
+  const LoadedScenario s = parse_scenario(j, MOESIM_SOURCE_DIR);
+  const TraceBlockKeys& k = s.production.trace_keys;
+  CHECK(k.block_tokens == 512);
+  CHECK(k.keys.size() == 288500);  // the blocks of every prompt (trace README: 36.6% of them reused)
+  const RequestSpec& first = s.spec.workload.trace.front();
+  // First line: input_length 6758 -> 14 blocks, ids 0..13.
+  CHECK(first.prefix_blocks == 14);
+  TraceSource src(s.spec.workload.trace, k, 1.0, {});
+  std::vector<std::uint64_t> keys;
+  src.prompt_block_keys(first, keys);
+  CHECK(keys.front() == 0);
+  CHECK(keys.back() == 13);
+}
+
+}  // namespace moesim
