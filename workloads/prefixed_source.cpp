@@ -42,9 +42,14 @@ void PrefixedSource::prompt_block_keys(const RequestSpec& r, std::vector<std::ui
   const auto system_blocks = static_cast<std::uint64_t>(spec_.system_prompt_tokens / spec_.block_tokens);
   for (std::uint64_t j = 0; j < r.prefix_blocks; ++j) {
     // A block wholly inside the system prompt is the same for everyone; any other block belongs to its
-    // conversation and position (the partial block at a turn's end keeps its key when the next turn fills
-    // it).
+    // conversation and position.
     out[j] = j < system_blocks ? splitmix64(system_salt_ + j) : splitmix64(conversation + j);
+  }
+  // A partial last block is other content than the full block the next turn has there (as in the Mooncake
+  // traces, where an id always covers the same token count), so a cache may name it without false hits.
+  const auto fill = r.prompt_tokens - static_cast<std::int64_t>(r.prefix_blocks - 1) * spec_.block_tokens;
+  if (r.prefix_blocks > 0 && fill < spec_.block_tokens) {
+    out.back() = splitmix64(out.back() ^ (0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(fill)));
   }
 }
 

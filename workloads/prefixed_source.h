@@ -2,7 +2,8 @@
 // multi-turn conversations whose next turn's prompt extends the previous turn's prompt and answer. Wraps a
 // SyntheticSource that gives the first turns (arrival process and lengths); the follow-up turns come from
 // their own named stream. Prompt blocks get content keys (RequestSource::prompt_block_keys) from the
-// conversation id and block position, so no key is stored: memory stays O(conversations in progress).
+// conversation id and block position (a partial last block also from its token count), so no key is stored:
+// memory stays O(conversations in progress).
 #pragma once
 
 #include <cstdint>
