@@ -122,6 +122,24 @@ TraceSource::TraceSource(std::vector<RequestSpec> rows, double speedup, RunLimit
   for (auto& r : rows_) r.arrival = Time::at((r.arrival - first).scaled(1.0 / speedup_));
 }
 
+TraceSource::TraceSource(std::vector<RequestSpec> rows, TraceBlockKeys keys, double speedup, RunLimits limits)
+    : TraceSource(std::move(rows), speedup, limits) {
+  keys_ = std::move(keys);
+  for (const auto& r : rows_) {
+    MOESIM_CHECK(std::uint64_t{r.prefix_ref} + r.prefix_blocks <= keys_.keys.size(),
+                 "trace row's block keys lie outside the key array");
+  }
+}
+
+void TraceSource::prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const {
+  if (keys_.block_tokens == 0) {
+    out.clear();
+    return;
+  }
+  const auto first = keys_.keys.begin() + r.prefix_ref;
+  out.assign(first, first + r.prefix_blocks);
+}
+
 std::optional<RequestSpec> TraceSource::next() {
   if (exhausted()) return std::nullopt;
   const RequestSpec& r = rows_[pos_];

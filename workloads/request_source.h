@@ -16,6 +16,12 @@ struct RequestSpec {
   Time arrival;
   std::int64_t prompt_tokens = 0;
   std::int64_t output_tokens = 0;
+  // Prefix identity of the prompt's KV blocks (prefix caching), expanded by
+  // RequestSource::prompt_block_keys: a trace row's keys (offset into the source's key array) or a
+  // synthetic conversation's id, and how many keyed blocks of RequestSource::prefix_block_tokens() the
+  // prompt has (the last may be partial). 0 blocks: the prompt has no prefix identity.
+  std::uint32_t prefix_ref = 0;
+  std::uint32_t prefix_blocks = 0;
 };
 
 struct FixedLength {
@@ -60,6 +66,15 @@ class RequestSource {
   // Called when a request finishes or is dropped, at simulated time `now`.
   virtual void on_finished(Time now) { (void)now; }
   [[nodiscard]] virtual bool exhausted() const = 0;
+  // Tokens per keyed prompt block (0: this source gives prompts no prefix identity).
+  [[nodiscard]] virtual std::int64_t prefix_block_tokens() const { return 0; }
+  // The content keys of r's prompt blocks, in order, into `out` (cleared first; a reused buffer does not
+  // allocate once grown). Equal keys at the same position after equal earlier keys mean the same KV;
+  // chain them with chain_block_hash (sim/serving/prefix_cache.h) for a prefix cache.
+  virtual void prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const {
+    (void)r;
+    out.clear();
+  }
 };
 
 // Limits of a synthetic run: whichever of the two ends first (0 = unlimited).
@@ -92,15 +107,27 @@ class SyntheticSource final : public RequestSource {
   bool done_ = false;
 };
 
+// Block keys of a recorded trace (Mooncake `hash_ids`): one flat array that the rows' prefix_ref and
+// prefix_blocks index, so a request carries 8 bytes of prefix identity whatever its length.
+struct TraceBlockKeys {
+  std::vector<std::uint64_t> keys;
+  std::int64_t block_tokens = 0;  // tokens per keyed block (512 in the Mooncake traces)
+};
+
 // Replays recorded (arrival, prompt, output) rows in order; arrival times scaled by 1/speedup.
 class TraceSource final : public RequestSource {
  public:
   TraceSource(std::vector<RequestSpec> rows, double speedup, RunLimits limits);
+  // With the rows' block keys (prefix caching).
+  TraceSource(std::vector<RequestSpec> rows, TraceBlockKeys keys, double speedup, RunLimits limits);
   std::optional<RequestSpec> next() override;
   [[nodiscard]] bool exhausted() const override;
+  [[nodiscard]] std::int64_t prefix_block_tokens() const override { return keys_.block_tokens; }
+  void prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const override;
 
  private:
   std::vector<RequestSpec> rows_;
+  TraceBlockKeys keys_;
   double speedup_;
   RunLimits limits_;
   std::size_t pos_ = 0;

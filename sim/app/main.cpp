@@ -4,6 +4,7 @@
 
 #include "sim/app/calibrate_cmd.h"
 #include "sim/app/commands.h"
+#include "sim/app/trace_stats_cmd.h"
 #include "sim/engine/check.h"
 
 int main(int argc, char** argv) {
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   moesim::add_plan_command(app);
   moesim::add_calibrate_command(app);
   moesim::add_compare_command(app);
+  moesim::add_trace_stats_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,6 +6,9 @@
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/experts_parser.h"
 #include "sim/scenario/fabric_parser.h"
+#include "sim/scenario/keyed_trace_reader.h"
+#include "sim/scenario/production_parser.h"
+#include "sim/scenario/servegen_reader.h"
 #include "sim/scenario/trace_reader.h"
 #include "sim/serving/memory_plan.h"
 #include "workloads/expert_popularity.h"
@@ -126,9 +129,6 @@ ModelSpec parse_model(JsonReader& r) {
   (void)precision_of(r, "default_weights", Precision::kBF16);
   m.num_layers = r.positive_int("num_layers");
   m.num_dense_layers = r.non_negative_int("num_dense_layers", 0);
-  if (m.num_dense_layers < 0 || m.num_dense_layers >= m.num_layers) {
-    r.fail("num_dense_layers", "must be in [0, num_layers)");
-  }
   m.hidden = r.positive_integer("hidden");
   m.vocab = r.positive_integer("vocab");
   m.tied_embeddings = r.boolean("tied_embeddings", false);
@@ -149,11 +149,11 @@ ModelSpec parse_model(JsonReader& r) {
   } else {
     r.fail("attention", "unknown attention \"" + attn + "\" (known: gqa, mla)");
   }
-  m.routed_experts = r.positive_int("routed_experts");
+  m.routed_experts = parse_routed_experts(r, m);
   m.shared_experts = r.non_negative_int("shared_experts", 0);
-  m.top_k = r.positive_int("top_k");
+  m.top_k = m.routed_experts == 0 ? r.non_negative_int("top_k", 0) : r.positive_int("top_k");
   if (m.top_k > m.routed_experts) r.fail("top_k", "cannot exceed routed_experts");
-  m.expert_inter = r.positive_integer("expert_inter");
+  m.expert_inter = m.routed_experts == 0 ? r.integer("expert_inter", 0) : r.positive_integer("expert_inter");
   m.shared_expert_inter = r.non_negative_int("shared_expert_inter", static_cast<int>(m.expert_inter));
   m.dense_inter = r.non_negative_int("dense_inter", 0);
   if (m.num_dense_layers > 0 && m.dense_inter <= 0)
@@ -242,6 +242,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     JsonReader mr(model_json, "model");
     s.model = parse_model(mr);
   }
+  check_dense_model(s.model, j);
   const Json& model_ref = j["model"];
   s.model.name = model_ref.is_string()        ? model_ref.get<std::string>()
                  : model_ref.contains("base") ? model_ref["base"].get<std::string>()
@@ -384,6 +385,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     } else {
       d.fail("router", "unknown router \"" + router + "\" (known: least_loaded, round_robin)");
     }
+    out.production.speculative = parse_speculative(d);
     d.finish();
   }
 
@@ -393,6 +395,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     WorkloadSpec& wl = s.workload;
     JsonReader a = w.object("arrival");
     const std::string kind = a.string("kind");
+    check_arrival_kind_keys(a, kind);
     bool is_trace = false;
     if (kind == "poisson") {
       wl.arrivals = PoissonArrivals{rate(a)};
@@ -408,12 +411,15 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       if (std::filesystem::path(file).is_relative() && !base_dir.empty()) {
         file = (std::filesystem::path(base_dir) / file).lexically_normal().string();
       }
-      wl.trace = read_trace(file, format, a.path_of("format"));
+      wl.trace = format == "servegen" ? servegen_trace_rows(a, file, j)
+                                      : read_trace(file, format, a.path_of("format"));
+      out.production.trace_keys = attach_trace_keys(wl.trace, file, format);
       wl.trace_speedup = a.bounded("speedup", 1.0, 1e-6, 1e6);
     } else {
       a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, closed_loop, trace)");
     }
     a.finish();
+    check_workload_length_keys(w, is_trace, kind);
     if (!is_trace) {
       wl.prompt = parse_length(w.object("prompt_tokens"));
       wl.output = parse_length(w.object("output_tokens"));
@@ -422,6 +428,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     Json uniform = Json{{"kind", "uniform"}};
     wl.popularity =
         parse_popularity(pop ? *pop : JsonReader(uniform, "workload.expert_popularity"), s.model, wl);
+    out.production.prefix = parse_workload_prefix(w, s, is_trace);
     w.finish();
   }
 

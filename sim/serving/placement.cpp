@@ -17,8 +17,10 @@ namespace moesim {
 
 Placement::Placement(int layers, int experts, int gpus, int slots_per_gpu)
     : layers_(layers), experts_(experts), gpus_(gpus), slots_per_gpu_(slots_per_gpu) {
-  MOESIM_CHECK(layers >= 1 && experts >= 1 && gpus >= 1 && slots_per_gpu >= 1,
-               "placement sizes must be positive");
+  // A dense model (no routed experts) has the empty placement: no MoE layer, no expert, no slot.
+  const bool dense = layers == 0 && experts == 0 && slots_per_gpu == 0;
+  MOESIM_CHECK(gpus >= 1 && (dense || (layers >= 1 && experts >= 1 && slots_per_gpu >= 1)),
+               "placement sizes must be positive (or all zero for a dense model)");
   MOESIM_CHECK(gpus * slots_per_gpu >= experts, "fewer slots than experts");
   const auto l = static_cast<std::size_t>(layers);
   phy2log_.assign(l * static_cast<std::size_t>(slots()), 0);
