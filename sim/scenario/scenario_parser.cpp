@@ -464,6 +464,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     if (warmup < 0) r.fail("warmup_s", "must be >= 0");
     if (duration > 0 && warmup >= duration) r.fail("warmup_s", "must be shorter than duration_s");
     s.run.warmup = Duration::from_seconds(warmup);
+    s.run.max_drain = Duration::from_seconds(r.bounded("max_drain_s", 0, 0.0, kMaxSeconds));
     if (s.run.requests == 0 && duration == 0 && s.workload.trace.empty()) {
       r.fail("", "give run.requests or run.duration_s (or both) so that the run ends");
     }

@@ -14,8 +14,38 @@ MetricsRecorder::MetricsRecorder(const ScenarioSpec& s, SimulationObserver* obse
   gpu_bytes.assign(gpus, 0.0);
 }
 
-void MetricsRecorder::on_drop(const RequestSpec& spec, std::int64_t id) {
+void MetricsRecorder::on_arrival(Time now) {
+  ++arrived;
+  if (now < warmup_end_ || arrivals_ended()) return;
+  if (++since_sample_ < stride_) return;
+  since_sample_ = 0;
+  in_system_.push_back(static_cast<float>(arrived - finished - dropped - 1));
+  if (in_system_.size() < kInSystemSamples) return;
+  // Full: keep every other sample and sample half as often (the series stays evenly spaced).
+  for (std::size_t i = 0; i < in_system_.size() / 2; ++i) in_system_[i] = in_system_[2 * i + 1];
+  in_system_.resize(in_system_.size() / 2);
+  stride_ *= 2;
+}
+
+void MetricsRecorder::on_arrivals_end(Time now) {
+  if (!arrivals_ended()) arrivals_end_ = now;
+}
+
+std::pair<double, double> MetricsRecorder::in_system_first_last_quarter() const {
+  const std::size_t q = in_system_.size() / 4;
+  if (q == 0) return {0.0, 0.0};
+  double first = 0;
+  double last = 0;
+  for (std::size_t i = 0; i < q; ++i) {
+    first += in_system_[i];
+    last += in_system_[in_system_.size() - 1 - i];
+  }
+  return {first / static_cast<double>(q), last / static_cast<double>(q)};
+}
+
+void MetricsRecorder::on_drop(const RequestSpec& spec, std::int64_t id, DropReason why) {
   ++dropped;
+  ++dropped_by[static_cast<std::size_t>(why)];
   if (observer_ == nullptr) return;
   observer_->on_request(RequestRecord{.id = id,
                                       .arrival_s = spec.arrival.seconds(),
@@ -32,8 +62,8 @@ void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner,
     part_s.add(plan.parts);
     comm_hidden_s += plan.comm_hidden.seconds();
     batch_tokens += static_cast<double>(plan.tokens);
-    gpu_imbalance += plan.gpu_imbalance;
-    expert_imbalance += plan.expert_imbalance;
+    gpu_imbalance += plan.gpu_imbalance * static_cast<double>(plan.tokens);
+    expert_imbalance += plan.expert_imbalance * static_cast<double>(plan.tokens);
     nvlink_bytes += plan.dispatch_nvlink_bytes;
     nic_bytes += plan.dispatch_nic_bytes;
     if (loop_on_) {
@@ -69,7 +99,10 @@ void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner,
 
 void MetricsRecorder::on_token(const Request& r, Time now) {
   ++output_tokens;
-  if (now >= warmup_end_) ++window_output_tokens;
+  if (now >= warmup_end_) {
+    ++run_output_tokens;
+    if (now <= arrivals_end_) ++window_output_tokens;
+  }
   if (r.generated > 1 && r.measured) itl.add((now - r.last_token).seconds());
 }
 
@@ -80,7 +113,10 @@ void MetricsRecorder::on_finished(const Request& r, Time now) {
   const double tpot_s =
       r.output > 1 ? (r.last_token - r.first_token).seconds() / static_cast<double>(r.output - 1) : 0.0;
   const double queueing_s = (r.admitted - r.arrival).seconds();
-  if (now >= warmup_end_) ++window_finished;
+  if (now >= warmup_end_) {
+    ++run_finished;
+    if (now <= arrivals_end_) ++window_finished;
+  }
   if (r.measured) {
     ++measured;
     ttft.add(ttft_s);

@@ -3,7 +3,9 @@
 // observers (CSV, trace). Report assembly reads it afterwards (serving_simulation.cpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "sim/serving/latency_histogram.h"
@@ -19,20 +21,29 @@ class MetricsRecorder {
  public:
   MetricsRecorder(const ScenarioSpec& s, SimulationObserver* observer);
 
-  void on_arrival() { ++arrived; }
-  void on_drop(const RequestSpec& spec, std::int64_t id);
+  void on_arrival(Time now);
+  void on_drop(const RequestSpec& spec, std::int64_t id, DropReason why);
   void on_admitted(const Request& r) { output_tokens_asked += r.output; }
+  // The source has no arrival left: later tokens are the drain, outside the steady window.
+  void on_arrivals_end(Time now);
   void on_preemptions(int n) { preemptions += n; }
   // A step of `replica` starting at `rec.start_s`, costed by `planner` (its last plan).
   void on_step(const StepRecord& rec, const StepPlanner& planner, Time start);
   // `r` has just produced a token at `now` (r.generated counts it; r.last_token is the previous one).
   void on_token(const Request& r, Time now);
   void on_prompt_done(const Request& r, Time now) {
-    if (now >= warmup_end_) window_prompt_tokens += r.prompt;
+    if (now < warmup_end_) return;
+    run_prompt_tokens += r.prompt;
+    if (now <= arrivals_end_) window_prompt_tokens += r.prompt;
   }
   void on_finished(const Request& r, Time now);
 
   [[nodiscard]] Time warmup_end() const { return warmup_end_; }
+  [[nodiscard]] Time arrivals_end() const { return arrivals_end_; }
+  [[nodiscard]] bool arrivals_ended() const { return arrivals_end_ != Time::never(); }
+  // Mean requests in the system (admitted, not finished) over the first and the last quarter of the
+  // measured arrivals (sampled at arrivals, at most kInSystemSamples kept by halving).
+  [[nodiscard]] std::pair<double, double> in_system_first_last_quarter() const;
 
   // Totals (read by report assembly).
   LatencyHistogram ttft;
@@ -43,13 +54,17 @@ class MetricsRecorder {
   std::int64_t arrived = 0;
   std::int64_t finished = 0;
   std::int64_t dropped = 0;
+  std::array<std::int64_t, kDropReasons> dropped_by{};
   std::int64_t measured = 0;
   std::int64_t preemptions = 0;
   std::int64_t output_tokens = 0;
   std::int64_t output_tokens_asked = 0;
-  std::int64_t window_output_tokens = 0;
+  std::int64_t window_output_tokens = 0;  // from warm-up end to the last arrival
+  std::int64_t run_output_tokens = 0;     // from warm-up end to the end of the run (drain included)
   std::int64_t window_prompt_tokens = 0;
+  std::int64_t run_prompt_tokens = 0;
   std::int64_t window_finished = 0;
+  std::int64_t run_finished = 0;
   std::int64_t sla_violations = 0;
   std::int64_t good_requests = 0;
   std::int64_t good_tokens = 0;
@@ -59,8 +74,8 @@ class MetricsRecorder {
   StepSeconds part_s;
   double comm_hidden_s = 0;
   double batch_tokens = 0;
-  double gpu_imbalance = 0;
-  double expert_imbalance = 0;
+  double gpu_imbalance = 0;     // weighted by each step's tokens
+  double expert_imbalance = 0;  // weighted by each step's tokens
   double nvlink_bytes = 0;
   double nic_bytes = 0;
   ExpertLoopReport loop;         // window sums of the experts-in-the-loop counters
@@ -72,7 +87,12 @@ class MetricsRecorder {
   const ScenarioSpec& s_;
   SimulationObserver* observer_;
   Time warmup_end_;
+  Time arrivals_end_ = Time::never();
   bool loop_on_;
+  static constexpr std::size_t kInSystemSamples = 4096;
+  std::vector<float> in_system_;  // requests in the system at measured arrivals, every stride_-th one
+  std::int64_t stride_ = 1;
+  std::int64_t since_sample_ = 0;
 };
 
 }  // namespace moesim

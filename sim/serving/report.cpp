@@ -47,6 +47,25 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
   if (r.memory.hbm > 0 && r.memory.used() / r.memory.hbm > 0.90) {
     a.push_back("memory use " + pct(r.memory.used() / r.memory.hbm) + " of HBM is above 90%");
   }
+  if (r.overloaded) {
+    a.push_back(
+        "overloaded: requests in the system grew from " + fmt("%.0f", r.in_system_first_quarter) + " to " +
+        fmt("%.0f", r.in_system_last_quarter) + " through the measured window and took " +
+        fmt("%.1f", r.drain_s) +
+        " s to drain after the last arrival; the offered load exceeds capacity and latency figures depend "
+        "on the run length (lower the rate or find the capacity with --capacity)");
+  }
+  if (r.requests_dropped > 0 && r.requests_arrived > 0) {
+    a.push_back(pct(static_cast<double>(r.requests_dropped) / static_cast<double>(r.requests_arrived)) +
+                " of requests were dropped (" + std::to_string(r.dropped_queue_full) +
+                " for a full waiting queue, " + std::to_string(r.dropped_too_long) +
+                " too long for the KV cache or one step, " + std::to_string(r.dropped_empty) + " empty)");
+  }
+  if (r.requests_unfinished > 0) {
+    a.push_back(std::to_string(r.requests_unfinished) +
+                " requests were still in the system when run.max_drain_s stopped the run " +
+                fmt("%.1f", r.drain_s) + " s after the last arrival");
+  }
   if (r.all_to_all_share() > 0.25) {
     a.push_back("All-to-All takes " + pct(r.all_to_all_share()) +
                 " of step time (above 25%: expert load imbalance or batches too small)");
@@ -99,7 +118,11 @@ std::string format_summary(const Report& r) {
     << r.requests_dropped << ", measured " << r.requests_measured << ", preemptions " << r.preemptions
     << "\n";
   o << "Window     " << fmt("%.1f", r.window_s) << " s measured of " << fmt("%.1f", r.sim_end_s)
-    << " s simulated\n\n";
+    << " s simulated ("
+    << (r.window_kind == "steady"
+            ? "steady: warm-up and the " + fmt("%.1f", r.drain_s) + " s drain after the last arrival excluded"
+            : "whole run: arrivals stopped early, most of the run is drain")
+    << ")\n\n";
   o << "Throughput\n";
   o << "  output tokens/s   " << fmt("%12.1f", r.output_tokens_per_s) << "   per GPU "
     << fmt("%10.1f", r.output_tokens_per_s_per_gpu) << "\n";

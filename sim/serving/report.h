@@ -12,6 +12,10 @@
 
 namespace moesim {
 
+// Why a request was not admitted.
+enum class DropReason : std::size_t { kQueueFull, kTooLong, kEmpty, kCount };
+inline constexpr std::size_t kDropReasons = static_cast<std::size_t>(DropReason::kCount);
+
 struct LatencyStats {
   double mean = 0;
   double p50 = 0;
@@ -87,12 +91,30 @@ struct Report {
   std::int64_t requests_arrived = 0;
   std::int64_t requests_finished = 0;
   std::int64_t requests_dropped = 0;
+  // Of the dropped: the waiting queue was full (deployment.max_waiting_requests), prompt + output did
+  // not fit the KV cache (or one step without chunked prefill), an empty prompt or output.
+  std::int64_t dropped_queue_full = 0;
+  std::int64_t dropped_too_long = 0;
+  std::int64_t dropped_empty = 0;
+  std::int64_t requests_unfinished = 0;  // still in the system when run.max_drain_s stopped the drain
   std::int64_t requests_measured = 0;
   std::int64_t preemptions = 0;
   std::int64_t output_tokens = 0;        // emitted over the whole run
   std::int64_t output_tokens_asked = 0;  // by the requests that were admitted (not dropped)
   double sim_end_s = 0;
-  double window_s = 0;  // measurement window: from the end of warm-up to the end of the run
+  // Measurement window of throughput: from the end of warm-up to the last arrival ("steady": the drain
+  // after arrivals stopped is excluded), or to the end of the run ("whole run") when arrivals stopped so
+  // early that most of the run is drain (a burst) and the queue did not grow.
+  double window_s = 0;
+  std::string window_kind;
+  double arrivals_end_s = 0;
+  double drain_s = 0;  // from the last arrival to the end of the run
+  // Queue growth through the window: mean requests in the system over its first and last quarter.
+  double in_system_first_quarter = 0;
+  double in_system_last_quarter = 0;
+  // The queue grew through the window: the offered load exceeds what the deployment serves, and the
+  // latency figures depend on the run length.
+  bool overloaded = false;
 
   double output_tokens_per_s = 0;
   double total_tokens_per_s = 0;
@@ -130,8 +152,10 @@ struct Report {
   }
   double nvlink_bytes_per_step = 0;
   double nic_bytes_per_step = 0;
-  double gpu_load_imbalance = 1;     // max/mean routed tokens per GPU, mean over layers and steps
-  double expert_load_imbalance = 1;  // max/mean routed tokens per expert
+  // Max/mean routed tokens per GPU and per expert: mean over layers, and over steps weighted by their
+  // tokens (small drain steps, where sampling noise rules, weigh little).
+  double gpu_load_imbalance = 1;
+  double expert_load_imbalance = 1;
 
   ExpertLoopReport experts;
 

@@ -95,6 +95,7 @@ struct RunSpec {
   std::int64_t requests = 0;  // 0 = unlimited (then duration must be set)
   Duration duration;          // arrivals stop after this much simulated time (0 = unlimited)
   Duration warmup;            // requests arriving earlier are not measured
+  Duration max_drain;         // stop this long after the last arrival (0 = drain every request)
 };
 
 // ---- Experts in the loop (ARCHITECTURE.md; scenario section "experts") ------------------------------

@@ -33,8 +33,11 @@ class Cluster final : public ReplicaHost {
  private:
   void pull_arrival();
   void on_arrival(const RequestSpec& spec);
-  [[nodiscard]] bool admissible(const RequestSpec& spec, const AttentionGroup& g) const;
+  // Why `spec` cannot join group `g`, if it cannot.
+  [[nodiscard]] std::optional<DropReason> refusal(const RequestSpec& spec, const AttentionGroup& g) const;
+  void end_of_arrivals();
   Report build_report() const;
+  void fill_window(Report& r) const;
   void fill_experts(Report& r) const;
 
   const ScenarioSpec& s_;
@@ -99,25 +102,39 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
 void Cluster::pull_arrival() {
   if (arrival_pending_) return;
   const std::optional<RequestSpec> next = source_->next();
-  if (!next) return;
+  if (!next) {
+    if (source_->exhausted() && !metrics_.arrivals_ended()) end_of_arrivals();
+    return;
+  }
   arrival_pending_ = true;
   const RequestSpec spec = *next;
   sim_.schedule_at(std::max(spec.arrival, sim_.now()), Phase::kNormal, [this, spec] { on_arrival(spec); });
 }
 
-// Too long for the KV cache or (chunked prefill off) for one step's token budget, a full queue, or empty.
-bool Cluster::admissible(const RequestSpec& spec, const AttentionGroup& g) const {
+std::optional<DropReason> Cluster::refusal(const RequestSpec& spec, const AttentionGroup& g) const {
+  if (spec.output_tokens <= 0 || spec.prompt_tokens <= 0) return DropReason::kEmpty;
+  // Too long for the KV cache or (chunked prefill off) for one step's token budget.
   const std::int64_t tokens = spec.prompt_tokens + spec.output_tokens;
-  const bool too_long = tokens > max_request_tokens_ ||
-                        (!s_.deployment.chunked_prefill && tokens > s_.deployment.max_batched_tokens);
-  const bool queue_full = s_.deployment.max_waiting_requests > 0 &&
-                          static_cast<std::int64_t>(g.waiting.size()) >= s_.deployment.max_waiting_requests;
-  return !too_long && !queue_full && spec.output_tokens > 0 && spec.prompt_tokens > 0;
+  if (tokens > max_request_tokens_ ||
+      (!s_.deployment.chunked_prefill && tokens > s_.deployment.max_batched_tokens))
+    return DropReason::kTooLong;
+  if (s_.deployment.max_waiting_requests > 0 &&
+      static_cast<std::int64_t>(g.waiting.size()) >= s_.deployment.max_waiting_requests)
+    return DropReason::kQueueFull;
+  return std::nullopt;
+}
+
+// The last arrival is in: what follows is the drain, bounded by run.max_drain_s when set.
+void Cluster::end_of_arrivals() {
+  metrics_.on_arrivals_end(sim_.now());
+  if (s_.run.max_drain > Duration::zero()) {
+    sim_.schedule_in(s_.run.max_drain, Phase::kNormal, [this] { sim_.stop(); });
+  }
 }
 
 void Cluster::on_arrival(const RequestSpec& spec) {
   arrival_pending_ = false;
-  metrics_.on_arrival();
+  metrics_.on_arrival(sim_.now());
   const std::int64_t id = next_id_++;
   const auto per_replica = static_cast<std::size_t>(s_.deployment.attention_dp);
   for (std::size_t i = 0; i < loads_.size(); ++i) {
@@ -129,8 +146,8 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   const auto target = static_cast<std::size_t>(router_->route(loads_));
   Replica& rep = *replicas_[target / per_replica];
   const int group = static_cast<int>(target % per_replica);
-  if (!admissible(spec, rep.groups()[static_cast<std::size_t>(group)])) {
-    metrics_.on_drop(spec, id);
+  if (const auto why = refusal(spec, rep.groups()[static_cast<std::size_t>(group)])) {
+    metrics_.on_drop(spec, id, *why);
     source_->on_finished(sim_.now());
   } else {
     const RequestIdx idx = requests_.add();
@@ -170,18 +187,24 @@ Report Cluster::build_report() const {
   r.requests_arrived = metrics_.arrived;
   r.requests_finished = metrics_.finished;
   r.requests_dropped = metrics_.dropped;
+  r.dropped_queue_full = metrics_.dropped_by[static_cast<std::size_t>(DropReason::kQueueFull)];
+  r.dropped_too_long = metrics_.dropped_by[static_cast<std::size_t>(DropReason::kTooLong)];
+  r.dropped_empty = metrics_.dropped_by[static_cast<std::size_t>(DropReason::kEmpty)];
+  r.requests_unfinished = metrics_.arrived - metrics_.finished - metrics_.dropped;
   r.requests_measured = metrics_.measured;
   r.preemptions = metrics_.preemptions;
   r.output_tokens = metrics_.output_tokens;
   r.output_tokens_asked = metrics_.output_tokens_asked;
   r.sim_end_s = sim_.now().seconds();
-  r.window_s = std::max(0.0, (sim_.now() - metrics_.warmup_end()).seconds());
+  fill_window(r);
   const double w = r.window_s;
+  const bool steady = r.window_kind == "steady";
   if (w > 0) {
-    r.output_tokens_per_s = static_cast<double>(metrics_.window_output_tokens) / w;
-    r.total_tokens_per_s =
-        static_cast<double>(metrics_.window_output_tokens + metrics_.window_prompt_tokens) / w;
-    r.requests_per_s = static_cast<double>(metrics_.window_finished) / w;
+    const auto out = steady ? metrics_.window_output_tokens : metrics_.run_output_tokens;
+    const auto in = steady ? metrics_.window_prompt_tokens : metrics_.run_prompt_tokens;
+    r.output_tokens_per_s = static_cast<double>(out) / w;
+    r.total_tokens_per_s = static_cast<double>(out + in) / w;
+    r.requests_per_s = static_cast<double>(steady ? metrics_.window_finished : metrics_.run_finished) / w;
     r.goodput_requests_per_s = static_cast<double>(metrics_.good_requests) / w;
     r.goodput_tokens_per_s = static_cast<double>(metrics_.good_tokens) / w;
   }
@@ -207,8 +230,10 @@ Report Cluster::build_report() const {
     const double n = static_cast<double>(metrics_.steps);
     r.mean_step_s = metrics_.step_s / n;
     r.mean_batch_tokens = metrics_.batch_tokens / n;
-    r.gpu_load_imbalance = metrics_.gpu_imbalance / n;
-    r.expert_load_imbalance = metrics_.expert_imbalance / n;
+    if (metrics_.batch_tokens > 0) {
+      r.gpu_load_imbalance = metrics_.gpu_imbalance / metrics_.batch_tokens;
+      r.expert_load_imbalance = metrics_.expert_imbalance / metrics_.batch_tokens;
+    }
     r.nvlink_bytes_per_step = metrics_.nvlink_bytes / n;
     r.nic_bytes_per_step = metrics_.nic_bytes / n;
   }
@@ -248,6 +273,29 @@ Report Cluster::build_report() const {
   fill_experts(r);
   r.alerts = evaluate_alerts(r);
   return r;
+}
+
+// Queue growth through the arrivals and the window throughput is measured over (see Report::window_kind).
+void Cluster::fill_window(Report& r) const {
+  const Time end = sim_.now();
+  const Time from = metrics_.warmup_end();
+  const Time last = metrics_.arrivals_ended() ? metrics_.arrivals_end() : end;
+  r.arrivals_end_s = last.seconds();
+  r.drain_s = std::max(0.0, (end - last).seconds());
+  const auto [first, final] = metrics_.in_system_first_last_quarter();
+  r.in_system_first_quarter = first;
+  r.in_system_last_quarter = final;
+  // Grown by half and by more than a few requests: a stable queue fluctuates around its mean, an
+  // overloaded one grows linearly (its last quarter then holds about 3x its first).
+  r.overloaded = final > 1.5 * first + 8.0;
+  const double steady_s = std::max(0.0, (last - from).seconds());
+  const double run_s = std::max(0.0, (end - from).seconds());
+  // Mostly drain: a burst (arrivals over in a few steps) is measured over the whole run; an overloaded
+  // run keeps the steady window, whose throughput is then the service rate.
+  const double mean_step_s = metrics_.steps > 0 ? metrics_.step_s / static_cast<double>(metrics_.steps) : 0.0;
+  const bool burst = steady_s < 0.5 * run_s && (!r.overloaded || steady_s < 10.0 * mean_step_s);
+  r.window_kind = burst ? "whole run" : "steady";
+  r.window_s = burst ? run_s : steady_s;
 }
 
 void Cluster::fill_experts(Report& r) const {
@@ -297,8 +345,10 @@ void Cluster::fill_experts(Report& r) const {
 Report Cluster::run() {
   pull_arrival();
   sim_.run();
-  MOESIM_CHECK(metrics_.finished + metrics_.dropped == metrics_.arrived,
-               "every request must finish or be dropped");
+  // Every request finishes or is dropped, unless run.max_drain_s cut the drain short.
+  MOESIM_CHECK(
+      metrics_.finished + metrics_.dropped == metrics_.arrived || s_.run.max_drain > Duration::zero(),
+      "every request must finish or be dropped");
   return build_report();
 }
 

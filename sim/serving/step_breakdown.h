@@ -15,8 +15,8 @@ namespace moesim {
 // is not a part (StepPlan::comm_hidden), only what stays exposed is.
 enum class StepPart : std::size_t {
   kRebalance,       // pause before the step for a placement rebalance
-  kDenseFfn,        // dense layers (attention + FFN)
-  kAttention,       // MoE layers: attention, shared experts, gate, TP all-reduces
+  kDenseFfn,        // dense layers' FFNs (their attention is in kAttention)
+  kAttention,       // attention of every layer; in MoE layers also shared experts, gate, TP all-reduces
   kDispatch,        // All-to-All dispatch, exposed
   kExperts,         // routed expert FFNs (slowest GPU)
   kExpertStall,     // waiting for expert loads beyond the FFN compute (tiers)

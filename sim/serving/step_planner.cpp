@@ -88,6 +88,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   bytes_.resize(g);
   pre_moe_.resize(static_cast<std::size_t>(groups_));
   dense_layer_.resize(static_cast<std::size_t>(groups_));
+  dense_attention_.resize(static_cast<std::size_t>(groups_));
   group_flops_moe_.resize(static_cast<std::size_t>(groups_));
   group_bytes_moe_.resize(static_cast<std::size_t>(groups_));
   traffic_.ranks = gpus_;
@@ -634,7 +635,7 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
     const auto ri = static_cast<std::size_t>(r);
     const std::int64_t t = b.tokens();
     if (t == 0) {
-      pre_moe_[ri] = dense_layer_[ri] = Duration::zero();
+      pre_moe_[ri] = dense_layer_[ri] = dense_attention_[ri] = Duration::zero();
       group_flops_moe_[ri] = group_bytes_moe_[ri] = 0;
       continue;
     }
@@ -646,6 +647,7 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
                   .tokens = t, .hidden = m.hidden, .inter = m.dense_inter / tp_, .weights = p.dense_ffn})
             : Duration::zero();
     dense_layer_[ri] = m.num_dense_layers > 0 ? attn + dense : Duration::zero();
+    dense_attention_[ri] = m.num_dense_layers > 0 ? attn : Duration::zero();
     const auto [dec, pre] = attention_work(b);
     const double attn_flops = 2.0 * double(t) * m.attention_params_per_layer() / tp + dec.flops + pre.flops;
     const double attn_bytes =
@@ -696,20 +698,25 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   std::int64_t sampled_max = 0;
   Duration pre_moe_max = Duration::zero();
   Duration dense_max = Duration::zero();
+  Duration dense_attention = Duration::zero();  // of the slowest group's dense layer
   for (int r = 0; r < groups_; ++r) {
     const GroupBatch& b = groups[static_cast<std::size_t>(r)];
     total_tokens += b.tokens();
     sampled_max = std::max(sampled_max, b.sampled_seqs);
     pre_moe_max = max(pre_moe_max, pre_moe_[static_cast<std::size_t>(r)]);
-    dense_max = max(dense_max, dense_layer_[static_cast<std::size_t>(r)]);
+    if (dense_layer_[static_cast<std::size_t>(r)] > dense_max) {
+      dense_max = dense_layer_[static_cast<std::size_t>(r)];
+      dense_attention = dense_attention_[static_cast<std::size_t>(r)];
+    }
     // Under TP the group's tokens are split over its GPUs for dispatch (sequence parallel).
     for (int k = 0; k < tp_; ++k)
       gpu_tokens_[static_cast<std::size_t>(r * tp_ + k)] = double(b.tokens()) / tp_;
   }
   plan_.tokens = total_tokens;
-  plan_.parts[StepPart::kDenseFfn] = dense_max * m.num_dense_layers;
+  // Dense layers: their attention is attention, the rest their FFN (and all-reduces).
+  plan_.parts[StepPart::kDenseFfn] = (dense_max - dense_attention) * m.num_dense_layers;
   for (int l = 0; l < m.num_dense_layers; ++l) layer_time_[static_cast<std::size_t>(l)] = dense_max;
-  plan_.parts[StepPart::kAttention] = pre_moe_max * m.moe_layers();
+  plan_.parts[StepPart::kAttention] = pre_moe_max * m.moe_layers() + dense_attention * m.num_dense_layers;
   if (total_tokens == 0) {
     plan_.total = plan_.parts.sum();
     return plan_;
@@ -717,7 +724,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   const bool tiers = loop_ && !loop_->caches.empty();
   const bool per_copy = loop_ && (tiers || s_.experts.quantization);
   Time cursor = now + plan_.parts[StepPart::kRebalance] +
-                plan_.parts[StepPart::kDenseFfn];  // start of the layer being costed (loads)
+                dense_max * m.num_dense_layers;  // start of the layer being costed (loads)
 
   const int k = m.top_k;
   const double slots = double(total_tokens) * k;
@@ -741,7 +748,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       h.prefill_kv_tokens = b.prefill_kv_tokens / 2;
       pre_half_max = max(pre_half_max, group_pre_moe(h));
     }
-    plan_.parts[StepPart::kAttention] = pre_half_max * 2 * m.moe_layers();
+    plan_.parts[StepPart::kAttention] =
+        pre_half_max * 2 * m.moe_layers() + dense_attention * m.num_dense_layers;
   }
   const double traffic_scale = tbo ? 0.5 : 1.0;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {

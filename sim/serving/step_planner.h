@@ -147,8 +147,9 @@ class StepPlanner {
   std::vector<double> gpu_pairs_;
   std::vector<Duration> gpu_expert_time_;
   std::vector<double> gpu_tokens_;
-  std::vector<Duration> pre_moe_;      // per group: attention + shared + gate (+ all-reduce), one layer
-  std::vector<Duration> dense_layer_;  // per group: attention + dense FFN (+ all-reduce), one layer
+  std::vector<Duration> pre_moe_;          // per group: attention + shared + gate (+ all-reduce), one layer
+  std::vector<Duration> dense_layer_;      // per group: attention + dense FFN (+ all-reduce), one layer
+  std::vector<Duration> dense_attention_;  // per group: the attention of a dense layer
   std::vector<double> busy_s_;
   std::vector<double> flops_;
   std::vector<double> bytes_;

@@ -39,9 +39,9 @@ TEST_CASE("a dense model runs with no expert or All-to-All time and decodes at t
   const RooflineCostModel gpu(s.cluster.gpu);
   const Report r = simulate(s, gpu);
   CHECK(r.requests_finished == 3);
-  CHECK(r.experts_share == 0);
-  CHECK(r.dispatch_share == 0);
-  CHECK(r.combine_share == 0);
+  CHECK(r.share(StepPart::kExperts) == 0);
+  CHECK(r.share(StepPart::kDispatch) == 0);
+  CHECK(r.share(StepPart::kCombine) == 0);
   // One sequence per step: each decode step reads every weight once (attention, dense FFN, LM head in
   // BF16), so TPOT is at least that read at the achievable HBM bandwidth; kernel overheads add a little.
   const ModelSpec& m = s.model;

@@ -1,0 +1,89 @@
+// Steady-state measurement, overload, drops and the drain bound: what a run says about its load.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "hwmodels/roofline_cost_model.h"
+#include "sim/scenario/scenario_parser.h"
+#include "sim/serving/serving_simulation.h"
+
+using namespace moesim;
+
+namespace {
+
+const std::string kTiny = std::string(MOESIM_SOURCE_DIR) + "/scenarios/tiny/tiny_poisson_ep4.json";
+
+// Fixed lengths so that the offered token rate is exactly rate x output tokens.
+Report run(double rate, double duration_s, std::vector<std::string> more = {}) {
+  std::vector<std::string> o{"workload.arrival.rate_per_s=" + std::to_string(rate),
+                             "workload.prompt_tokens={\"kind\":\"fixed\",\"tokens\":256}",
+                             "workload.output_tokens={\"kind\":\"fixed\",\"tokens\":32}",
+                             "run.requests=0",
+                             "run.duration_s=" + std::to_string(duration_s),
+                             "run.warmup_s=2"};
+  o.insert(o.end(), more.begin(), more.end());
+  const LoadedScenario sc = load_scenario(kTiny, o);
+  const RooflineCostModel gpu(sc.spec.cluster.gpu);
+  return simulate(sc.spec, gpu);
+}
+
+bool has_alert(const Report& r, const std::string& words) {
+  for (const std::string& a : r.alerts) {
+    if (a.find(words) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("below capacity the steady window's output rate is the offered rate, whatever the run length") {
+  // Flow conservation: in steady state tokens leave as fast as they are offered, rate x 32 per second;
+  // the window ends at the last arrival, so the drain does not dilute it (Poisson count error ~ 1/sqrt(n)).
+  for (const double duration : {20.0, 60.0}) {
+    const Report r = run(20, duration);
+    INFO("duration " << duration);
+    REQUIRE(r.window_kind == "steady");
+    REQUIRE(r.window_s == Approx(duration - 2.0).epsilon(0.02));
+    REQUIRE(r.output_tokens_per_s == Approx(20.0 * 32.0).epsilon(0.12));
+    REQUIRE_FALSE(r.overloaded);
+    REQUIRE_FALSE(has_alert(r, "overloaded"));
+    REQUIRE(r.drain_s >= 0);
+  }
+}
+
+TEST_CASE("far above capacity the queue grows through the window and the run says it is overloaded") {
+  const Report r = run(2000, 20);
+  REQUIRE(r.overloaded);
+  // A queue that grows linearly from q0 holds about 3x more in its last quarter than in its first.
+  REQUIRE(r.in_system_last_quarter > 2.0 * r.in_system_first_quarter);
+  REQUIRE(has_alert(r, "overloaded"));
+  REQUIRE(r.drain_s > 0);
+  // Throughput is the service rate, well below the offered 2000 x 32 tokens/s.
+  REQUIRE(r.output_tokens_per_s < 0.5 * 2000 * 32);
+}
+
+TEST_CASE("drops are counted by reason and raise an alert") {
+  const Report r = run(2000, 10, {"deployment.max_waiting_requests=8"});
+  REQUIRE(r.requests_dropped > 0);
+  REQUIRE(r.dropped_queue_full == r.requests_dropped);
+  REQUIRE(r.dropped_too_long == 0);
+  REQUIRE(r.requests_finished + r.requests_dropped == r.requests_arrived);
+  REQUIRE(has_alert(r, "of requests were dropped"));
+}
+
+TEST_CASE("run.max_drain_s stops the drain and reports what was left unfinished") {
+  const Report full = run(2000, 10);
+  const Report cut = run(2000, 10, {"run.max_drain_s=1"});
+  REQUIRE(full.requests_unfinished == 0);
+  REQUIRE(cut.requests_unfinished > 0);
+  REQUIRE(cut.requests_finished + cut.requests_dropped + cut.requests_unfinished == cut.requests_arrived);
+  REQUIRE(cut.drain_s == Approx(1.0).margin(1e-9));
+  REQUIRE(has_alert(cut, "still in the system"));
+}
+
+TEST_CASE("when every request arrives at once the whole run is the window") {
+  // About 100 requests within 0.1 ms (a burst, shorter than one step), drained afterwards.
+  const Report r = run(1e6, 1e-4, {"run.warmup_s=0"});
+  REQUIRE(r.window_kind == "whole run");
+  REQUIRE(r.window_s == Approx(r.sim_end_s));
+  REQUIRE(r.output_tokens_per_s == Approx(static_cast<double>(r.output_tokens) / r.sim_end_s));
+}
