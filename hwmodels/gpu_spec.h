@@ -11,6 +11,9 @@ namespace moesim {
 
 struct GpuSpec {
   std::string name;
+  std::string arch;           // "hopper", "blackwell", ... (labels derived cost models)
+  std::string profile_basis;  // catalog name of the GPU whose fitted profile this one derives from
+
   double hbm_bytes = 0;
   double hbm_bytes_per_s = 0;
   // Dense tensor-core peak (no sparsity) by compute format.

@@ -9,13 +9,16 @@
 namespace moesim {
 
 namespace {
-constexpr std::array<std::pair<CostOp, std::string_view>, 6> kOpNames{{
+constexpr std::array<std::pair<CostOp, std::string_view>, 9> kOpNames{{
     {CostOp::kGemm, "gemm"},
     {CostOp::kExpertFfn, "expert_ffn"},
     {CostOp::kAttentionDecode, "attention_decode"},
     {CostOp::kAttentionPrefill, "attention_prefill"},
     {CostOp::kPermute, "permute"},
     {CostOp::kUnpermute, "unpermute"},
+    {CostOp::kGroupedExperts, "grouped_experts"},
+    {CostOp::kExpertLoop, "expert_loop"},
+    {CostOp::kSmallKernel, "small_kernel"},
 }};
 }  // namespace
 
@@ -65,6 +68,15 @@ const OperationFit* GpuProfile::find_fit(CostOp op, Precision p, std::int64_t sh
   return any_shape;
 }
 
+double GpuProfile::loop_fixed_delta_s(Precision p, std::int64_t hidden, std::int64_t inter) const {
+  const OperationFit* loop = find_fit(CostOp::kExpertLoop, p, hidden, inter);
+  if (loop == nullptr) loop = find_fit(CostOp::kExpertLoop, Precision::kBF16, hidden, inter);
+  const OperationFit* ffn = find_fit(CostOp::kExpertFfn, p, hidden, inter);
+  if (ffn == nullptr) ffn = find_fit(CostOp::kExpertFfn, Precision::kBF16, hidden, inter);
+  if (loop == nullptr || ffn == nullptr) return 0;
+  return std::min(0.0, loop->params.fixed_s - ffn->params.fixed_s);
+}
+
 double GpuProfile::rate_scale_of(Precision p) const {
   for (const auto& [prec, scale] : rate_scale) {
     if (prec == p) return scale;
@@ -85,6 +97,15 @@ BytesFlops work_bytes_flops(const ExpertFfnWork& w) {
   const double i = static_cast<double>(w.inter);
   return {.bytes = expert_ffn_weight_bytes(w) + 2.0 * (2.0 * t * h + 3.0 * t * i),
           .flops = expert_ffn_flops(w)};
+}
+
+BytesFlops work_bytes_flops(const GroupedExpertsWork& w) {
+  const double t = static_cast<double>(w.tokens);
+  const double h = static_cast<double>(w.hidden);
+  const double i = static_cast<double>(w.inter);
+  return {.bytes = static_cast<double>(w.experts) * 3.0 * h * i * bytes_per_element(w.weights) +
+                   2.0 * (2.0 * t * h + 3.0 * t * i),
+          .flops = grouped_experts_flops(w)};
 }
 
 AttentionWork decode_attention_work(double batch, double context, double q_heads, double kv_heads,
@@ -117,9 +138,27 @@ Duration ProfileCostModel::expert_ffn(const ExpertFfnWork& w) const {
   if (w.tokens <= 0) return Duration::zero();
   const BytesFlops bf = work_bytes_flops(w);
   if (auto s = profile_.seconds(CostOp::kExpertFfn, w.weights, w.hidden, w.inter, bf.bytes, bf.flops)) {
-    return Duration::from_seconds(*s);
+    const double loop = w.in_loop ? profile_.loop_fixed_delta_s(w.weights, w.hidden, w.inter) : 0.0;
+    return Duration::from_seconds(*s + loop);
   }
   return RooflineCostModel(fallback_).expert_ffn(w);
+}
+
+Duration ProfileCostModel::grouped_experts(const GroupedExpertsWork& w) const {
+  if (w.tokens <= 0 || w.experts <= 0) return Duration::zero();
+  const BytesFlops bf = work_bytes_flops(w);
+  if (auto s = profile_.seconds(CostOp::kGroupedExperts, w.weights, 0, 0, bf.bytes, bf.flops)) {
+    return Duration::from_seconds(*s);
+  }
+  return RooflineCostModel(fallback_).grouped_experts(w);
+}
+
+Duration ProfileCostModel::memory_kernel(MemoryKernel k, double bytes) const {
+  const CostOp op = k == MemoryKernel::kGather       ? CostOp::kPermute
+                    : k == MemoryKernel::kScatterAdd ? CostOp::kUnpermute
+                                                     : CostOp::kSmallKernel;
+  if (auto s = profile_.seconds(op, Precision::kBF16, 0, 0, bytes, 0.0)) return Duration::from_seconds(*s);
+  return RooflineCostModel(fallback_).memory_kernel(k, bytes);
 }
 
 Duration ProfileCostModel::attention(const AttentionWork& w) const {
@@ -134,7 +173,8 @@ Duration ProfileCostModel::attention(const AttentionWork& w) const {
 std::string ProfileCostModel::source() const {
   std::string s = "profile " + name_;
   std::string missing;
-  for (CostOp op : {CostOp::kGemm, CostOp::kExpertFfn, CostOp::kAttentionDecode, CostOp::kAttentionPrefill}) {
+  for (CostOp op : {CostOp::kGemm, CostOp::kExpertFfn, CostOp::kAttentionDecode, CostOp::kAttentionPrefill,
+                    CostOp::kGroupedExperts, CostOp::kPermute, CostOp::kUnpermute, CostOp::kSmallKernel}) {
     if (profile_.find_fit(op, Precision::kBF16) == nullptr) {
       missing += missing.empty() ? "" : ", ";
       missing += to_string(op);

@@ -169,6 +169,8 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   GpuSpec g;
   g.name = name;
   (void)r.string("source", "");
+  g.arch = r.string("arch", "");
+  g.profile_basis = r.string("profile_basis", "");
   g.hbm_bytes = r.positive("hbm_gb") * 1e9;
   g.hbm_bytes_per_s = r.positive("hbm_tb_per_s") * 1e12;
   g.bf16_flops_per_s = r.positive("bf16_tflops") * 1e12;
