@@ -31,7 +31,7 @@ void BM_PlanStep(benchmark::State& state) {
     b.prefill_kv_tokens = static_cast<double>(prefill);
   }
   for (auto _ : state) {
-    benchmark::DoNotOptimize(planner.plan(batches).total);
+    benchmark::DoNotOptimize(planner.plan(batches, moesim::Time{}).total);
   }
   state.SetItemsProcessed(state.iterations());
 }

@@ -17,23 +17,28 @@ CsvOutputs::CsvOutputs(const std::filesystem::path& requests, const std::filesys
   if (!steps.empty()) {
     steps_.open(steps);
     if (!steps_) throw InputError(steps.string(), "cannot write the file");
-    steps_ << "replica,start_s,duration_s,tokens,decode_seqs,prefill_tokens,running,waiting,attention_s,"
-              "dense_ffn_s,"
-              "experts_s,dispatch_s,combine_s,lm_head_s,gpu_max_over_mean,expert_max_over_mean\n";
+    // The step parts (step_breakdown.h) add up to duration_s; comm_hidden_s is not a part.
+    steps_ << "replica,start_s,duration_s,tokens,decode_seqs,prefill_tokens,running,waiting";
+    for (const StepPartInfo& p : kStepPartInfo) steps_ << ',' << p.key << "_s";
+    steps_ << ",comm_hidden_s,gpu_max_over_mean,expert_max_over_mean\n";
   }
 }
 
 void CsvOutputs::on_step(const StepRecord& s) {
   if (!steps_.is_open()) return;
   const StepPlan& p = *s.plan;
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "%d,%.9f,%.9f,%lld,%lld,%lld,%lld,%lld,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.4f,%.4f\n", s.replica,
-                s.start_s, p.total.seconds(), static_cast<long long>(p.tokens),
-                static_cast<long long>(s.decode_seqs), static_cast<long long>(s.prefill_tokens),
-                static_cast<long long>(s.running), static_cast<long long>(s.waiting), p.attention.seconds(),
-                p.dense_ffn.seconds(), p.experts.seconds(), p.dispatch.seconds(), p.combine.seconds(),
-                p.lm_head.seconds(), p.gpu_imbalance, p.expert_imbalance);
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%d,%.9f,%.9f,%lld,%lld,%lld,%lld,%lld", s.replica, s.start_s,
+                p.total.seconds(), static_cast<long long>(p.tokens), static_cast<long long>(s.decode_seqs),
+                static_cast<long long>(s.prefill_tokens), static_cast<long long>(s.running),
+                static_cast<long long>(s.waiting));
+  steps_ << buf;
+  for (const Duration d : p.parts.d) {
+    std::snprintf(buf, sizeof buf, ",%.9f", d.seconds());
+    steps_ << buf;
+  }
+  std::snprintf(buf, sizeof buf, ",%.9f,%.4f,%.4f\n", p.comm_hidden.seconds(), p.gpu_imbalance,
+                p.expert_imbalance);
   steps_ << buf;
 }
 

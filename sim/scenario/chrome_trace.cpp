@@ -46,13 +46,11 @@ void ChromeTraceWriter::on_step(const StepRecord& s) {
                {"gpu_max_over_mean", p.gpu_imbalance}}}}
             .dump());
   double t = t0;
-  const std::pair<const char*, Duration> parts[] = {
-      {"attention", p.attention}, {"dense FFN", p.dense_ffn},       {"dispatch", p.dispatch},
-      {"experts", p.experts},     {"expert loads", p.expert_stall}, {"combine", p.combine},
-      {"LM head", p.lm_head}};
-  for (const auto& [name, d] : parts) {
+  // The parts (step_breakdown.h) back to back: they add up to the step.
+  for (std::size_t i = 0; i < kStepParts; ++i) {
+    const Duration d = p.parts.d[i];
     if (d <= Duration::zero()) continue;
-    event(Json{{"name", name},
+    event(Json{{"name", std::string(kStepPartInfo[i].label)},
                {"cat", "part"},
                {"ph", "X"},
                {"pid", s.replica},

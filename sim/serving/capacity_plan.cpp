@@ -7,6 +7,7 @@
 #include "hwmodels/fabric.h"
 #include "sim/engine/check.h"
 #include "sim/engine/random.h"
+#include "sim/serving/serving_models.h"
 #include "sim/serving/serving_simulation.h"
 #include "sim/serving/step_planner.h"
 #include "workloads/expert_popularity.h"
@@ -140,7 +141,9 @@ void add_memory_advice(CapacityPlan& plan, const ScenarioSpec& s) {
 }
 
 // One throughput point: `groups` costed `steps` times (routing is sampled), averaged.
-ThroughputRow estimate(StepPlanner& planner, const CapacityPlan& plan, const ScenarioSpec& s,
+// `clock` is the planner's time: each costed step starts where the last one ended, as in a run (expert
+// loads and prefetches are queued in time order).
+ThroughputRow estimate(StepPlanner& planner, Time& clock, const CapacityPlan& plan, const ScenarioSpec& s,
                        std::span<const GroupBatch> groups, int steps) {
   ThroughputRow t;
   double total_s = 0;
@@ -148,9 +151,10 @@ ThroughputRow estimate(StepPlanner& planner, const CapacityPlan& plan, const Sce
   double flops = 0;
   double bytes = 0;
   for (int i = 0; i < steps; ++i) {
-    const StepPlan& sp = planner.plan(groups);
+    const StepPlan& sp = planner.plan(groups, clock);
+    clock += sp.total;
     total_s += sp.total.seconds();
-    a2a_s += (sp.dispatch + sp.combine).seconds();
+    a2a_s += (sp.part(StepPart::kDispatch) + sp.part(StepPart::kCombine)).seconds();
     for (const double f : planner.gpu_flops()) flops += f;
     for (const double b : planner.gpu_bytes()) bytes += b;
     t.replica_tokens = sp.tokens;
@@ -176,11 +180,10 @@ ThroughputRow estimate(StepPlanner& planner, const CapacityPlan& plan, const Sce
 void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu,
                     const PlanOptions& o) {
   const RandomStreams streams(s.run.seed);
-  const ModelSpec& m = s.model;
-  const ExpertPopularity popularity(s.workload.popularity, m.moe_layers(), m.routed_experts, m.top_k,
-                                    streams.stream("popularity"));
-  const Fabric fabric(s.cluster.fabric);
-  StepPlanner planner(s, gpu, fabric, popularity, streams.stream("plan-routing"));
+  ServingModels models(s, streams);
+  const std::unique_ptr<StepPlanner> planner_owner = models.make_planner(gpu, streams.stream("plan-routing"));
+  StepPlanner& planner = *planner_owner;
+  Time clock;
   const auto dp = static_cast<std::size_t>(s.deployment.attention_dp);
   const double ctx = static_cast<double>(plan.context_tokens);
   const int steps = std::max(1, o.steps_per_estimate);
@@ -191,7 +194,7 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
         groups.begin(), groups.end(),
         GroupBatch{
             .decode_seqs = b, .decode_context_tokens = static_cast<double>(b) * ctx, .sampled_seqs = b});
-    ThroughputRow t = estimate(planner, plan, s, groups, steps);
+    ThroughputRow t = estimate(planner, clock, plan, s, groups, steps);
     t.phase = "decode";
     t.batch = b;
     plan.throughput.push_back(t);
@@ -207,14 +210,14 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
                        .prefill_pairs = n * p * (p + 1) / 2,
                        .prefill_kv_tokens = n * p,
                        .sampled_seqs = std::max<std::int64_t>(1, static_cast<std::int64_t>(n))});
-  ThroughputRow pre = estimate(planner, plan, s, groups, steps);
+  ThroughputRow pre = estimate(planner, clock, plan, s, groups, steps);
   pre.phase = "prefill";
   pre.batch = chunk;
   plan.throughput.push_back(pre);
   // One request alone on the replica: the per-token latency floor (seed: 50-80 ms on 8xH100).
   std::fill(groups.begin(), groups.end(), GroupBatch{});
   groups[0] = GroupBatch{.decode_seqs = 1, .decode_context_tokens = ctx, .sampled_seqs = 1};
-  plan.single_request_ms_per_token = estimate(planner, plan, s, groups, steps).ms_per_token;
+  plan.single_request_ms_per_token = estimate(planner, clock, plan, s, groups, steps).ms_per_token;
   plan.cost_model = gpu.source();
 
   std::int64_t memory_bound_up_to = 0;

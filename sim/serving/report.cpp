@@ -118,19 +118,20 @@ std::string format_summary(const Report& r) {
     << fmt("%.1f", r.goodput_tokens_per_s) << " tok/s\n\n";
   o << "Step       " << r.steps << " steps, mean " << ms(r.mean_step_s) << " ms, mean batch "
     << fmt("%.1f", r.mean_batch_tokens) << " tokens\n";
-  o << "  attention " << pct(r.attention_share) << ", dense FFN " << pct(r.dense_ffn_share) << ", experts "
-    << pct(r.experts_share) << ", dispatch " << pct(r.dispatch_share) << ", combine " << pct(r.combine_share)
-    << ", LM head " << pct(r.lm_head_share) << "\n";
-  o << "  All-to-All share " << pct(r.all_to_all_share()) << " (target < 20%)";
-  if (r.comm_hidden_share > 0) {
-    const double comm = r.dispatch_share + r.combine_share;
-    o << "; two-batch overlap hid " << pct(comm > 0 ? r.comm_hidden_share / comm : 0.0) << " of it";
+  // Every part of the step that took time, in the order a step runs them; they add up to 100%.
+  const char* sep = "  ";
+  for (std::size_t i = 0; i < kStepParts; ++i) {
+    if (r.part_share[i] <= 0) continue;
+    o << sep << kStepPartInfo[i].label << " " << pct(r.part_share[i]);
+    sep = ", ";
   }
   o << "\n";
-  if (r.pipeline_bubble_share > 0 || r.pipeline_send_share > 0) {
-    o << "  pipeline: bubble " << pct(r.pipeline_bubble_share) << ", activations between stages "
-      << pct(r.pipeline_send_share) << "\n";
+  o << "  All-to-All share " << pct(r.all_to_all_share()) << " (target < 20%)";
+  if (r.comm_hidden_share > 0) {
+    const double comm = r.all_to_all_share() + r.comm_hidden_share;
+    o << "; two-batch overlap hid " << pct(r.comm_hidden_share / comm) << " of it";
   }
+  o << "\n";
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
     << fmt("%.2f", r.expert_load_imbalance) << "\n";
   if (r.experts.enabled) o << format_experts(r);

@@ -2,10 +2,13 @@
 // human-readable summary. JSON output lives in the scenario module.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "sim/serving/step_breakdown.h"
 
 namespace moesim {
 
@@ -116,21 +119,14 @@ struct Report {
   std::int64_t steps = 0;
   double mean_step_s = 0;
   double mean_batch_tokens = 0;
-  double attention_share = 0;
-  double dense_ffn_share = 0;
-  double experts_share = 0;
-  double dispatch_share = 0;
-  double combine_share = 0;
-  double lm_head_share = 0;
-  // Communication hidden behind compute by two-batch overlap, as a share of step time (0 without it).
+  // Share of step time by part (step_breakdown.h; the shares add up to 1). Communication hidden by
+  // two-batch overlap is not a part: comm_hidden_share gives it, against the same step time.
+  std::array<double, kStepParts> part_share{};
+  [[nodiscard]] double share(StepPart p) const { return part_share[static_cast<std::size_t>(p)]; }
   double comm_hidden_share = 0;
-  // Pipeline parallelism: stages idle during fill and drain, and activations sent between stages.
-  double pipeline_bubble_share = 0;
-  double pipeline_send_share = 0;
   // Exposed All-to-All: dispatch and combine time on the critical path.
   [[nodiscard]] double all_to_all_share() const {
-    const double exposed = dispatch_share + combine_share - comm_hidden_share;
-    return exposed > 0 ? exposed : 0.0;
+    return share(StepPart::kDispatch) + share(StepPart::kCombine);
   }
   double nvlink_bytes_per_step = 0;
   double nic_bytes_per_step = 0;

@@ -448,7 +448,7 @@ void StepPlanner::rebalance() {
       pause = max(pause, in);
     }
   }
-  plan_.rebalance += pause;
+  plan_.parts[StepPart::kRebalance] += pause;
   plan_.rebalance_bytes += moved;
   ++plan_.rebalances;
   set_placement(std::move(next));
@@ -707,16 +707,17 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       gpu_tokens_[static_cast<std::size_t>(r * tp_ + k)] = double(b.tokens()) / tp_;
   }
   plan_.tokens = total_tokens;
-  plan_.dense_ffn = dense_max * m.num_dense_layers;
+  plan_.parts[StepPart::kDenseFfn] = dense_max * m.num_dense_layers;
   for (int l = 0; l < m.num_dense_layers; ++l) layer_time_[static_cast<std::size_t>(l)] = dense_max;
-  plan_.attention = pre_moe_max * m.moe_layers();
+  plan_.parts[StepPart::kAttention] = pre_moe_max * m.moe_layers();
   if (total_tokens == 0) {
-    plan_.total = plan_.rebalance;
+    plan_.total = plan_.parts.sum();
     return plan_;
   }
   const bool tiers = loop_ && !loop_->caches.empty();
   const bool per_copy = loop_ && (tiers || s_.experts.quantization);
-  Time cursor = now + plan_.rebalance + plan_.dense_ffn;  // start of the layer being costed (loads)
+  Time cursor = now + plan_.parts[StepPart::kRebalance] +
+                plan_.parts[StepPart::kDenseFfn];  // start of the layer being costed (loads)
 
   const int k = m.top_k;
   const double slots = double(total_tokens) * k;
@@ -740,7 +741,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       h.prefill_kv_tokens = b.prefill_kv_tokens / 2;
       pre_half_max = max(pre_half_max, group_pre_moe(h));
     }
-    plan_.attention = pre_half_max * 2 * m.moe_layers();
+    plan_.parts[StepPart::kAttention] = pre_half_max * 2 * m.moe_layers();
   }
   const double traffic_scale = tbo ? 0.5 : 1.0;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
@@ -817,25 +818,38 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       plan_.dispatch_nvlink_bytes += c.nvlink_bytes / traffic_scale;
       plan_.dispatch_nic_bytes += c.nic_bytes / traffic_scale;
     }
+    // Exposed communication: under two-batch overlap the part hidden behind the other micro-batch's
+    // compute is taken from dispatch and combine in proportion.
+    Duration dispatch_exposed = dispatch;
+    Duration combine_exposed = combine;
     if (tbo) {
       dispatch = dispatch * 2;
       combine = combine * 2;
       const Duration compute = pre_half_max * 2 + experts_max;
       const Duration comm = dispatch + combine;
-      plan_.comm_hidden += min(compute, comm);
+      const Duration hidden = min(compute, comm);
+      plan_.comm_hidden += hidden;
+      const Duration exposed = comm - hidden;
+      dispatch_exposed =
+          comm > Duration::zero()
+              ? dispatch.scaled(static_cast<double>(exposed.ps()) / static_cast<double>(comm.ps()))
+              : Duration::zero();
+      combine_exposed = exposed - dispatch_exposed;
     }
     Duration stall = Duration::zero();
     if (tiers) stall = layer_stall(request + dispatch, experts_max);
-    plan_.dispatch += dispatch;
-    plan_.combine += combine;
-    plan_.experts += experts_max;
-    plan_.expert_stall += stall;
+    plan_.parts[StepPart::kDispatch] += dispatch_exposed;
+    plan_.parts[StepPart::kCombine] += combine_exposed;
+    plan_.parts[StepPart::kExperts] += experts_max;
+    plan_.parts[StepPart::kExpertStall] += stall;
     const Duration layer_pre = tbo ? pre_half_max * 2 : pre_moe_max;
     layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
         (tbo ? max(layer_pre + experts_max, dispatch + combine)
              : layer_pre + dispatch + experts_max + combine) +
         stall;
-    cursor += pre_moe_max + dispatch + experts_max + stall + combine;
+    // The next layer starts when this one ends on the critical path (under two-batch overlap the halves
+    // overlap), so loads are queued in time order and never after the step's end.
+    cursor += layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)];
   }
   for (int g = 0; g < gpus_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
@@ -847,12 +861,10 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   plan_.gpu_imbalance = m.moe_layers() > 0 ? gpu_imb_sum / m.moe_layers() : 1.0;
   plan_.expert_imbalance = m.moe_layers() > 0 ? expert_imb_sum / m.moe_layers() : 1.0;
   if (sampled_max > 0) {
-    plan_.lm_head = gpu_.gemm(
+    plan_.parts[StepPart::kLmHead] = gpu_.gemm(
         GemmWork{.m = sampled_max, .n = m.vocab / tp_, .k = m.hidden, .weights = s_.precision.embeddings});
   }
-  plan_.total = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine +
-                plan_.lm_head - plan_.comm_hidden;
-  if (loop_) plan_.total += plan_.expert_stall + plan_.rebalance;
+  plan_.total = plan_.parts.sum();
   if (stages > 1) finish_pipeline(full);
   if (loop_) end_step(now + plan_.total);
   return plan_;
@@ -872,7 +884,7 @@ void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
     t[static_cast<std::size_t>(static_cast<std::int64_t>(l) * stages / m.num_layers)] +=
         layer_time_[static_cast<std::size_t>(l)];
   }
-  t.back() += plan_.lm_head;
+  t.back() += plan_.parts[StepPart::kLmHead];
   std::int64_t tokens = 0;
   for (const GroupBatch& b : full) tokens += b.tokens();
   // Activations of one micro-batch (BF16 hidden states of every token) from each stage to the next,
@@ -888,15 +900,18 @@ void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
   }
   const Duration total = sum + send * (stages - 1) + slowest * (mb - 1);
   const double work = static_cast<double>(mb) / stages;
-  for (Duration* part : {&plan_.attention, &plan_.dense_ffn, &plan_.experts, &plan_.dispatch, &plan_.combine,
-                         &plan_.lm_head, &plan_.comm_hidden, &plan_.expert_stall}) {
-    *part = part->scaled(work);
+  for (const StepPart p : {StepPart::kAttention, StepPart::kDenseFfn, StepPart::kExperts, StepPart::kDispatch,
+                           StepPart::kCombine, StepPart::kLmHead, StepPart::kExpertStall}) {
+    plan_.parts[p] = plan_.parts[p].scaled(work);
   }
-  const Duration parts = plan_.attention + plan_.dense_ffn + plan_.experts + plan_.dispatch + plan_.combine +
-                         plan_.lm_head + plan_.expert_stall - plan_.comm_hidden + plan_.rebalance;
-  plan_.pipeline_send = send * (stages - 1);
-  plan_.pipeline_bubble = max(Duration::zero(), total + plan_.rebalance - parts - plan_.pipeline_send);
-  plan_.total = total + plan_.rebalance;
+  plan_.comm_hidden = plan_.comm_hidden.scaled(work);
+  plan_.parts[StepPart::kPipelineSend] = send * (stages - 1);
+  const Duration parts = plan_.parts.sum();
+  // The bubble is what the schedule adds to the stages' average work; it cannot be negative because
+  // the schedule's total is at least the average stage's work times M (see above).
+  plan_.parts[StepPart::kPipelineBubble] =
+      max(Duration::zero(), total + plan_.parts[StepPart::kRebalance] - parts);
+  plan_.total = plan_.parts.sum();
   for (std::size_t g = 0; g < busy_s_.size(); ++g) {
     busy_s_[g] *= work;
     flops_[g] *= work;

@@ -14,44 +14,25 @@
 #include "hwmodels/fabric.h"
 #include "hwmodels/gpu_cost_model.h"
 #include "sim/engine/random.h"
+#include "sim/serving/group_batch.h"
 #include "sim/serving/placement.h"
 #include "sim/serving/quantization_policy.h"
 #include "sim/serving/scenario_spec.h"
+#include "sim/serving/step_breakdown.h"
 #include "workloads/expert_popularity.h"
 #include "workloads/popularity_drift.h"
 
 namespace moesim {
 
-// One attention group's work in a step.
-struct GroupBatch {
-  std::int64_t decode_seqs = 0;
-  double decode_context_tokens = 0;  // sum over decode sequences of the tokens they attend to
-  std::int64_t prefill_tokens = 0;
-  double prefill_pairs = 0;       // sum over chunks of c*p + c(c+1)/2 (query, key) pairs
-  double prefill_kv_tokens = 0;   // sum over chunks of p + c (KV read and written)
-  std::int64_t sampled_seqs = 0;  // sequences that produce a token (LM head rows)
-  [[nodiscard]] std::int64_t tokens() const { return decode_seqs + prefill_tokens; }
-};
-
-// Per-step totals; every Duration is on the critical path, summed over layers.
+// One step's cost: its duration, the parts it is made of (they add up to `total`; see step_breakdown.h)
+// and what the experts in the loop did.
 struct StepPlan {
   Duration total;
-  Duration attention;  // attention, shared experts, gate, TP all-reduce (max over groups)
-  Duration dense_ffn;  // dense layers' FFNs (max over groups)
-  Duration experts;    // routed expert FFNs (max over GPUs)
-  Duration dispatch;
-  Duration combine;
-  Duration lm_head;
-  // Under two-batch overlap: communication that ran while the other micro-batch computed (subtracted
-  // from the sum of the parts to give `total`).
+  StepParts parts;
+  // Under two-batch overlap: All-to-All time that ran while the other micro-batch computed (not a part;
+  // the exposed rest is in parts[kDispatch] and parts[kCombine]).
   Duration comm_hidden;
-  // Under pipeline parallelism: the stages' idle time (fill and drain) and the activation transfers
-  // between stages; the other parts are then the work of an average stage.
-  Duration pipeline_bubble;
-  Duration pipeline_send;
-  // Experts in the loop (all zero when the mechanisms are off; included in total).
-  Duration expert_stall;  // waiting for expert loads beyond the FFN compute (max over GPUs, per layer)
-  Duration rebalance;     // pause before this step for a placement rebalance
+  [[nodiscard]] Duration part(StepPart p) const { return parts[p]; }
   double rebalance_bytes = 0;
   int rebalances = 0;
   std::int64_t rerouted = 0;     // (token, expert) pairs re-routed by router post-processing
@@ -86,7 +67,7 @@ class StepPlanner {
 
   // `groups` has one entry per attention group of the replica (deployment.attention_dp); `now` is the
   // step's start (expert loads are queued on the loaders from it).
-  const StepPlan& plan(std::span<const GroupBatch> groups, Time now = Time{});
+  const StepPlan& plan(std::span<const GroupBatch> groups, Time now);
 
   // Of the last plan, per GPU of the replica: time spent computing, FLOPs and HBM bytes.
   [[nodiscard]] std::span<const double> gpu_busy_s() const { return busy_s_; }

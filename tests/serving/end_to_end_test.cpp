@@ -103,8 +103,8 @@ TEST_CASE("crossing nodes puts All-to-All on the critical path") {
   const Report r = run(tiny("tiny_two_nodes.json"));
   REQUIRE(r.all_to_all_share() > 0.0);
   REQUIRE(r.nic_bytes_per_step > 0.0);
-  REQUIRE(r.dispatch_share > 0.0);
-  REQUIRE(r.combine_share > 0.0);
+  REQUIRE(r.share(StepPart::kDispatch) > 0.0);
+  REQUIRE(r.share(StepPart::kCombine) > 0.0);
 }
 
 TEST_CASE("a KV cache too small for the load preempts and still finishes every request") {

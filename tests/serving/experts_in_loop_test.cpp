@@ -63,17 +63,19 @@ TEST_CASE("a layer whose experts all live on NVMe waits their bytes over the dri
   const Fabric fabric(s.cluster.fabric);
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
   StepPlanner planner(s, gpu, fabric, uniform, Rng(2));
-  const StepPlan& p = planner.plan(decode_batch(128));
+  const StepPlan& p = planner.plan(decode_batch(128), Time{});
   const double bytes = 3.0 * 1024 * 512 * 2.0;  // gate, up, down projections in BF16
   const double expected = 4.0 * bytes / 6.5e9;
   // The last expert's FFN (microseconds) runs after its load: within 1% of the load time.
-  REQUIRE((p.expert_stall + p.experts).seconds() >= expected);
-  REQUIRE((p.expert_stall + p.experts).seconds() == Approx(expected).epsilon(0.01));
+  REQUIRE((p.part(StepPart::kExpertStall) + p.part(StepPart::kExperts)).seconds() >= expected);
+  REQUIRE((p.part(StepPart::kExpertStall) + p.part(StepPart::kExperts)).seconds() ==
+          Approx(expected).epsilon(0.01));
   REQUIRE(p.nvme_loads == 4);
   REQUIRE(p.nvme_bytes == Approx(4.0 * bytes));
   REQUIRE(p.hbm_hits == 0);
-  REQUIRE(p.total ==
-          p.attention + p.dense_ffn + p.experts + p.expert_stall + p.dispatch + p.combine + p.lm_head);
+  REQUIRE(p.total == p.part(StepPart::kAttention) + p.part(StepPart::kDenseFfn) + p.part(StepPart::kExperts) +
+                         p.part(StepPart::kExpertStall) + p.part(StepPart::kDispatch) +
+                         p.part(StepPart::kCombine) + p.part(StepPart::kLmHead));
 }
 
 TEST_CASE("experts that fit in the HBM budget never stall") {
@@ -82,8 +84,8 @@ TEST_CASE("experts that fit in the HBM budget never stall") {
   const Fabric fabric(s.cluster.fabric);
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
   StepPlanner planner(s, gpu, fabric, uniform, Rng(2));
-  const StepPlan& p = planner.plan(decode_batch(128));
-  REQUIRE(p.expert_stall == Duration::zero());
+  const StepPlan& p = planner.plan(decode_batch(128), Time{});
+  REQUIRE(p.part(StepPart::kExpertStall) == Duration::zero());
   REQUIRE(p.hbm_hits == 4);
 }
 

@@ -33,7 +33,7 @@ StepPlan plan(const ScenarioSpec& s, std::int64_t seqs) {
   b.decode_seqs = seqs;
   b.decode_context_tokens = static_cast<double>(seqs) * 256;
   b.sampled_seqs = seqs;
-  return planner.plan(std::vector<GroupBatch>(2, b));
+  return planner.plan(std::vector<GroupBatch>(2, b), Time{});
 }
 }  // namespace
 
@@ -42,19 +42,20 @@ TEST_CASE("one micro-batch through two stages costs the unpipelined step plus on
   const ScenarioSpec two = spec(2, 1);
   const StepPlan a = plan(flat, 64);
   const StepPlan b = plan(two, 64);
-  REQUIRE(b.pipeline_send > Duration::zero());
-  REQUIRE(b.total == a.total + b.pipeline_send);
+  REQUIRE(b.part(StepPart::kPipelineSend) > Duration::zero());
+  REQUIRE(b.total == a.total + b.part(StepPart::kPipelineSend));
   // Each stage idles while the other works: half of the step is bubble (S - 1 of S stage slots).
-  REQUIRE((b.pipeline_bubble).seconds() == Approx((b.total - b.pipeline_send).seconds() / 2).epsilon(0.02));
+  REQUIRE((b.part(StepPart::kPipelineBubble)).seconds() ==
+          Approx((b.total - b.part(StepPart::kPipelineSend)).seconds() / 2).epsilon(0.02));
 }
 
 TEST_CASE("the bubble share of balanced stages is (S - 1) / (M + S - 1)") {
   for (const auto& [stages, micro] : std::vector<std::pair<int, int>>{{2, 2}, {2, 8}, {4, 4}}) {
     const StepPlan p = plan(spec(stages, micro), 64 * micro);
-    const double busy = (p.total - p.pipeline_send).seconds();
+    const double busy = (p.total - p.part(StepPart::kPipelineSend)).seconds();
     INFO(stages << " stages, " << micro << " micro-batches");
     // The LM head on the last stage unbalances the stages a little: 2% tolerance.
-    REQUIRE(p.pipeline_bubble.seconds() / busy ==
+    REQUIRE(p.part(StepPart::kPipelineBubble).seconds() / busy ==
             Approx(double(stages - 1) / (micro + stages - 1)).epsilon(0.02));
   }
 }

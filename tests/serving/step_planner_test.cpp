@@ -42,10 +42,10 @@ TEST_CASE("a layer waits for its slowest GPU") {
   std::copy(hot.begin(), hot.end(), skewed.mutable_layer(0).begin());
   StepPlanner planner(s, gpu, fabric, skewed, Rng(2));
   const auto batches = decode_batches(64);
-  const StepPlan& p = planner.plan(batches);
+  const StepPlan& p = planner.plan(batches, Time{});
   const double t = 128;  // both groups' tokens
   const Duration one_expert = gpu.expert_ffn(ExpertFfnWork{.tokens = 128, .hidden = 1024, .inter = 512});
-  REQUIRE(p.experts == one_expert * 2);  // GPU 0 runs two experts of 128 tokens; GPU 1 idles
+  REQUIRE(p.part(StepPart::kExperts) == one_expert * 2);  // GPU 0 runs two experts of 128 tokens; GPU 1 idles
   REQUIRE(planner.gpu_busy_s()[0] > planner.gpu_busy_s()[1]);
   REQUIRE(p.gpu_imbalance == Approx(2.0));  // max/mean of (2t, 0)
   (void)t;
@@ -53,7 +53,7 @@ TEST_CASE("a layer waits for its slowest GPU") {
   // Balanced: p = (1/4,...): every token still picks 2 of 4; the expected expert time per GPU is lower.
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
   StepPlanner balanced(s, gpu, fabric, uniform, Rng(2));
-  REQUIRE(balanced.plan(batches).experts < p.experts);
+  REQUIRE(balanced.plan(batches, Time{}).part(StepPart::kExperts) < p.part(StepPart::kExperts));
 }
 
 TEST_CASE("All-to-All bytes match a hand count when every token touches every GPU") {
@@ -68,13 +68,13 @@ TEST_CASE("All-to-All bytes match a hand count when every token touches every GP
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 4, Rng(1));
   StepPlanner planner(s, gpu, fabric, uniform, Rng(3));
   const auto batches = decode_batches(32);
-  const StepPlan& p = planner.plan(batches);
+  const StepPlan& p = planner.plan(batches, Time{});
   const double per_gpu_tokens = 32;
   const double expected = 2 /*GPUs*/ * per_gpu_tokens * 1024 * (1.0 + 2.0);
   REQUIRE(p.dispatch_nvlink_bytes == Approx(expected));
   REQUIRE(p.dispatch_nic_bytes == 0.0);
-  REQUIRE(p.dispatch > Duration::zero());
-  REQUIRE(p.combine >= p.dispatch);  // twice the bytes, never faster
+  REQUIRE(p.part(StepPart::kDispatch) > Duration::zero());
+  REQUIRE(p.part(StepPart::kCombine) >= p.part(StepPart::kDispatch));  // twice the bytes, never faster
 }
 
 TEST_CASE("an empty batch costs nothing") {
@@ -84,5 +84,5 @@ TEST_CASE("an empty batch costs nothing") {
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
   StepPlanner planner(s, gpu, fabric, uniform, Rng(3));
   const std::vector<GroupBatch> empty(2);
-  REQUIRE(planner.plan(empty).total == Duration::zero());
+  REQUIRE(planner.plan(empty, Time{}).total == Duration::zero());
 }

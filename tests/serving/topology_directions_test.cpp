@@ -56,7 +56,7 @@ class StepLog final : public SimulationObserver {
  public:
   void on_step(const StepRecord& s) override {
     steps.push_back(Step{.total = s.plan->total,
-                         .all_to_all = s.plan->dispatch + s.plan->combine,
+                         .all_to_all = s.plan->part(StepPart::kDispatch) + s.plan->part(StepPart::kCombine),
                          .decode_seqs = s.decode_seqs,
                          .prefill_tokens = s.prefill_tokens});
   }

@@ -1,0 +1,32 @@
+// One attention group of a replica (a data-parallel attention rank): its waiting queue, its running
+// requests in admission order, and its KV-cache manager.
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "sim/serving/kv_cache_manager.h"
+#include "sim/serving/request.h"
+
+namespace moesim {
+
+struct AttentionGroup {
+  explicit AttentionGroup(KvCacheManager cache) : kv(cache) {}
+  std::deque<RequestIdx> waiting;
+  std::vector<RequestIdx> running;  // in admission order: the newest is preempted first
+  KvCacheManager kv;
+  double busy_ewma_s = 0;  // its GPUs' busy time per step, EWMA (load-aware admission)
+
+  // vLLM's recompute preemption: drop the KV cache, keep the generated tokens, requeue at the front.
+  // The caller has removed `victim` from `running`.
+  void preempt(RequestTable& requests, RequestIdx victim) {
+    Request& v = requests[victim];
+    kv.release(v);
+    v.computed = 0;
+    v.target = v.prompt + v.generated;
+    ++v.preemptions;
+    waiting.push_front(victim);
+  }
+};
+
+}  // namespace moesim

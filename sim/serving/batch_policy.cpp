@@ -1,0 +1,83 @@
+#include "sim/serving/batch_policy.h"
+
+#include <algorithm>
+
+namespace moesim {
+
+std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d) {
+  return std::make_unique<VllmBatchPolicy>(d);
+}
+
+bool VllmBatchPolicy::allocate(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
+                               int& preempted) {
+  while (!g.kv.can_hold(r, computed)) {
+    if (g.running.empty() || &requests[g.running.back()] == &r) return false;
+    const RequestIdx victim = g.running.back();
+    g.running.pop_back();
+    g.preempt(requests, victim);
+    ++preempted;
+  }
+  g.kv.grow(r, computed);
+  return true;
+}
+
+FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Time now,
+                                  std::vector<ScheduledWork>& scheduled) {
+  FormedBatch out;
+  GroupBatch& batch = out.batch;
+  std::int64_t budget = d_.max_batched_tokens;
+  bool preempted = false;
+  auto add = [&](RequestIdx idx, std::int64_t tokens, bool prefill) {
+    const Request& r = requests[idx];
+    const double p = static_cast<double>(r.computed);
+    const double c = static_cast<double>(tokens);
+    if (prefill) {
+      batch.prefill_tokens += tokens;
+      batch.prefill_pairs += c * p + c * (c + 1.0) / 2.0;
+      batch.prefill_kv_tokens += p + c;
+      if (r.computed + tokens == r.target) ++batch.sampled_seqs;
+    } else {
+      ++batch.decode_seqs;
+      batch.decode_context_tokens += p + 1.0;
+      ++batch.sampled_seqs;
+    }
+    budget -= tokens;
+    scheduled.push_back(ScheduledWork{idx, tokens, prefill});
+  };
+  // Running requests first, oldest first; the newest are preempted when blocks run out.
+  for (std::size_t i = 0; i < g.running.size() && budget > 0; ++i) {
+    const RequestIdx idx = g.running[i];
+    Request& r = requests[idx];
+    const bool prefill = r.in_prefill();
+    const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : 1;
+    const int before = out.preemptions;
+    if (!allocate(g, requests, r, r.computed + tokens, out.preemptions)) {
+      g.running.erase(g.running.begin() + static_cast<std::ptrdiff_t>(i));
+      g.preempt(requests, idx);
+      ++out.preemptions;
+      preempted = true;
+      break;
+    }
+    preempted = preempted || out.preemptions != before;
+    add(idx, tokens, prefill);
+  }
+  // Then admit waiting requests while sequences, tokens and blocks allow (not after a preemption).
+  while (!preempted && !g.waiting.empty() && budget > 0 &&
+         static_cast<int>(g.running.size()) < d_.max_batch_size) {
+    const RequestIdx idx = g.waiting.front();
+    Request& r = requests[idx];
+    const std::int64_t left = r.target - r.computed;
+    if (!d_.chunked_prefill && left > budget) break;
+    const std::int64_t tokens = std::min(left, budget);
+    if (!g.kv.can_hold(r, r.computed + tokens)) break;
+    g.waiting.pop_front();
+    g.running.push_back(idx);
+    g.kv.grow(r, r.computed + tokens);
+    if (r.admitted == Time::never()) r.admitted = now;
+    add(idx, tokens, true);
+  }
+  g.kv.note_peak();
+  return out;
+}
+
+}  // namespace moesim

@@ -1,0 +1,57 @@
+// Batch policies (ARCHITECTURE.md "The serving runtime"): each step, a policy picks one attention group's
+// work from its queues and KV state: which running requests continue, which waiting ones are admitted,
+// how many tokens of each prefill, whom to preempt. One implementation per engine's rules; a new policy is
+// a new file plus a line in make_batch_policy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sim/serving/attention_group.h"
+#include "sim/serving/group_batch.h"
+#include "sim/serving/scenario_spec.h"
+
+namespace moesim {
+
+// One request's share of a step.
+struct ScheduledWork {
+  RequestIdx req;
+  std::int64_t tokens;
+  bool prefill;
+};
+
+struct FormedBatch {
+  GroupBatch batch;     // what the step planner costs
+  int preemptions = 0;  // requests preempted to make room
+};
+
+class BatchPolicy {
+ public:
+  virtual ~BatchPolicy() = default;
+  // Forms `g`'s work for a step starting at `now`: appends to `scheduled` (and grows KV allocations),
+  // admits and preempts through `g`.
+  virtual FormedBatch form(AttentionGroup& g, RequestTable& requests, Time now,
+                           std::vector<ScheduledWork>& scheduled) = 0;
+};
+
+std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d);
+
+// vLLM's continuous batching (vllm/core/scheduler.py, V0 default with chunked prefill): running requests
+// first, oldest first, each one decode token or the next prefill chunk within the step's token budget;
+// the newest running requests are preempted (recompute) when blocks run out; then waiting requests are
+// admitted first come first served while sequences, tokens and blocks allow (not after a preemption).
+class VllmBatchPolicy final : public BatchPolicy {
+ public:
+  explicit VllmBatchPolicy(const DeploymentSpec& d) : d_(d) {}
+  FormedBatch form(AttentionGroup& g, RequestTable& requests, Time now,
+                   std::vector<ScheduledWork>& scheduled) override;
+
+ private:
+  // Grows `r` to `computed` tokens, preempting the newest running requests while blocks are short;
+  // false when `r` itself would be next.
+  bool allocate(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed, int& preempted);
+  DeploymentSpec d_;
+};
+
+}  // namespace moesim

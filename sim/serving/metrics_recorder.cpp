@@ -1,0 +1,113 @@
+#include "sim/serving/metrics_recorder.h"
+
+namespace moesim {
+
+MetricsRecorder::MetricsRecorder(const ScenarioSpec& s, SimulationObserver* observer)
+    : s_(s),
+      observer_(observer),
+      warmup_end_(Time::at(s.run.warmup)),
+      loop_on_(s.experts.any() || s.workload.drift || s.workload.coactivation) {
+  loop.gpu_load_imbalance_weighted = 0;
+  const auto gpus = static_cast<std::size_t>(s.replicas() * s.deployment.ep_size);
+  gpu_busy.assign(gpus, 0.0);
+  gpu_flops.assign(gpus, 0.0);
+  gpu_bytes.assign(gpus, 0.0);
+}
+
+void MetricsRecorder::on_drop(const RequestSpec& spec, std::int64_t id) {
+  ++dropped;
+  if (observer_ == nullptr) return;
+  observer_->on_request(RequestRecord{.id = id,
+                                      .arrival_s = spec.arrival.seconds(),
+                                      .prompt_tokens = spec.prompt_tokens,
+                                      .output_tokens = spec.output_tokens,
+                                      .dropped = true});
+}
+
+void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner, Time start) {
+  const StepPlan& plan = *rec.plan;
+  if (start >= warmup_end_) {
+    ++steps;
+    step_s += plan.total.seconds();
+    part_s.add(plan.parts);
+    comm_hidden_s += plan.comm_hidden.seconds();
+    batch_tokens += static_cast<double>(plan.tokens);
+    gpu_imbalance += plan.gpu_imbalance;
+    expert_imbalance += plan.expert_imbalance;
+    nvlink_bytes += plan.dispatch_nvlink_bytes;
+    nic_bytes += plan.dispatch_nic_bytes;
+    if (loop_on_) {
+      loop.rebalances += plan.rebalances;
+      loop.rebalance_bytes += plan.rebalance_bytes;
+      loop.rebalance_s += plan.part(StepPart::kRebalance).seconds();
+      loop.expert_uses += plan.expert_uses;
+      loop.hbm_hits += plan.hbm_hits;
+      loop.host_loads += plan.host_loads;
+      loop.nvme_loads += plan.nvme_loads;
+      loop.prefetches += plan.prefetches;
+      loop.evictions += plan.evictions;
+      loop.host_bytes += plan.host_bytes;
+      loop.nvme_bytes += plan.nvme_bytes;
+      loop.stall_s += plan.part(StepPart::kExpertStall).seconds();
+      loop.rerouted_pairs += plan.rerouted;
+      loop.rerouted_share += static_cast<double>(plan.tokens) * s_.model.top_k * s_.model.moe_layers();
+      loop.gpu_load_imbalance_weighted += plan.gpu_imbalance * static_cast<double>(plan.tokens);
+      loop.dispatch_bytes_per_token += plan.dispatch_nvlink_bytes + plan.dispatch_nic_bytes;
+    }
+    const auto base = static_cast<std::size_t>(rec.replica * s_.deployment.ep_size);
+    const auto busy = planner.gpu_busy_s();
+    const auto flops = planner.gpu_flops();
+    const auto bytes = planner.gpu_bytes();
+    for (std::size_t g = 0; g < busy.size(); ++g) {
+      gpu_busy[base + g] += busy[g];
+      gpu_flops[base + g] += flops[g];
+      gpu_bytes[base + g] += bytes[g];
+    }
+  }
+  if (observer_ != nullptr) observer_->on_step(rec);
+}
+
+void MetricsRecorder::on_token(const Request& r, Time now) {
+  ++output_tokens;
+  if (now >= warmup_end_) ++window_output_tokens;
+  if (r.generated > 1 && r.measured) itl.add((now - r.last_token).seconds());
+}
+
+void MetricsRecorder::on_finished(const Request& r, Time now) {
+  ++finished;
+  const double ttft_s = (r.first_token - r.arrival).seconds();
+  const double e2e_s = (now - r.arrival).seconds();
+  const double tpot_s =
+      r.output > 1 ? (r.last_token - r.first_token).seconds() / static_cast<double>(r.output - 1) : 0.0;
+  const double queueing_s = (r.admitted - r.arrival).seconds();
+  if (now >= warmup_end_) ++window_finished;
+  if (r.measured) {
+    ++measured;
+    ttft.add(ttft_s);
+    e2e.add(e2e_s);
+    queueing.add(queueing_s);
+    if (r.output > 1) tpot.add(tpot_s);
+    const bool violates = ttft_s > s_.sla.ttft.seconds() || (r.output > 1 && tpot_s > s_.sla.tpot.seconds());
+    if (violates) {
+      ++sla_violations;
+    } else {
+      ++good_requests;
+      good_tokens += r.output;
+    }
+  }
+  if (observer_ == nullptr) return;
+  observer_->on_request(RequestRecord{.id = r.id,
+                                      .arrival_s = r.arrival.seconds(),
+                                      .prompt_tokens = r.prompt,
+                                      .output_tokens = r.output,
+                                      .dropped = false,
+                                      .queueing_s = queueing_s,
+                                      .ttft_s = ttft_s,
+                                      .tpot_s = tpot_s,
+                                      .e2e_s = e2e_s,
+                                      .preemptions = r.preemptions,
+                                      .replica = r.replica,
+                                      .group = r.group});
+}
+
+}  // namespace moesim

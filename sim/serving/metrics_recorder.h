@@ -1,0 +1,78 @@
+// The metrics recorder: what the runtime's entities report as it happens (arrivals, drops, tokens,
+// finished requests, steps), accumulated over the measurement window and forwarded to the optional
+// observers (CSV, trace). Report assembly reads it afterwards (serving_simulation.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/serving/latency_histogram.h"
+#include "sim/serving/report.h"
+#include "sim/serving/request.h"
+#include "sim/serving/scenario_spec.h"
+#include "sim/serving/serving_simulation.h"
+#include "sim/serving/step_planner.h"
+
+namespace moesim {
+
+class MetricsRecorder {
+ public:
+  MetricsRecorder(const ScenarioSpec& s, SimulationObserver* observer);
+
+  void on_arrival() { ++arrived; }
+  void on_drop(const RequestSpec& spec, std::int64_t id);
+  void on_admitted(const Request& r) { output_tokens_asked += r.output; }
+  void on_preemptions(int n) { preemptions += n; }
+  // A step of `replica` starting at `rec.start_s`, costed by `planner` (its last plan).
+  void on_step(const StepRecord& rec, const StepPlanner& planner, Time start);
+  // `r` has just produced a token at `now` (r.generated counts it; r.last_token is the previous one).
+  void on_token(const Request& r, Time now);
+  void on_prompt_done(const Request& r, Time now) {
+    if (now >= warmup_end_) window_prompt_tokens += r.prompt;
+  }
+  void on_finished(const Request& r, Time now);
+
+  [[nodiscard]] Time warmup_end() const { return warmup_end_; }
+
+  // Totals (read by report assembly).
+  LatencyHistogram ttft;
+  LatencyHistogram tpot;
+  LatencyHistogram itl;
+  LatencyHistogram e2e;
+  LatencyHistogram queueing;
+  std::int64_t arrived = 0;
+  std::int64_t finished = 0;
+  std::int64_t dropped = 0;
+  std::int64_t measured = 0;
+  std::int64_t preemptions = 0;
+  std::int64_t output_tokens = 0;
+  std::int64_t output_tokens_asked = 0;
+  std::int64_t window_output_tokens = 0;
+  std::int64_t window_prompt_tokens = 0;
+  std::int64_t window_finished = 0;
+  std::int64_t sla_violations = 0;
+  std::int64_t good_requests = 0;
+  std::int64_t good_tokens = 0;
+  // Steps that started in the window.
+  std::int64_t steps = 0;
+  double step_s = 0;
+  StepSeconds part_s;
+  double comm_hidden_s = 0;
+  double batch_tokens = 0;
+  double gpu_imbalance = 0;
+  double expert_imbalance = 0;
+  double nvlink_bytes = 0;
+  double nic_bytes = 0;
+  ExpertLoopReport loop;         // window sums of the experts-in-the-loop counters
+  std::vector<double> gpu_busy;  // per GPU of the cluster
+  std::vector<double> gpu_flops;
+  std::vector<double> gpu_bytes;
+
+ private:
+  const ScenarioSpec& s_;
+  SimulationObserver* observer_;
+  Time warmup_end_;
+  bool loop_on_;
+};
+
+}  // namespace moesim

@@ -1,0 +1,113 @@
+#include "sim/serving/replica.h"
+
+#include <algorithm>
+
+namespace moesim {
+
+Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> planner,
+                 std::int64_t kv_blocks_per_group)
+    : index_(index), ctx_(ctx), planner_(std::move(planner)) {
+  const auto groups = static_cast<std::size_t>(ctx_.s.deployment.attention_dp);
+  groups_.reserve(groups);
+  for (std::size_t g = 0; g < groups; ++g) {
+    groups_.emplace_back(KvCacheManager(kv_blocks_per_group, ctx_.s.deployment.kv_block_tokens));
+  }
+  batches_.resize(groups);
+}
+
+void Replica::enqueue(int group, RequestIdx idx) {
+  groups_[static_cast<std::size_t>(group)].waiting.push_back(idx);
+  wake();
+}
+
+// Batches are formed in the decide phase, after every arrival of the same instant is in.
+void Replica::wake() {
+  if (busy_ || decide_pending_) return;
+  decide_pending_ = true;
+  ctx_.sim.schedule_in(Duration::zero(), Phase::kDecide, [this] { on_decide(); });
+}
+
+void Replica::on_decide() {
+  decide_pending_ = false;
+  if (busy_) return;
+  const Time now = ctx_.sim.now();
+  scheduled_.clear();
+  bool any = false;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const FormedBatch f = ctx_.policy.form(groups_[g], ctx_.requests, now, scheduled_);
+    batches_[g] = f.batch;
+    ctx_.metrics.on_preemptions(f.preemptions);
+    any = f.batch.tokens() > 0 || any;
+  }
+  if (!any) return;
+  ctx_.models.advance_to(now);
+  const StepPlan& plan = planner_->plan(batches_, now);
+  if (ctx_.s.experts.load_aware_admission) {
+    const auto busy = planner_->gpu_busy_s();
+    const auto tp = static_cast<std::size_t>(ctx_.s.deployment.attention_tp);
+    for (std::size_t g = 0; g < busy.size(); ++g) {
+      double& b = groups_[g / tp].busy_ewma_s;
+      b += 0.1 * (busy[g] - b);  // EWMA over ~10 steps
+    }
+  }
+  busy_ = true;
+  StepRecord rec{.replica = index_, .start_s = now.seconds(), .plan = &plan};
+  for (const AttentionGroup& g : groups_) {
+    rec.running += static_cast<std::int64_t>(g.running.size());
+    rec.waiting += static_cast<std::int64_t>(g.waiting.size());
+  }
+  for (const GroupBatch& b : batches_) {
+    rec.decode_seqs += b.decode_seqs;
+    rec.prefill_tokens += b.prefill_tokens;
+  }
+  ctx_.metrics.on_step(rec, *planner_, now);
+  ctx_.sim.schedule_in(plan.total, Phase::kNormal, [this] { on_step_done(); });
+}
+
+void Replica::emit_token(Request& r, Time now) {
+  ++r.generated;
+  ctx_.metrics.on_token(r, now);
+  if (r.generated == 1) r.first_token = now;
+  r.last_token = now;
+}
+
+void Replica::finish(RequestIdx idx, Time now) {
+  Request& r = ctx_.requests[idx];
+  groups_[static_cast<std::size_t>(r.group)].kv.release(r);
+  r.target = -1;  // marks finished for the compaction in on_step_done
+  ctx_.metrics.on_finished(r, now);
+  ctx_.host.on_request_finished(now);
+}
+
+void Replica::on_step_done() {
+  busy_ = false;
+  const Time now = ctx_.sim.now();
+  bool any_finished = false;
+  for (const ScheduledWork& sc : scheduled_) {
+    Request& r = ctx_.requests[sc.req];
+    r.computed += sc.tokens;
+    if (sc.prefill && r.in_prefill()) continue;
+    if (r.generated == 0) ctx_.metrics.on_prompt_done(r, now);
+    emit_token(r, now);
+    if (r.generated >= r.output) {
+      any_finished = true;
+      finish(sc.req, now);
+    }
+  }
+  if (any_finished) {
+    for (AttentionGroup& g : groups_) {
+      std::erase_if(g.running, [this](RequestIdx i) { return ctx_.requests[i].target < 0; });
+    }
+    for (const ScheduledWork& sc : scheduled_) {
+      if (ctx_.requests[sc.req].target < 0) {
+        ctx_.requests[sc.req].target = 0;
+        ctx_.requests.release(sc.req);
+      }
+    }
+  }
+  scheduled_.clear();
+  wake();
+  ctx_.host.on_step_done();
+}
+
+}  // namespace moesim

@@ -1,0 +1,54 @@
+// A request in flight and the table that holds them: entities refer to requests by index (RequestIdx);
+// finished slots are reused so memory is O(requests in flight).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/engine/time.h"
+
+namespace moesim {
+
+using RequestIdx = std::uint32_t;
+
+struct Request {
+  std::int64_t id = 0;
+  Time arrival;
+  std::int64_t prompt = 0;
+  std::int64_t output = 0;
+  std::int64_t target = 0;    // tokens to compute before the next token can be sampled (prefill)
+  std::int64_t computed = 0;  // tokens whose KV is in the cache
+  std::int64_t generated = 0;
+  std::int64_t blocks = 0;  // KV blocks held
+  Time admitted = Time::never();
+  Time first_token;
+  Time last_token;
+  int preemptions = 0;
+  int replica = 0;
+  int group = 0;
+  bool measured = false;
+  [[nodiscard]] bool in_prefill() const { return computed < target; }
+};
+
+class RequestTable {
+ public:
+  RequestIdx add() {
+    if (!free_.empty()) {
+      const RequestIdx i = free_.back();
+      free_.pop_back();
+      requests_[i] = Request{};
+      return i;
+    }
+    requests_.emplace_back();
+    return static_cast<RequestIdx>(requests_.size() - 1);
+  }
+  void release(RequestIdx i) { free_.push_back(i); }
+  [[nodiscard]] Request& operator[](RequestIdx i) { return requests_[i]; }
+  [[nodiscard]] const Request& operator[](RequestIdx i) const { return requests_[i]; }
+
+ private:
+  std::vector<Request> requests_;
+  std::vector<RequestIdx> free_;
+};
+
+}  // namespace moesim

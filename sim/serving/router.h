@@ -1,0 +1,54 @@
+// Routers (ARCHITECTURE.md "The serving runtime"): a policy that picks the attention group (a DP rank of
+// a replica) for each arriving request from a read-only view of every group's load. A new router is a new
+// file with its class, plus a line in make_router.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "sim/serving/scenario_spec.h"
+
+namespace moesim {
+
+// One attention group as a router sees it; groups are numbered replica-major.
+struct GroupLoad {
+  std::int64_t running = 0;
+  std::int64_t waiting = 0;
+  double busy_s = 0;  // EWMA of its GPUs' busy time per step (0 before its first step)
+};
+
+class Router {
+ public:
+  virtual ~Router() = default;
+  // Index into `groups` of the group that takes the next request. `groups` is not empty.
+  virtual int route(std::span<const GroupLoad> groups) = 0;
+};
+
+// The router the scenario names (deployment.router; experts.admission = gpu_load_aware picks the
+// load-aware least-loaded router).
+std::unique_ptr<Router> make_router(const ScenarioSpec& s);
+
+// Each group in turn.
+class RoundRobinRouter final : public Router {
+ public:
+  int route(std::span<const GroupLoad> groups) override;
+
+ private:
+  std::int64_t next_ = 0;
+};
+
+// The group with the fewest running + waiting requests (first on ties): vLLM/SGLang DP attention.
+class LeastLoadedRouter final : public Router {
+ public:
+  int route(std::span<const GroupLoad> groups) override;
+};
+
+// Least loaded, with each group's (queue + 1) weighted by its GPUs' recent busy time relative to the least
+// busy group's, so new requests avoid DP ranks whose GPUs hold the hot experts (seed section 7).
+class LoadAwareRouter final : public Router {
+ public:
+  int route(std::span<const GroupLoad> groups) override;
+};
+
+}  // namespace moesim

@@ -1,0 +1,26 @@
+#include "sim/serving/serving_models.h"
+
+namespace moesim {
+
+ServingModels::ServingModels(const ScenarioSpec& s, const RandomStreams& streams)
+    : s_(s),
+      fabric_(s.cluster.fabric),
+      popularity_(s.workload.popularity, s.model.moe_layers(), s.model.routed_experts, s.model.top_k,
+                  streams.stream("popularity")) {
+  if (s.workload.drift) {
+    drift_ =
+        std::make_unique<DriftingPopularity>(popularity_, s.workload.drift_spec, streams.stream("drift"));
+  }
+  if (s.workload.coactivation) {
+    coactivation_ =
+        std::make_unique<CoactivationModel>(s.workload.coactivation_spec, s.model.moe_layers(),
+                                            s.model.routed_experts, streams.stream("coactivation"));
+  }
+}
+
+std::unique_ptr<StepPlanner> ServingModels::make_planner(const GpuCostModel& gpu, Rng routing) const {
+  return std::make_unique<StepPlanner>(s_, gpu, fabric_, popularity_, routing, drift_.get(),
+                                       coactivation_.get());
+}
+
+}  // namespace moesim

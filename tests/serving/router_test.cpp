@@ -1,0 +1,49 @@
+// Routers on hand-built views of the attention groups' load.
+#include "sim/serving/router.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+using namespace moesim;
+
+TEST_CASE("the round-robin router visits every group in turn") {
+  RoundRobinRouter r;
+  const std::vector<GroupLoad> g(3);
+  std::vector<int> picks;
+  for (int i = 0; i < 7; ++i) picks.push_back(r.route(g));
+  REQUIRE(picks == std::vector<int>{0, 1, 2, 0, 1, 2, 0});
+}
+
+TEST_CASE("the least-loaded router picks the fewest running plus waiting, the first on ties") {
+  LeastLoadedRouter r;
+  const std::vector<GroupLoad> g{
+      {.running = 3, .waiting = 1}, {.running = 1, .waiting = 2}, {.running = 0, .waiting = 3}};
+  REQUIRE(r.route(g) == 1);  // loads 4, 3, 3: group 1 is the first of the two least loaded
+  const std::vector<GroupLoad> idle{{.running = 2}, {.running = 0}, {.running = 0}};
+  REQUIRE(r.route(idle) == 1);
+}
+
+TEST_CASE("the load-aware router weighs each queue by its GPUs' busy time relative to the least busy") {
+  LoadAwareRouter r;
+  // (queue + 1) x busy / min busy: group 0: (1 + 1) x 3/1 = 6; group 1: (3 + 1) x 1 = 4; group 2: (2 + 1) x 2
+  // = 6.
+  const std::vector<GroupLoad> g{
+      {.running = 1, .busy_s = 3e-3}, {.running = 3, .busy_s = 1e-3}, {.running = 2, .busy_s = 2e-3}};
+  REQUIRE(r.route(g) == 1);
+  // A least-loaded router would have picked group 0.
+  LeastLoadedRouter plain;
+  REQUIRE(plain.route(g) == 0);
+  // A group that has not stepped yet counts as the least busy (ratio 1), not as idle.
+  const std::vector<GroupLoad> fresh{{.running = 1, .busy_s = 1e-3}, {.running = 2, .busy_s = 0}};
+  REQUIRE(r.route(fresh) == 0);  // 2 x 1 vs 3 x 1
+}
+
+TEST_CASE("make_router follows deployment.router and the load-aware admission switch") {
+  ScenarioSpec s;
+  s.deployment.router = RouterPolicy::kRoundRobin;
+  REQUIRE(dynamic_cast<RoundRobinRouter*>(make_router(s).get()) != nullptr);
+  s.deployment.router = RouterPolicy::kLeastLoaded;
+  REQUIRE(dynamic_cast<LeastLoadedRouter*>(make_router(s).get()) != nullptr);
+  s.experts.load_aware_admission = true;
+  REQUIRE(dynamic_cast<LoadAwareRouter*>(make_router(s).get()) != nullptr);
+}
