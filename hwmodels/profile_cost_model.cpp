@@ -123,7 +123,21 @@ AttentionWork prefill_attention_work(double context, double q_heads, double kv_h
 }
 
 ProfileCostModel::ProfileCostModel(GpuProfile profile, GpuSpec fallback, std::string name)
-    : profile_(std::move(profile)), fallback_(std::move(fallback)), name_(std::move(name)) {}
+    : profile_(std::move(profile)), fallback_(std::move(fallback)), name_(std::move(name)) {
+  for (std::size_t i = 0; i < grouped_.size(); ++i) {
+    const auto p = static_cast<Precision>(i);
+    if (const OperationFit* f = profile_.find_fit(CostOp::kGroupedExperts, p)) {
+      grouped_[i] = f->params;
+    } else if (const OperationFit* b = profile_.find_fit(CostOp::kGroupedExperts, Precision::kBF16)) {
+      grouped_[i] = b->params;
+      grouped_[i]->flops_per_s *= profile_.rate_scale_of(p);
+    }
+  }
+  const std::array<CostOp, 3> ops{CostOp::kSmallKernel, CostOp::kPermute, CostOp::kUnpermute};
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (const OperationFit* f = profile_.find_fit(ops[i], Precision::kBF16)) memory_[i] = f->params;
+  }
+}
 
 Duration ProfileCostModel::gemm(const GemmWork& w) const {
   if (w.m <= 0) return Duration::zero();
@@ -146,18 +160,15 @@ Duration ProfileCostModel::expert_ffn(const ExpertFfnWork& w) const {
 
 Duration ProfileCostModel::grouped_experts(const GroupedExpertsWork& w) const {
   if (w.tokens <= 0 || w.experts <= 0) return Duration::zero();
+  const auto& fit = grouped_[static_cast<std::size_t>(w.weights)];
+  if (!fit) return RooflineCostModel(fallback_).grouped_experts(w);
   const BytesFlops bf = work_bytes_flops(w);
-  if (auto s = profile_.seconds(CostOp::kGroupedExperts, w.weights, 0, 0, bf.bytes, bf.flops)) {
-    return Duration::from_seconds(*s);
-  }
-  return RooflineCostModel(fallback_).grouped_experts(w);
+  return Duration::from_seconds(fit->seconds(bf.bytes, bf.flops));
 }
 
 Duration ProfileCostModel::memory_kernel(MemoryKernel k, double bytes) const {
-  const CostOp op = k == MemoryKernel::kGather       ? CostOp::kPermute
-                    : k == MemoryKernel::kScatterAdd ? CostOp::kUnpermute
-                                                     : CostOp::kSmallKernel;
-  if (auto s = profile_.seconds(op, Precision::kBF16, 0, 0, bytes, 0.0)) return Duration::from_seconds(*s);
+  const std::size_t i = k == MemoryKernel::kGather ? 1 : k == MemoryKernel::kScatterAdd ? 2 : 0;
+  if (memory_[i]) return Duration::from_seconds(memory_[i]->seconds(bytes, 0.0));
   return RooflineCostModel(fallback_).memory_kernel(k, bytes);
 }
 

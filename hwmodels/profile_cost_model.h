@@ -3,6 +3,7 @@
 // A GpuProfile is a plain struct: hwmodels never sees JSON.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -139,6 +140,10 @@ class ProfileCostModel final : public GpuCostModel {
   GpuProfile profile_;
   GpuSpec fallback_;
   std::string name_;
+  // Resolved once (the planner calls these per GPU and layer): the grouped-experts fit by weight format
+  // (its own, else the BF16 fit at the format's rate), and the memory-kernel fits; nullopt: roofline.
+  std::array<std::optional<RooflineFit>, 7> grouped_;
+  std::array<std::optional<RooflineFit>, 3> memory_;
 };
 
 }  // namespace moesim
