@@ -183,7 +183,96 @@ RooflineFit fit_operation(const std::vector<CalibrationPoint>& points, const Fit
   return to_fit(best);
 }
 
+namespace {
+
+// One expert of a kExpertLoop point.
+BytesFlops loop_expert_work(const CalibrationPoint& p, std::int32_t count) {
+  return work_bytes_flops(
+      ExpertFfnWork{.tokens = count, .hidden = p.shape_a, .inter = p.shape_b, .weights = p.precision});
+}
+
+}  // namespace
+
+double fit_loop_fixed_s(const std::vector<CalibrationPoint>& loop_points, const RooflineFit& ffn) {
+  auto cost = [&](double fixed_s) {
+    RooflineFit f = ffn;
+    f.fixed_s = fixed_s;
+    double c = 0;
+    for (const auto& p : loop_points) {
+      if (p.is_anomaly) continue;
+      double pred = 0;
+      for (const std::int32_t n : p.counts) {
+        if (n <= 0) continue;
+        const BytesFlops bf = loop_expert_work(p, n);
+        pred += f.seconds(bf.bytes, bf.flops);
+      }
+      c += std::pow(std::log(pred / p.seconds), 2);
+    }
+    return c;
+  };
+  // Golden-section search on [0, 2 x the single-kernel fixed cost] (the cost is unimodal in fixed_s).
+  double lo = 0;
+  double hi = 2 * ffn.fixed_s;
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < 100; ++i) {
+    const double a = hi - g * (hi - lo);
+    const double b = lo + g * (hi - lo);
+    if (cost(a) < cost(b)) {
+      hi = b;
+    } else {
+      lo = a;
+    }
+  }
+  return 0.5 * (lo + hi);
+}
+
+namespace {
+
+std::vector<OperationFit> fit_kinds(const std::vector<CalibrationPoint>& points, const FitOptions& opt);
+
+}  // namespace
+
 std::vector<OperationFit> fit_all(const std::vector<CalibrationPoint>& points, const FitOptions& opt) {
+  std::vector<CalibrationPoint> kernels;
+  std::vector<CalibrationPoint> loops;
+  for (const auto& p : points) (p.op == CostOp::kExpertLoop ? loops : kernels).push_back(p);
+  std::vector<OperationFit> fits = fit_kinds(kernels, opt);
+  // Loops: one fixed cost per (precision, shape) measured, against that shape's expert FFN fit.
+  std::vector<std::pair<Precision, std::pair<std::int64_t, std::int64_t>>> done;
+  for (const auto& p : loops) {
+    const std::pair key{p.precision, std::pair{p.shape_a, p.shape_b}};
+    if (std::find(done.begin(), done.end(), key) != done.end()) continue;
+    done.push_back(key);
+    const auto ffn = std::find_if(fits.begin(), fits.end(), [&](const OperationFit& f) {
+      return f.op == CostOp::kExpertFfn && f.precision == p.precision && f.shape_a == p.shape_a &&
+             f.shape_b == p.shape_b;
+    });
+    const auto any = std::find_if(fits.begin(), fits.end(), [&](const OperationFit& f) {
+      return f.op == CostOp::kExpertFfn && f.precision == p.precision && f.shape_a == 0 && f.shape_b == 0;
+    });
+    const auto base = ffn != fits.end() ? ffn : any;
+    if (base == fits.end()) continue;  // no expert FFN measured: nothing to compare the loop with
+    std::vector<CalibrationPoint> same;
+    for (const auto& q : loops) {
+      if (q.precision == p.precision && q.shape_a == p.shape_a && q.shape_b == p.shape_b) same.push_back(q);
+    }
+    RooflineFit loop = base->params;
+    loop.fixed_s = fit_loop_fixed_s(same, base->params);
+    // Stored for all shapes: the per-kernel saving it implies applies to any expert shape.
+    fits.push_back(
+        {.op = CostOp::kExpertLoop, .precision = p.precision, .shape_a = 0, .shape_b = 0, .params = loop});
+    fits.push_back({.op = CostOp::kExpertLoop,
+                    .precision = p.precision,
+                    .shape_a = p.shape_a,
+                    .shape_b = p.shape_b,
+                    .params = loop});
+  }
+  return fits;
+}
+
+namespace {
+
+std::vector<OperationFit> fit_kinds(const std::vector<CalibrationPoint>& points, const FitOptions& opt) {
   // Kinds (op, precision) in order of first appearance, GEMM first: the expert FFN prior needs its fit.
   std::vector<const CalibrationPoint*> kinds;
   for (const auto& p : points) {
@@ -192,6 +281,8 @@ std::vector<OperationFit> fit_all(const std::vector<CalibrationPoint>& points, c
       kinds.push_back(&p);
     }
   }
+  std::stable_partition(kinds.begin(), kinds.end(),
+                        [](const CalibrationPoint* k) { return k->op != CostOp::kGroupedExperts; });
   std::stable_partition(kinds.begin(), kinds.end(),
                         [](const CalibrationPoint* k) { return k->op == CostOp::kGemm; });
 
@@ -211,6 +302,16 @@ std::vector<OperationFit> fit_all(const std::vector<CalibrationPoint>& points, c
       o.prior_bytes_per_s = gemm->params.bytes_per_s;
       o.prior_flops_per_s = gemm->params.flops_per_s * rate_scale;
       o.prior_weight = opt.derived_prior_weight;
+    }
+    const auto ffn = std::find_if(fits.begin(), fits.end(), [](const OperationFit& f) {
+      return f.op == CostOp::kExpertFfn && f.precision == Precision::kBF16 && f.shape_a == 0 &&
+             f.shape_b == 0;
+    });
+    if (kind->op == CostOp::kGroupedExperts && ffn != fits.end()) {
+      o.prior_fixed_s = 0;
+      o.prior_bytes_per_s = ffn->params.bytes_per_s;
+      o.prior_flops_per_s = ffn->params.flops_per_s * rate_scale;
+      o.prior_weight = opt.grouped_prior_weight;
     }
     std::vector<CalibrationPoint> same;
     std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
@@ -248,7 +349,23 @@ std::vector<OperationFit> fit_all(const std::vector<CalibrationPoint>& points, c
   return fits;
 }
 
+}  // namespace
+
 double predict_seconds(const GpuProfile& profile, const CalibrationPoint& p) {
+  if (p.op == CostOp::kExpertLoop) {
+    if (profile.find_fit(CostOp::kExpertLoop, p.precision, p.shape_a, p.shape_b) == nullptr) return -1.0;
+    const double delta = profile.loop_fixed_delta_s(p.precision, p.shape_a, p.shape_b);
+    double sum = 0;
+    for (const std::int32_t n : p.counts) {
+      if (n <= 0) continue;
+      const BytesFlops bf = loop_expert_work(p, n);
+      const auto s =
+          profile.seconds(CostOp::kExpertFfn, p.precision, p.shape_a, p.shape_b, bf.bytes, bf.flops);
+      if (!s) return -1.0;
+      sum += *s + delta;
+    }
+    return sum;
+  }
   return profile.seconds(p.op, p.precision, p.shape_a, p.shape_b, p.bytes, p.flops).value_or(-1.0);
 }
 

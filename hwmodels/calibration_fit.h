@@ -23,6 +23,10 @@ struct FitOptions {
   // Weight of the priors fit_all derives from its own fits (expert FFN from GEMM, one shape from all shapes):
   // stronger, as they describe the same kernels.
   double derived_prior_weight = 0.1;
+  // Weight of the prior a grouped-experts fit takes from the all-shapes BF16 expert FFN fit (bandwidth and
+  // rate): the grouped measurements reach ~130 tokens per expert, so beyond that the single-expert sweeps
+  // (up to 8192 tokens) decide the compute rate of the same tensor-core GEMMs.
+  double grouped_prior_weight = 0.3;
   // A point is an anomaly when it (or one of its component kernels) is slower by more than this fraction
   // than a point of the same sweep that does at least as much work and at least twice as much of bytes or
   // flops: a library heuristic picking a slow kernel, which an implementation could avoid by padding.
@@ -46,6 +50,11 @@ void flag_anomalies(std::vector<CalibrationPoint>& points, double tolerance);
 // decides what one expert shape alone cannot (fixed cost versus bandwidth).
 [[nodiscard]] std::vector<OperationFit> fit_all(const std::vector<CalibrationPoint>& points,
                                                 const FitOptions& opt);
+
+// Fixed cost per kernel of expert FFNs run as a loop (kExpertLoop points), the rest of each kernel's cost
+// from `ffn` (the expert FFN fit of that shape): 1-D least squares on log errors (golden section).
+[[nodiscard]] double fit_loop_fixed_s(const std::vector<CalibrationPoint>& loop_points,
+                                      const RooflineFit& ffn);
 
 // Predicted seconds of a measured point under `profile`; negative when the profile cannot cost it.
 [[nodiscard]] double predict_seconds(const GpuProfile& profile, const CalibrationPoint& p);

@@ -19,12 +19,31 @@ struct GemmWork {
 };
 
 // One SwiGLU expert: x[T,H] @ W13[H,2I] -> silu(a)*b -> @ W2[I,H], weights read once.
+// `in_loop`: one of a loop of such kernels back to back in a CUDA graph (a naive MoE layer), whose
+// launches overlap a little (shared/calibration/h200/moe_layer_deepseek_v3_ep8.json, loop_ms).
 struct ExpertFfnWork {
   std::int64_t tokens = 0;
   std::int64_t hidden = 0;
   std::int64_t inter = 0;
   Precision weights = Precision::kBF16;
+  bool in_loop = false;
 };
+
+// One grouped expert launch on one GPU for one MoE layer, as serving engines run it (vLLM fused-MoE,
+// SGLang/DeepGEMM, TensorRT-LLM CUTLASS): one grouped up GEMM over every local expert, SwiGLU, one grouped
+// down GEMM. `experts` of them have tokens (their weights are read once each, at `weights`); `tokens` is
+// the GPU's routed (token, expert) pairs. Engines launch one such pair per weight format.
+struct GroupedExpertsWork {
+  std::int64_t experts = 0;
+  std::int64_t tokens = 0;
+  std::int64_t hidden = 0;
+  std::int64_t inter = 0;
+  Precision weights = Precision::kBF16;
+};
+
+// The small memory-bound kernels of a layer (hwmodels/layer_kernels.h names them): an elementwise or
+// copy kernel, the row gather that permutes tokens into expert order, and the scatter-add back.
+enum class MemoryKernel : std::uint8_t { kElementwise, kGather, kScatterAdd };
 
 // The attention core (softmax(QK^T)V, without projections), described by what it moves and computes.
 struct AttentionWork {
@@ -39,6 +58,9 @@ class GpuCostModel {
   [[nodiscard]] virtual Duration gemm(const GemmWork& w) const = 0;
   [[nodiscard]] virtual Duration expert_ffn(const ExpertFfnWork& w) const = 0;
   [[nodiscard]] virtual Duration attention(const AttentionWork& w) const = 0;
+  [[nodiscard]] virtual Duration grouped_experts(const GroupedExpertsWork& w) const = 0;
+  // One launch of a small kernel moving `bytes` (read + written).
+  [[nodiscard]] virtual Duration memory_kernel(MemoryKernel k, double bytes) const = 0;
   // Where the costs come from, for the report: "roofline (datasheet)" or "profile <file>".
   [[nodiscard]] virtual std::string source() const = 0;
 };
@@ -51,6 +73,10 @@ class GpuCostModel {
 }
 [[nodiscard]] inline double expert_ffn_weight_bytes(const ExpertFfnWork& w) {
   return 3.0 * static_cast<double>(w.hidden) * static_cast<double>(w.inter) * bytes_per_element(w.weights);
+}
+
+[[nodiscard]] inline double grouped_experts_flops(const GroupedExpertsWork& w) {
+  return 6.0 * static_cast<double>(w.tokens) * static_cast<double>(w.hidden) * static_cast<double>(w.inter);
 }
 
 }  // namespace moesim

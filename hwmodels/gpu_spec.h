@@ -11,8 +11,12 @@ namespace moesim {
 
 struct GpuSpec {
   std::string name;
+  std::string arch;           // "hopper", "blackwell", ... (labels derived cost models)
+  std::string profile_basis;  // catalog name of the GPU whose fitted profile this one derives from
+
   double hbm_bytes = 0;
   double hbm_bytes_per_s = 0;
+  double l2_bytes = 0;  // last-level cache (0: unknown; small-kernel gathers then count every read)
   // Dense tensor-core peak (no sparsity) by compute format.
   double bf16_flops_per_s = 0;
   double fp8_flops_per_s = 0;

@@ -9,13 +9,16 @@
 namespace moesim {
 
 namespace {
-constexpr std::array<std::pair<CostOp, std::string_view>, 6> kOpNames{{
+constexpr std::array<std::pair<CostOp, std::string_view>, 9> kOpNames{{
     {CostOp::kGemm, "gemm"},
     {CostOp::kExpertFfn, "expert_ffn"},
     {CostOp::kAttentionDecode, "attention_decode"},
     {CostOp::kAttentionPrefill, "attention_prefill"},
     {CostOp::kPermute, "permute"},
     {CostOp::kUnpermute, "unpermute"},
+    {CostOp::kGroupedExperts, "grouped_experts"},
+    {CostOp::kExpertLoop, "expert_loop"},
+    {CostOp::kSmallKernel, "small_kernel"},
 }};
 }  // namespace
 
@@ -65,6 +68,15 @@ const OperationFit* GpuProfile::find_fit(CostOp op, Precision p, std::int64_t sh
   return any_shape;
 }
 
+double GpuProfile::loop_fixed_delta_s(Precision p, std::int64_t hidden, std::int64_t inter) const {
+  const OperationFit* loop = find_fit(CostOp::kExpertLoop, p, hidden, inter);
+  if (loop == nullptr) loop = find_fit(CostOp::kExpertLoop, Precision::kBF16, hidden, inter);
+  const OperationFit* ffn = find_fit(CostOp::kExpertFfn, p, hidden, inter);
+  if (ffn == nullptr) ffn = find_fit(CostOp::kExpertFfn, Precision::kBF16, hidden, inter);
+  if (loop == nullptr || ffn == nullptr) return 0;
+  return std::min(0.0, loop->params.fixed_s - ffn->params.fixed_s);
+}
+
 double GpuProfile::rate_scale_of(Precision p) const {
   for (const auto& [prec, scale] : rate_scale) {
     if (prec == p) return scale;
@@ -87,6 +99,15 @@ BytesFlops work_bytes_flops(const ExpertFfnWork& w) {
           .flops = expert_ffn_flops(w)};
 }
 
+BytesFlops work_bytes_flops(const GroupedExpertsWork& w) {
+  const double t = static_cast<double>(w.tokens);
+  const double h = static_cast<double>(w.hidden);
+  const double i = static_cast<double>(w.inter);
+  return {.bytes = static_cast<double>(w.experts) * 3.0 * h * i * bytes_per_element(w.weights) +
+                   2.0 * (2.0 * t * h + 3.0 * t * i),
+          .flops = grouped_experts_flops(w)};
+}
+
 AttentionWork decode_attention_work(double batch, double context, double q_heads, double kv_heads,
                                     double head_dim) {
   // K and V of every cached token, Q in and O out, BF16; QK^T and PV: 2 * 2 * L * Hq * D per sequence.
@@ -102,7 +123,21 @@ AttentionWork prefill_attention_work(double context, double q_heads, double kv_h
 }
 
 ProfileCostModel::ProfileCostModel(GpuProfile profile, GpuSpec fallback, std::string name)
-    : profile_(std::move(profile)), fallback_(std::move(fallback)), name_(std::move(name)) {}
+    : profile_(std::move(profile)), fallback_(std::move(fallback)), name_(std::move(name)) {
+  for (std::size_t i = 0; i < grouped_.size(); ++i) {
+    const auto p = static_cast<Precision>(i);
+    if (const OperationFit* f = profile_.find_fit(CostOp::kGroupedExperts, p)) {
+      grouped_[i] = f->params;
+    } else if (const OperationFit* b = profile_.find_fit(CostOp::kGroupedExperts, Precision::kBF16)) {
+      grouped_[i] = b->params;
+      grouped_[i]->flops_per_s *= profile_.rate_scale_of(p);
+    }
+  }
+  const std::array<CostOp, 3> ops{CostOp::kSmallKernel, CostOp::kPermute, CostOp::kUnpermute};
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (const OperationFit* f = profile_.find_fit(ops[i], Precision::kBF16)) memory_[i] = f->params;
+  }
+}
 
 Duration ProfileCostModel::gemm(const GemmWork& w) const {
   if (w.m <= 0) return Duration::zero();
@@ -117,9 +152,24 @@ Duration ProfileCostModel::expert_ffn(const ExpertFfnWork& w) const {
   if (w.tokens <= 0) return Duration::zero();
   const BytesFlops bf = work_bytes_flops(w);
   if (auto s = profile_.seconds(CostOp::kExpertFfn, w.weights, w.hidden, w.inter, bf.bytes, bf.flops)) {
-    return Duration::from_seconds(*s);
+    const double loop = w.in_loop ? profile_.loop_fixed_delta_s(w.weights, w.hidden, w.inter) : 0.0;
+    return Duration::from_seconds(*s + loop);
   }
   return RooflineCostModel(fallback_).expert_ffn(w);
+}
+
+Duration ProfileCostModel::grouped_experts(const GroupedExpertsWork& w) const {
+  if (w.tokens <= 0 || w.experts <= 0) return Duration::zero();
+  const auto& fit = grouped_[static_cast<std::size_t>(w.weights)];
+  if (!fit) return RooflineCostModel(fallback_).grouped_experts(w);
+  const BytesFlops bf = work_bytes_flops(w);
+  return Duration::from_seconds(fit->seconds(bf.bytes, bf.flops));
+}
+
+Duration ProfileCostModel::memory_kernel(MemoryKernel k, double bytes) const {
+  const std::size_t i = k == MemoryKernel::kGather ? 1 : k == MemoryKernel::kScatterAdd ? 2 : 0;
+  if (memory_[i]) return Duration::from_seconds(memory_[i]->seconds(bytes, 0.0));
+  return RooflineCostModel(fallback_).memory_kernel(k, bytes);
 }
 
 Duration ProfileCostModel::attention(const AttentionWork& w) const {
@@ -134,7 +184,8 @@ Duration ProfileCostModel::attention(const AttentionWork& w) const {
 std::string ProfileCostModel::source() const {
   std::string s = "profile " + name_;
   std::string missing;
-  for (CostOp op : {CostOp::kGemm, CostOp::kExpertFfn, CostOp::kAttentionDecode, CostOp::kAttentionPrefill}) {
+  for (CostOp op : {CostOp::kGemm, CostOp::kExpertFfn, CostOp::kAttentionDecode, CostOp::kAttentionPrefill,
+                    CostOp::kGroupedExperts, CostOp::kPermute, CostOp::kUnpermute, CostOp::kSmallKernel}) {
     if (profile_.find_fit(op, Precision::kBF16) == nullptr) {
       missing += missing.empty() ? "" : ", ";
       missing += to_string(op);

@@ -3,6 +3,7 @@
 // A GpuProfile is a plain struct: hwmodels never sees JSON.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,14 +17,20 @@
 namespace moesim {
 
 // The operations a profile fits, each with its own parameters. kPermute/kUnpermute are the local sides
-// of dispatch and combine, timed by our CUDA kernels (no GpuCostModel entry point uses them yet).
+// of dispatch and combine (row gather into expert order, weighted scatter-add back). kGroupedExperts is
+// one grouped expert launch per GPU and layer; kExpertLoop holds the per-expert fixed cost of expert FFN
+// kernels run back to back (its other parameters echo the expert FFN fit it was made against);
+// kSmallKernel is any other small memory-bound kernel of a layer (norm, residual add, top-k, sort).
 enum class CostOp : std::uint8_t {
   kGemm,
   kExpertFfn,
   kAttentionDecode,
   kAttentionPrefill,
   kPermute,
-  kUnpermute
+  kUnpermute,
+  kGroupedExperts,
+  kExpertLoop,
+  kSmallKernel
 };
 [[nodiscard]] std::string_view to_string(CostOp op);
 [[nodiscard]] std::optional<CostOp> parse_cost_op(std::string_view s);
@@ -68,7 +75,10 @@ struct CalibrationPoint {
   double flops = 0;
   double seconds = 0;
   std::vector<double> parts_s;
-  bool is_anomaly = false;  // set by flag_anomalies(): kept in reports, left out of fits and max checks
+  bool is_anomaly = false;
+  // kGroupedExperts and kExpertLoop: the token count of every local expert (shape_a, shape_b = H, I).
+  std::vector<std::int32_t>
+      counts;  // set by flag_anomalies(): kept in reports, left out of fits and max checks
 };
 
 struct GpuProfile {
@@ -88,6 +98,9 @@ struct GpuProfile {
   // scaled by rate_scale_of(p); nullopt when the profile has no fit for `op`.
   [[nodiscard]] std::optional<double> seconds(CostOp op, Precision p, std::int64_t shape_a,
                                               std::int64_t shape_b, double bytes, double flops) const;
+  // Per-kernel fixed cost of an expert FFN inside a loop of them, minus that of one alone (<= 0); 0
+  // without a kExpertLoop fit.
+  [[nodiscard]] double loop_fixed_delta_s(Precision p, std::int64_t hidden, std::int64_t inter) const;
 };
 
 // Work conventions shared by the fitter (turning measurements into bytes and flops) and the cost model.
@@ -99,6 +112,9 @@ struct BytesFlops {
 };
 [[nodiscard]] BytesFlops work_bytes_flops(const GemmWork& w);
 [[nodiscard]] BytesFlops work_bytes_flops(const ExpertFfnWork& w);
+// Grouped experts: the touched experts' weights once, x in and y out per pair, the 2I-wide intermediate
+// written and read back per pair (the same per-pair traffic as ExpertFfnWork); flops 6 * pairs * H * I.
+[[nodiscard]] BytesFlops work_bytes_flops(const GroupedExpertsWork& w);
 // Attention core with `q_heads`/`kv_heads` of `head_dim` in BF16: decode reads the KV cache of `batch`
 // sequences of `context` tokens (one query each); prefill is one causal sequence of `context` tokens
 // (half of the 4*L^2*Hq*D flops of full attention).
@@ -114,6 +130,8 @@ class ProfileCostModel final : public GpuCostModel {
   [[nodiscard]] Duration gemm(const GemmWork& w) const override;
   [[nodiscard]] Duration expert_ffn(const ExpertFfnWork& w) const override;
   [[nodiscard]] Duration attention(const AttentionWork& w) const override;
+  [[nodiscard]] Duration grouped_experts(const GroupedExpertsWork& w) const override;
+  [[nodiscard]] Duration memory_kernel(MemoryKernel k, double bytes) const override;
   [[nodiscard]] std::string source() const override;
 
   [[nodiscard]] const GpuProfile& profile() const { return profile_; }
@@ -122,6 +140,10 @@ class ProfileCostModel final : public GpuCostModel {
   GpuProfile profile_;
   GpuSpec fallback_;
   std::string name_;
+  // Resolved once (the planner calls these per GPU and layer): the grouped-experts fit by weight format
+  // (its own, else the BF16 fit at the format's rate), and the memory-kernel fits; nullopt: roofline.
+  std::array<std::optional<RooflineFit>, 7> grouped_;
+  std::array<std::optional<RooflineFit>, 3> memory_;
 };
 
 }  // namespace moesim

@@ -31,6 +31,21 @@ Duration RooflineCostModel::expert_ffn(const ExpertFfnWork& w) const {
   return roofline(bytes, expert_ffn_flops(w), gpu_.peak_flops(w.weights), 3);
 }
 
+Duration RooflineCostModel::grouped_experts(const GroupedExpertsWork& w) const {
+  if (w.tokens <= 0 || w.experts <= 0) return Duration::zero();
+  const double t = static_cast<double>(w.tokens);
+  const double h = static_cast<double>(w.hidden);
+  const double i = static_cast<double>(w.inter);
+  const double bytes = static_cast<double>(w.experts) * 3.0 * h * i * bytes_per_element(w.weights) +
+                       2.0 * (2.0 * t * h + 3.0 * t * i);
+  // Three launches for the whole group: grouped up GEMM, SwiGLU, grouped down GEMM.
+  return roofline(bytes, grouped_experts_flops(w), gpu_.peak_flops(w.weights), 3);
+}
+
+Duration RooflineCostModel::memory_kernel(MemoryKernel /*k*/, double bytes) const {
+  return roofline(bytes, 0.0, gpu_.bf16_flops_per_s, 1);
+}
+
 Duration RooflineCostModel::attention(const AttentionWork& w) const {
   if (w.bytes <= 0 && w.flops <= 0) return Duration::zero();
   return roofline(w.bytes, w.flops, gpu_.bf16_flops_per_s, 1);

@@ -13,6 +13,8 @@ class RooflineCostModel final : public GpuCostModel {
   [[nodiscard]] Duration gemm(const GemmWork& w) const override;
   [[nodiscard]] Duration expert_ffn(const ExpertFfnWork& w) const override;
   [[nodiscard]] Duration attention(const AttentionWork& w) const override;
+  [[nodiscard]] Duration grouped_experts(const GroupedExpertsWork& w) const override;
+  [[nodiscard]] Duration memory_kernel(MemoryKernel k, double bytes) const override;
   [[nodiscard]] std::string source() const override { return "roofline (datasheet " + gpu_.name + ")"; }
 
   // Roofline time of `kernels` kernels moving `bytes` and computing `flops` at `peak_flops`.

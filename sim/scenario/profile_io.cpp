@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "hwmodels/roofline_cost_model.h"
+#include "sim/scenario/catalog.h"
+#include "sim/scenario/scenario_parser.h"
 
 namespace moesim {
 
@@ -112,17 +115,34 @@ Precision file_precision(const Node& root) {
   return root.has("precision") ? precision_of(root.at("precision")) : Precision::kBF16;
 }
 
+// The weight format of one expert shape: the file's "precision", else what its stored weight bytes per
+// parameter say (2: BF16, 1: FP8), else BF16.
+Precision shape_precision(const Node& root, const Node& shape, double hidden, double inter) {
+  if (root.has("precision") || !shape.has("weight_bytes")) return file_precision(root);
+  const double per_param = shape.at("weight_bytes").positive() / (3.0 * hidden * inter);
+  if (std::abs(per_param - 1.0) < 0.01) return Precision::kFP8;
+  if (std::abs(per_param - 2.0) < 0.01) return Precision::kBF16;
+  shape.at("weight_bytes").fail("is neither 1 nor 2 bytes per parameter of 3 x hidden x inter");
+}
+
 void add_expert_ffn(Measurements& m, const Node& root) {
-  const Precision prec = file_precision(root);
   for (const auto& [name, shape] : root.at("shapes").members()) {
     const auto hidden = static_cast<std::int64_t>(shape.at("hidden").positive());
     const auto inter = static_cast<std::int64_t>(shape.at("inter").positive());
-    const std::string sweep =
-        "expert_ffn " + name + " H=" + std::to_string(hidden) + " I=" + std::to_string(inter);
+    const Precision prec = shape_precision(root, shape, double(hidden), double(inter));
+    const std::string sweep = "expert_ffn " + name +
+                              (prec == Precision::kBF16 ? "" : " " + std::string(to_string(prec))) +
+                              " H=" + std::to_string(hidden) + " I=" + std::to_string(inter);
     for (const Node& row : shape.at("rows").items()) {
       const auto tokens = static_cast<std::int64_t>(row.at("T").positive());
-      const BytesFlops bf = work_bytes_flops(
-          ExpertFfnWork{.tokens = tokens, .hidden = hidden, .inter = inter, .weights = prec});
+      // A kernel that pads its rows (FP8 _scaled_mm: to 16) does the padded work.
+      const auto rows =
+          row.has("padded_T") ? static_cast<std::int64_t>(row.at("padded_T").positive()) : tokens;
+      const BytesFlops bf =
+          work_bytes_flops(ExpertFfnWork{.tokens = rows, .hidden = hidden, .inter = inter, .weights = prec});
+      std::vector<double> parts;
+      if (row.has("up_ms") && row.has("down_ms"))
+        parts = {row.at("up_ms").positive() * 1e-3, row.at("down_ms").positive() * 1e-3};
       m.points.push_back({.op = CostOp::kExpertFfn,
                           .precision = prec,
                           .sweep = sweep,
@@ -132,8 +152,142 @@ void add_expert_ffn(Measurements& m, const Node& root) {
                           .bytes = bf.bytes,
                           .flops = bf.flops,
                           .seconds = row.at("ffn_ms").positive() * 1e-3,
-                          .parts_s = {row.at("up_ms").positive() * 1e-3, row.at("down_ms").positive() * 1e-3},
-                          .is_anomaly = false});
+                          .parts_s = parts,
+                          .is_anomaly = false,
+                          .counts = {}});
+    }
+  }
+}
+
+// moe_layer_<model>_ep<N>.json: one MoE layer's experts on one GPU for a per-expert count vector, timed as
+// one grouped launch (grouped_ms) and as a loop of expert FFNs (loop_ms). BF16.
+void add_moe_layer(Measurements& m, const Node& root) {
+  for (const Node& c : root.at("cases").items()) {
+    const auto hidden = static_cast<std::int64_t>(c.at("hidden").positive());
+    const auto inter = static_cast<std::int64_t>(c.at("inter").positive());
+    const std::string law = c.at("law").str();
+    std::vector<std::int32_t> counts;
+    std::int64_t pairs = 0;
+    std::int64_t touched = 0;
+    for (const Node& n : c.at("counts").items()) {
+      const double v = n.number();
+      if (v < 0 || v != std::floor(v)) n.fail("expected a token count (a whole number >= 0)");
+      counts.push_back(static_cast<std::int32_t>(v));
+      pairs += counts.back();
+      touched += counts.back() > 0 ? 1 : 0;
+    }
+    if (c.has("local_experts") && static_cast<double>(counts.size()) != c.at("local_experts").number())
+      c.at("counts").fail("has " + std::to_string(counts.size()) + " entries, not local_experts");
+    if (pairs == 0) c.at("counts").fail("no expert has tokens");
+    const std::string shape = "H=" + std::to_string(hidden) + " I=" + std::to_string(inter) +
+                              " E=" + std::to_string(counts.size()) + " " + law;
+    const std::string label = "T=" + fmt(c.at("tokens").positive());
+    const BytesFlops g = work_bytes_flops(
+        GroupedExpertsWork{.experts = touched, .tokens = pairs, .hidden = hidden, .inter = inter});
+    m.points.push_back({.op = CostOp::kGroupedExperts,
+                        .precision = Precision::kBF16,
+                        .sweep = "grouped_experts " + shape,
+                        .label = label,
+                        .shape_a = hidden,
+                        .shape_b = inter,
+                        .bytes = g.bytes,
+                        .flops = g.flops,
+                        .seconds = c.at("grouped_ms").positive() * 1e-3,
+                        .parts_s = {},
+                        .is_anomaly = false,
+                        .counts = counts});
+    BytesFlops loop;
+    for (const std::int32_t n : counts) {
+      if (n == 0) continue;
+      const BytesFlops one = work_bytes_flops(ExpertFfnWork{.tokens = n, .hidden = hidden, .inter = inter});
+      loop.bytes += one.bytes;
+      loop.flops += one.flops;
+    }
+    m.points.push_back({.op = CostOp::kExpertLoop,
+                        .precision = Precision::kBF16,
+                        .sweep = "expert_loop " + shape,
+                        .label = label,
+                        .shape_a = hidden,
+                        .shape_b = inter,
+                        .bytes = loop.bytes,
+                        .flops = loop.flops,
+                        .seconds = c.at("loop_ms").positive() * 1e-3,
+                        .parts_s = {},
+                        .is_anomaly = false,
+                        .counts = counts});
+  }
+}
+
+// permute_bf16.json: gather of T x top_k rows into expert order, and the weighted scatter-add back. Both
+// move 2 x rows x hidden BF16 elements (read + write; the harness CSV's convention).
+void add_permute(Measurements& m, const Node& root) {
+  const double l2 =
+      root.has("meta") && root.at("meta").has("l2_bytes") ? root.at("meta").at("l2_bytes").positive() : 0;
+  for (const Node& c : root.at("cases").items()) {
+    const double t = c.at("tokens").positive();
+    const double h = c.at("hidden").positive();
+    const double k = c.at("top_k").positive();
+    const std::string shape = "H=" + fmt(h) + " k=" + fmt(k);
+    // The gather's source rows are read from L2 when they fit (gather_bytes); the scatter-add moves every
+    // row in and out (2 x rows x hidden BF16 elements, the harness CSV's convention).
+    for (const auto& [op, key] :
+         {std::pair{CostOp::kPermute, "dispatch_ms"}, std::pair{CostOp::kUnpermute, "combine_ms"}}) {
+      m.points.push_back(
+          {.op = op,
+           .precision = Precision::kBF16,
+           .sweep = std::string(to_string(op)) + " " + shape,
+           .label = "T=" + fmt(t),
+           .shape_a = 0,
+           .shape_b = 0,
+           .bytes = op == CostOp::kPermute ? gather_bytes(t, k, 2.0 * h, l2) : 2.0 * 2.0 * t * k * h,
+           .flops = 0,
+           .seconds = c.at(key).positive() * 1e-3,
+           .parts_s = {},
+           .is_anomaly = false,
+           .counts = {}});
+    }
+  }
+}
+
+// model_step_<model>.json: whole-model steps, kept apart from the kernel points (they check the
+// composition; only the small-kernel fixed cost is taken from them).
+void add_model_steps(Measurements& m, const Node& root, const std::string& file) {
+  if (!m.steps.empty()) root.fail("a second whole-model file (" + file + "); give one at a time");
+  const Node c = root.at("config");
+  GqaMoeShape& s = m.step_model;
+  s.hidden = static_cast<std::int64_t>(c.at("hidden").positive());
+  s.layers = static_cast<int>(c.at("layers").positive());
+  s.q_heads = static_cast<int>(c.at("q_heads").positive());
+  s.kv_heads = static_cast<int>(c.at("kv_heads").positive());
+  s.head_dim = static_cast<int>(c.at("head_dim").positive());
+  s.experts = static_cast<int>(c.at("experts").positive());
+  s.top_k = static_cast<int>(c.at("top_k").positive());
+  s.expert_inter = static_cast<std::int64_t>(c.at("expert_inter").positive());
+  s.vocab = static_cast<std::int64_t>(c.at("vocab").positive());
+  m.step_model_name = std::filesystem::path(file).stem().string();
+  if (root.has("meta") && root.at("meta").has("l2_bytes"))
+    m.step_l2_bytes = root.at("meta").at("l2_bytes").positive();
+  for (const Node& d : root.at("decode").items()) {
+    const auto b = static_cast<std::int64_t>(d.at("B").positive());
+    const auto l = static_cast<std::int64_t>(d.at("L").positive());
+    m.steps.push_back(
+        {.label = "decode " + d.at("law").str() + " B=" + std::to_string(b) + " L=" + std::to_string(l),
+         .step = {.is_prefill = false,
+                  .batch = b,
+                  .context = l,
+                  .tokens = b,
+                  .experts_touched = d.at("experts_touched_mean").positive()},
+         .seconds = d.at("step_ms").positive() * 1e-3});
+  }
+  if (root.has("prefill")) {
+    for (const Node& p : root.at("prefill").items()) {
+      const auto t = static_cast<std::int64_t>(p.at("T").positive());
+      // A prefill chunk of T >= experts * ... tokens touches every expert.
+      const double touched = std::min<double>(s.experts, double(t) * s.top_k);
+      m.steps.push_back(
+          {.label = "prefill T=" + std::to_string(t),
+           .step = {.is_prefill = true, .batch = 1, .context = 0, .tokens = t, .experts_touched = touched},
+           .seconds = p.at("ms").positive() * 1e-3});
     }
   }
 }
@@ -156,7 +310,8 @@ void add_gemm(Measurements& m, const Node& root) {
                         .flops = bf.flops,
                         .seconds = row.at("ms").positive() * 1e-3,
                         .parts_s = {},
-                        .is_anomaly = false});
+                        .is_anomaly = false,
+                        .counts = {}});
   }
 }
 
@@ -189,7 +344,8 @@ void add_attention(Measurements& m, const Node& root) {
                           .flops = w.flops,
                           .seconds = row.at("ms").positive() * 1e-3,
                           .parts_s = {},
-                          .is_anomaly = false});
+                          .is_anomaly = false,
+                          .counts = {}});
     }
   }
   if (root.has("prefill")) {
@@ -206,7 +362,8 @@ void add_attention(Measurements& m, const Node& root) {
                           .flops = w.flops,
                           .seconds = row.at("ms").positive() * 1e-3,
                           .parts_s = {},
-                          .is_anomaly = false});
+                          .is_anomaly = false,
+                          .counts = {}});
     }
   }
 }
@@ -290,7 +447,8 @@ std::string read_text(const std::filesystem::path& file) {
 }
 
 CalibrationPoint parse_point(const Node& n) {
-  n.only({"op", "precision", "sweep", "label", "shape", "bytes", "flops", "time_us", "parts_us", "anomaly"});
+  n.only({"op", "precision", "sweep", "label", "shape", "bytes", "flops", "time_us", "parts_us", "anomaly",
+          "counts"});
   const auto op = parse_cost_op(n.at("op").str());
   if (!op) n.at("op").fail("unknown operation '" + n.at("op").str() + "'");
   CalibrationPoint p{.op = *op,
@@ -303,7 +461,8 @@ CalibrationPoint parse_point(const Node& n) {
                      .flops = n.at("flops").number(),
                      .seconds = n.at("time_us").positive() * 1e-6,
                      .parts_s = {},
-                     .is_anomaly = false};
+                     .is_anomaly = false,
+                     .counts = {}};
   if (n.has("shape")) {
     const auto shape = n.at("shape").items();
     if (shape.size() != 2) n.at("shape").fail("expected two numbers");
@@ -314,6 +473,9 @@ CalibrationPoint parse_point(const Node& n) {
     for (const Node& part : n.at("parts_us").items()) p.parts_s.push_back(part.positive() * 1e-6);
   }
   if (n.has("anomaly")) p.is_anomaly = n.at("anomaly").boolean();
+  if (n.has("counts")) {
+    for (const Node& c : n.at("counts").items()) p.counts.push_back(static_cast<std::int32_t>(c.number()));
+  }
   return p;
 }
 
@@ -359,7 +521,22 @@ void add_measurements(Measurements& m, std::string_view text, const std::string&
   const Node root(j, "", file_name);
   if (!j.is_object()) root.fail("expected an object");
   std::string what;
-  if (root.has("ceilings")) {
+  const auto first_case = [&]() -> std::optional<Node> {
+    if (!root.has("cases")) return std::nullopt;
+    auto items = root.at("cases").items();
+    if (items.empty()) root.at("cases").fail("is empty");
+    return items.front();
+  };
+  if (root.has("config") && (root.has("decode") || root.has("prefill"))) {
+    add_model_steps(m, root, file_name);
+    what = "whole-model steps (composition check)";
+  } else if (root.has("cases") && first_case()->has("loop_ms")) {
+    add_moe_layer(m, root);
+    what = "MoE layer, grouped and looped experts";
+  } else if (root.has("cases") && first_case()->has("dispatch_ms")) {
+    add_permute(m, root);
+    what = "permute/unpermute";
+  } else if (root.has("ceilings")) {
     add_platform(m, root);
     what = "platform ceilings";
   } else if (root.has("shapes")) {
@@ -372,7 +549,7 @@ void add_measurements(Measurements& m, std::string_view text, const std::string&
     add_gemm(m, root);
     what = "GEMM grid";
   } else {
-    root.fail("not a measurement file (no ceilings, shapes, rows, decode or prefill)");
+    root.fail("not a measurement file (no ceilings, shapes, rows, cases, decode or prefill)");
   }
   std::string line = std::filesystem::path(file_name).filename().string() + ": " + what;
   if (root.has("meta")) {
@@ -443,6 +620,7 @@ std::string profile_to_json(const GpuProfile& profile) {
                {"bytes", p.bytes},           {"flops", p.flops},
                {"time_us", p.seconds * 1e6}, {"anomaly", p.is_anomaly}};
     if (p.shape_a != 0 || p.shape_b != 0) pt["shape"] = {p.shape_a, p.shape_b};
+    if (!p.counts.empty()) pt["counts"] = p.counts;
     if (!p.parts_s.empty()) {
       json parts = json::array();
       for (double s : p.parts_s) parts.push_back(s * 1e6);
@@ -478,12 +656,97 @@ std::optional<GpuProfile> find_profile(std::string_view gpu_name) {
   return std::nullopt;
 }
 
+GpuProfile derive_profile(const GpuProfile& reference, const GpuSpec& reference_spec, const GpuSpec& target) {
+  GpuProfile p = reference;
+  p.gpu = target.name;
+  p.points.clear();  // measured on the reference, not on this GPU
+  const double bw = target.hbm_bytes_per_s / reference_spec.hbm_bytes_per_s;
+  auto rate = [&](Precision q) { return target.peak_flops(q) / reference_spec.peak_flops(q); };
+  for (auto& f : p.fits) {
+    f.params.bytes_per_s *= bw;
+    f.params.flops_per_s *= rate(f.precision == Precision::kFP8 ? Precision::kFP8 : Precision::kBF16);
+  }
+  // Formats fitted only in BF16: the reference's measured ratio to BF16, moved by the datasheet ratios;
+  // a native FP4 path gets the FP8 efficiency against its datasheet.
+  const double fp8_eff = reference.rate_scale_of(Precision::kFP8) /
+                         (reference_spec.peak_flops(Precision::kFP8) / reference_spec.bf16_flops_per_s);
+  p.rate_scale.clear();
+  p.rate_scale.emplace_back(Precision::kFP8,
+                            fp8_eff * target.peak_flops(Precision::kFP8) / target.bf16_flops_per_s);
+  if (target.fp4_flops_per_s > 0)
+    p.rate_scale.emplace_back(Precision::kFP4, fp8_eff * target.fp4_flops_per_s / target.bf16_flops_per_s);
+  std::ostringstream o;
+  o.precision(3);
+  o << "derived from the " << reference.gpu << " fit by datasheet ratios: HBM "
+    << target.hbm_bytes_per_s * 1e-12 << "/" << reference_spec.hbm_bytes_per_s * 1e-12 << " TB/s = " << bw
+    << ", BF16 " << target.bf16_flops_per_s * 1e-12 << "/" << reference_spec.bf16_flops_per_s * 1e-12
+    << " TFLOP/s = " << rate(Precision::kBF16) << ", FP8 " << rate(Precision::kFP8);
+  p.origin = o.str() + "\n" + reference.origin;
+  return p;
+}
+
 std::unique_ptr<GpuCostModel> make_gpu_cost_model(const GpuSpec& gpu) {
   if (auto profile = find_profile(gpu.name)) {
     std::string name = "hwmodels/profiles/" + profile->gpu + ".json";
     return std::make_unique<ProfileCostModel>(std::move(*profile), gpu, std::move(name));
   }
+  if (!gpu.profile_basis.empty()) {
+    auto reference = find_profile(gpu.profile_basis);
+    const Json& gpus = catalog("scenarios/catalog/gpus.json");
+    if (reference && gpus.contains(gpu.profile_basis)) {
+      JsonReader r(gpus.at(gpu.profile_basis), "scenarios/catalog/gpus.json: " + gpu.profile_basis);
+      const GpuSpec ref_spec = parse_gpu(r, gpu.profile_basis);
+      GpuProfile derived = derive_profile(*reference, ref_spec, gpu);
+      std::ostringstream name;
+      name.precision(3);
+      const bool same_arch = gpu.arch == ref_spec.arch;
+      name << "hwmodels/profiles/" << gpu.profile_basis << ".json "
+           << (same_arch ? "scaled to " : "efficiencies on the datasheet of ") << gpu.name << " ("
+           << (same_arch ? "same kernels" : "not fitted on " + (gpu.arch.empty() ? gpu.name : gpu.arch))
+           << ": HBM x" << gpu.hbm_bytes_per_s / ref_spec.hbm_bytes_per_s << ", BF16 x"
+           << gpu.bf16_flops_per_s / ref_spec.bf16_flops_per_s << ")";
+      return std::make_unique<ProfileCostModel>(std::move(derived), gpu, name.str());
+    }
+  }
   return std::make_unique<RooflineCostModel>(gpu);
+}
+
+double fit_small_kernel_fixed_s(const GpuProfile& profile, const GpuSpec& fallback, const Measurements& m) {
+  const EngineProfile engine = engine_profile(EngineKind::kPytorchGraph);
+  auto cost = [&](double fixed_s) {
+    GpuProfile p = profile;
+    std::erase_if(p.fits, [](const OperationFit& f) { return f.op == CostOp::kSmallKernel; });
+    const OperationFit* gather = p.find_fit(CostOp::kPermute, Precision::kBF16);
+    RooflineFit small = gather != nullptr ? gather->params : RooflineFit{.bytes_per_s = m.copy_bytes_per_s};
+    small.fixed_s = fixed_s;
+    p.fits.push_back({.op = CostOp::kSmallKernel,
+                      .precision = Precision::kBF16,
+                      .shape_a = 0,
+                      .shape_b = 0,
+                      .params = small});
+    const ProfileCostModel model(std::move(p), fallback, "fit");
+    double c = 0;
+    for (const auto& s : m.steps) {
+      if (s.step.is_prefill) continue;
+      c += std::pow(
+          std::log(compose_step(model, m.step_model, engine, s.step, m.step_l2_bytes).seconds() / s.seconds),
+          2);
+    }
+    return c;
+  };
+  double lo = 0;
+  double hi = 20e-6;
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < 80; ++i) {
+    const double a = hi - g * (hi - lo);
+    const double b = lo + g * (hi - lo);
+    if (cost(a) < cost(b)) {
+      hi = b;
+    } else {
+      lo = a;
+    }
+  }
+  return 0.5 * (lo + hi);
 }
 
 }  // namespace moesim

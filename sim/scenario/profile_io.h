@@ -15,6 +15,7 @@
 
 #include "hwmodels/gpu_cost_model.h"
 #include "hwmodels/gpu_spec.h"
+#include "hwmodels/layer_kernels.h"
 #include "hwmodels/profile_cost_model.h"
 #include "sim/engine/check.h"
 
@@ -29,6 +30,13 @@ class ProfileError : public InputError {
 // Compiled-in data files (sim/scenario/embed.cmake); keys are paths relative to the repo root.
 const std::vector<std::pair<std::string_view, std::string_view>>& embedded_files();
 
+// One whole-model step measured (model_step_<model>.json): checks how kernel costs compose.
+struct StepMeasurement {
+  std::string label;  // e.g. "decode uniform B=4 L=512"
+  StepCase step;
+  double seconds = 0;
+};
+
 // Everything the fitter needs from a set of measurement files.
 struct Measurements {
   std::vector<CalibrationPoint> points;
@@ -36,11 +44,18 @@ struct Measurements {
   double copy_bytes_per_s = 0;                           // device copy ceiling, read + write
   double bf16_flops_per_s = 0;                           // bf16 GEMM ceiling at 8192^3
   std::vector<std::string> origin;                       // one line per file read
+  // Whole-model steps (at most one model_step file): the model and its steps, not fitted points.
+  GqaMoeShape step_model;
+  std::string step_model_name;
+  double step_l2_bytes = 0;  // L2 of the GPU the steps ran on (its meta)
+  std::vector<StepMeasurement> steps;
 };
 
-// Adds one file, recognised by content: platform.json ("ceilings"), expert FFN sweeps ("shapes"), GEMM grid
-// ("rows" of M, N, K), attention ("decode"/"prefill"), or a CSV from hwmodels/cuda's harness (header line
-// starting "kernel,"). `file_name` is for messages.
+// Adds one file, recognised by content: platform.json ("ceilings"), expert FFN sweeps ("shapes", BF16 or
+// FP8 by their weight bytes), GEMM grid ("rows" of M, N, K), attention ("decode"/"prefill"), an MoE layer
+// timed grouped and looped ("cases" with per-expert "counts"), permute/unpermute ("cases" with
+// "dispatch_ms"), whole-model steps ("config" plus "decode"/"prefill" steps), or a CSV from
+// hwmodels/cuda's harness (header line starting "kernel,"). `file_name` is for messages.
 void add_measurements(Measurements& m, std::string_view text, const std::string& file_name);
 [[nodiscard]] Measurements read_measurements(const std::vector<std::filesystem::path>& files);
 
@@ -53,8 +68,23 @@ void write_profile_file(const std::filesystem::path& file, const GpuProfile& pro
 // as dashes ("H200 SXM" -> "h200-sxm").
 [[nodiscard]] std::optional<GpuProfile> find_profile(std::string_view gpu_name);
 
-// ProfileCostModel when find_profile(gpu.name) has a profile (the roofline costs any operation the profile
-// lacks), else RooflineCostModel. GpuCostModel::source() tells which.
+// A profile for `target` derived from the profile of `reference` (the GPU it was fitted on): every
+// memory-bound term scaled by the HBM bandwidth ratio, every compute-bound term by the dense tensor-core
+// peak ratio of its format (datasheets, scenarios/catalog/gpus.json), fixed costs and sharpness kept.
+// For another Hopper this is the same kernels on a chip with other ceilings; for Blackwell it applies
+// the efficiencies the reference fit shows against its own datasheet to the new datasheet.
+[[nodiscard]] GpuProfile derive_profile(const GpuProfile& reference, const GpuSpec& reference_spec,
+                                        const GpuSpec& target);
+
+// ProfileCostModel when find_profile(gpu.name) has a profile; else, for a GPU whose catalog entry names a
+// `profile_basis` (the H200 for Hopper and Blackwell GPUs), that profile derived by derive_profile; else
+// RooflineCostModel. GpuCostModel::source() tells which.
 [[nodiscard]] std::unique_ptr<GpuCostModel> make_gpu_cost_model(const GpuSpec& gpu);
+
+// The calibrated small-kernel fixed cost: the value of kSmallKernel's fixed_s that minimises the squared
+// log errors of the decode steps in `m.steps` composed under the pytorch_graph engine (the one parameter
+// taken from whole-model measurements). Golden-section search on [0, 20 us].
+[[nodiscard]] double fit_small_kernel_fixed_s(const GpuProfile& profile, const GpuSpec& fallback,
+                                              const Measurements& m);
 
 }  // namespace moesim

@@ -77,6 +77,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
       {"fingerprint", fp},
       {"events", r.events},
       {"cost_model", r.cost_model},
+      {"engine", r.engine},
       {"gpus", r.gpus},
       {"replicas", r.replicas},
       {"requests",

@@ -169,8 +169,11 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   GpuSpec g;
   g.name = name;
   (void)r.string("source", "");
+  g.arch = r.string("arch", "");
+  g.profile_basis = r.string("profile_basis", "");
   g.hbm_bytes = r.positive("hbm_gb") * 1e9;
   g.hbm_bytes_per_s = r.positive("hbm_tb_per_s") * 1e12;
+  g.l2_bytes = r.non_negative("l2_mib", 0) * 1024.0 * 1024.0;
   g.bf16_flops_per_s = r.positive("bf16_tflops") * 1e12;
   g.fp8_flops_per_s = r.non_negative("fp8_tflops", 0) * 1e12;
   g.int8_ops_per_s = r.non_negative("int8_tops", 0) * 1e12;
@@ -366,6 +369,13 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
              "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
     }
     dep.two_batch_overlap = d.boolean("two_batch_overlap", false);
+    const std::string engine = d.string("engine", "vllm");
+    const auto kind = parse_engine(engine);
+    if (!kind) {
+      d.fail("engine", "unknown engine \"" + engine +
+                           "\" (known: pytorch_graph, pytorch_loop, vllm, sglang, trtllm; docs/engines.md)");
+    }
+    dep.engine = engine_profile(*kind);
     if (auto pp = d.optional_object("pipeline")) {
       dep.pipeline_stages = pp->positive_int("stages", 1);
       dep.pipeline_microbatches = pp->positive_int("microbatches", dep.pipeline_stages);

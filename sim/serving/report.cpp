@@ -113,7 +113,8 @@ std::string format_summary(const Report& r) {
   std::ostringstream o;
   o << "moesim " << r.version << "  scenario " << r.scenario << "  seed " << r.seed << "  fingerprint "
     << std::hex << r.fingerprint << std::dec << "\n";
-  o << "costs: " << r.cost_model << "  |  " << r.gpus << " GPUs, " << r.replicas << " replica(s)\n\n";
+  o << "costs: " << r.cost_model << ", engine " << r.engine << "  |  " << r.gpus << " GPUs, " << r.replicas
+    << " replica(s)\n\n";
   o << "Requests   arrived " << r.requests_arrived << ", finished " << r.requests_finished << ", dropped "
     << r.requests_dropped << ", measured " << r.requests_measured << ", preemptions " << r.preemptions
     << "\n";

@@ -85,6 +85,7 @@ struct Report {
   std::uint64_t fingerprint = 0;
   std::uint64_t events = 0;
   std::string cost_model;
+  std::string engine;  // deployment.engine: whose kernels a layer runs (docs/engines.md)
   int gpus = 0;
   int replicas = 0;
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "hwmodels/engine_profile.h"
 #include "hwmodels/fabric.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/loader.h"
@@ -59,6 +60,9 @@ struct DeploymentSpec {
   // Two-micro-batch overlap: the batch runs as two halves so that one half's All-to-All hides behind
   // the other half's compute (DeepSeek's inference overlap), at the cost of smaller GEMMs.
   bool two_batch_overlap = false;
+  // The serving engine whose kernels a layer runs (grouped or looped experts, fused small kernels);
+  // docs/engines.md.
+  EngineProfile engine = engine_profile(EngineKind::kVllm);
   // Pipeline parallelism: the layers are split into consecutive stages, each on its own EP group of
   // ep_size GPUs; a step's batch flows through them as `pipeline_microbatches` micro-batches.
   int pipeline_stages = 1;

@@ -182,6 +182,7 @@ Report Cluster::build_report() const {
   r.fingerprint = sim_.fingerprint();
   r.events = sim_.events_processed();
   r.cost_model = gpu_.source();
+  r.engine = std::string(s_.deployment.engine.name);
   r.replicas = static_cast<int>(replicas_.size());
   r.gpus = r.replicas * s_.gpus_per_replica();
   r.requests_arrived = metrics_.arrived;

@@ -17,6 +17,7 @@ enum class StepPart : std::size_t {
   kRebalance,       // pause before the step for a placement rebalance
   kDenseFfn,        // dense layers' FFNs (their attention is in kAttention)
   kAttention,       // attention of every layer; in MoE layers also shared experts, gate, TP all-reduces
+  kLayerKernels,    // every layer's small kernels: norms, residual adds, KV write, top-k, sort, permute
   kDispatch,        // All-to-All dispatch, exposed
   kExperts,         // routed expert FFNs (slowest GPU)
   kExpertStall,     // waiting for expert loads beyond the FFN compute (tiers)
@@ -37,6 +38,7 @@ inline constexpr std::array<StepPartInfo, kStepParts> kStepPartInfo = {{
     {"rebalance", "rebalance"},
     {"dense_ffn", "dense FFN"},
     {"attention", "attention"},
+    {"layer_kernels", "small kernels"},
     {"dispatch", "dispatch"},
     {"experts", "experts"},
     {"expert_stall", "expert loads"},

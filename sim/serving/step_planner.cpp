@@ -72,8 +72,12 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   const auto max_tokens = std::min<std::int64_t>(s.deployment.max_batched_tokens * groups_, 1 << 16);
   ffn_table_.resize(static_cast<std::size_t>(max_tokens + 1));
   for (std::int64_t t = 0; t <= max_tokens; ++t) {
-    ffn_table_[static_cast<std::size_t>(t)] = gpu_.expert_ffn(ExpertFfnWork{
-        .tokens = t, .hidden = m.hidden, .inter = m.expert_inter, .weights = s.precision.routed_experts});
+    ffn_table_[static_cast<std::size_t>(t)] =
+        gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
+                                      .hidden = m.hidden,
+                                      .inter = m.expert_inter,
+                                      .weights = s.precision.routed_experts,
+                                      .in_loop = true});
   }
   expert_flops_per_token_ = 6.0 * double(m.hidden) * double(m.expert_inter);
   expert_bytes_ = m.expert_params() * bytes_per_element(s.precision.routed_experts);
@@ -87,6 +91,20 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   flops_.resize(g);
   bytes_.resize(g);
   pre_moe_.resize(static_cast<std::size_t>(groups_));
+  small_moe_.resize(static_cast<std::size_t>(groups_));
+  small_dense_.resize(static_cast<std::size_t>(groups_));
+  gpu_touched_.resize(2 * g);
+  gpu_half_pairs_.resize(2 * g);
+  grouped_ = s.deployment.engine.experts == ExpertKernel::kGrouped;
+  // Under attention TP the KV heads (GQA) are split over the group's GPUs; activations are whole.
+  kernel_shape_ = LayerKernelShape{.hidden = m.hidden,
+                                   .kv_bytes_per_token = m.kv_elements_per_token_per_layer() *
+                                                         bytes_per_element(s.precision.kv_cache) /
+                                                         (m.attention == AttentionKind::kGqa ? tp_ : 1),
+                                   .top_k = m.top_k,
+                                   .experts = m.routed_experts,
+                                   .moe = true,
+                                   .l2_bytes = s.cluster.gpu.l2_bytes};
   dense_layer_.resize(static_cast<std::size_t>(groups_));
   dense_attention_.resize(static_cast<std::size_t>(groups_));
   group_flops_moe_.resize(static_cast<std::size_t>(groups_));
@@ -227,6 +245,21 @@ Duration StepPlanner::expert_time(std::int64_t tokens) const {
   const ModelSpec& m = s_.model;
   return gpu_.expert_ffn(ExpertFfnWork{
       .tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = s_.precision.routed_experts});
+}
+
+Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
+  const ModelSpec& m = s_.model;
+  return gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
+                                                 .tokens = static_cast<std::int64_t>(std::lround(pairs)),
+                                                 .hidden = m.hidden,
+                                                 .inter = m.expert_inter,
+                                                 .weights = s_.precision.routed_experts});
+}
+
+Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
+  LayerKernelShape shape = kernel_shape_;
+  shape.moe = moe;
+  return layer_small_kernels_time(gpu_, shape, tokens, s_.deployment.engine);
 }
 
 Duration StepPlanner::expert_time(std::int64_t tokens, Precision p) const {
@@ -634,6 +667,8 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
     const GroupBatch& b = groups[static_cast<std::size_t>(r)];
     const auto ri = static_cast<std::size_t>(r);
     const std::int64_t t = b.tokens();
+    small_moe_[ri] = small_kernels(t, true);
+    small_dense_[ri] = m.num_dense_layers > 0 ? small_kernels(t, false) : Duration::zero();
     if (t == 0) {
       pre_moe_[ri] = dense_layer_[ri] = dense_attention_[ri] = Duration::zero();
       group_flops_moe_[ri] = group_bytes_moe_[ri] = 0;
@@ -657,7 +692,7 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
     // Dense layers: counted once per step for every GPU of the group.
     for (int k = 0; k < tp_; ++k) {
       const auto gi = static_cast<std::size_t>(r * tp_ + k);
-      busy_s_[gi] += dense_layer_[ri].seconds() * m.num_dense_layers;
+      busy_s_[gi] += (dense_layer_[ri] + small_dense_[ri]).seconds() * m.num_dense_layers;
       flops_[gi] += (attn_flops + 2.0 * double(t) * m.dense_ffn_params() / tp) * m.num_dense_layers;
       bytes_[gi] +=
           (attn_bytes + m.dense_ffn_params() / tp * bytes_per_element(p.dense_ffn)) * m.num_dense_layers;
@@ -699,6 +734,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   Duration pre_moe_max = Duration::zero();
   Duration dense_max = Duration::zero();
   Duration dense_attention = Duration::zero();  // of the slowest group's dense layer
+  Duration small_max = Duration::zero();
+  Duration small_dense_max = Duration::zero();
   for (int r = 0; r < groups_; ++r) {
     const GroupBatch& b = groups[static_cast<std::size_t>(r)];
     total_tokens += b.tokens();
@@ -708,6 +745,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       dense_max = dense_layer_[static_cast<std::size_t>(r)];
       dense_attention = dense_attention_[static_cast<std::size_t>(r)];
     }
+    small_max = max(small_max, small_moe_[static_cast<std::size_t>(r)]);
+    small_dense_max = max(small_dense_max, small_dense_[static_cast<std::size_t>(r)]);
     // Under TP the group's tokens are split over its GPUs for dispatch (sequence parallel).
     for (int k = 0; k < tp_; ++k)
       gpu_tokens_[static_cast<std::size_t>(r * tp_ + k)] = double(b.tokens()) / tp_;
@@ -715,16 +754,18 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   plan_.tokens = total_tokens;
   // Dense layers: their attention is attention, the rest their FFN (and all-reduces).
   plan_.parts[StepPart::kDenseFfn] = (dense_max - dense_attention) * m.num_dense_layers;
-  for (int l = 0; l < m.num_dense_layers; ++l) layer_time_[static_cast<std::size_t>(l)] = dense_max;
+  for (int l = 0; l < m.num_dense_layers; ++l)
+    layer_time_[static_cast<std::size_t>(l)] = dense_max + small_dense_max;
   plan_.parts[StepPart::kAttention] = pre_moe_max * m.moe_layers() + dense_attention * m.num_dense_layers;
+  plan_.parts[StepPart::kLayerKernels] = small_max * m.moe_layers() + small_dense_max * m.num_dense_layers;
   if (total_tokens == 0) {
     plan_.total = plan_.parts.sum();
     return plan_;
   }
   const bool tiers = loop_ && !loop_->caches.empty();
   const bool per_copy = loop_ && (tiers || s_.experts.quantization);
-  Time cursor = now + plan_.parts[StepPart::kRebalance] +
-                dense_max * m.num_dense_layers;  // start of the layer being costed (loads)
+  // Start of the layer being costed (loads are queued from it).
+  Time cursor = now + plan_.parts[StepPart::kRebalance] + (dense_max + small_dense_max) * m.num_dense_layers;
 
   const int k = m.top_k;
   const double slots = double(total_tokens) * k;
@@ -746,31 +787,48 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       h.prefill_tokens = (b.prefill_tokens + 1) / 2;
       h.prefill_pairs = b.prefill_pairs / 2;
       h.prefill_kv_tokens = b.prefill_kv_tokens / 2;
-      pre_half_max = max(pre_half_max, group_pre_moe(h));
+      pre_half_max = max(pre_half_max, group_pre_moe(h) + small_kernels(h.tokens(), true));
     }
+    // Under two-batch overlap each half runs the layer's small kernels: they are part of its compute.
+    small_max = Duration::zero();
     plan_.parts[StepPart::kAttention] =
         pre_half_max * 2 * m.moe_layers() + dense_attention * m.num_dense_layers;
+    plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
   }
   const double traffic_scale = tbo ? 0.5 : 1.0;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
     sample_layer(layer, total_tokens);
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
+    std::fill(gpu_touched_.begin(), gpu_touched_.end(), 0);
+    std::fill(gpu_half_pairs_.begin(), gpu_half_pairs_.end(), 0.0);
     std::int32_t max_count = 0;
     const auto replicas = placement_.replicas(layer);
     const int* single =
         single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(m.routed_experts);
-    const Time request = cursor + pre_moe_max;  // routing is known after the gate
+    const Time request = cursor + pre_moe_max + small_max;  // routing is known after the gate
     if (per_copy) max_count = cost_copies(layer, request);
     for (int e = 0; e < m.routed_experts && !per_copy; ++e) {
       const std::int32_t c = counts_[static_cast<std::size_t>(e)];
       if (c == 0) continue;
       max_count = std::max(max_count, c);
-      if (single[e] >= 0) {
-        const auto g = static_cast<std::size_t>(single[e]);
-        gpu_pairs_[g] += c;
-        gpu_expert_time_[g] += tbo ? expert_time(c / 2) + expert_time(c - c / 2) : expert_time(c);
+      // Grouped launches: a GPU's experts of one layer (of each half under two-batch overlap) are one
+      // launch, costed after the loop from its touched experts and pairs.
+      auto use = [&](std::size_t g, std::int32_t n) {
+        gpu_pairs_[g] += n;
         bytes_[g] += tbo ? 2 * expert_bytes_ : expert_bytes_;
+        if (!grouped_) {
+          gpu_expert_time_[g] += tbo ? expert_time(n / 2) + expert_time(n - n / 2) : expert_time(n);
+          return;
+        }
+        const std::int32_t first = tbo ? n / 2 : n;
+        gpu_touched_[2 * g] += first > 0 ? 1 : 0;
+        gpu_half_pairs_[2 * g] += first;
+        gpu_touched_[2 * g + 1] += n - first > 0 ? 1 : 0;
+        gpu_half_pairs_[2 * g + 1] += n - first;
+      };
+      if (single[e] >= 0) {
+        use(static_cast<std::size_t>(single[e]), c);
         continue;
       }
       // An expert with several copies has its tokens split evenly over them (EPLB).
@@ -779,11 +837,13 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       for (std::size_t r = 0; r < copies.size(); ++r) {
         const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
         if (share == 0) continue;
-        const auto g = static_cast<std::size_t>(placement_.gpu_of_slot(copies[r]));
-        gpu_pairs_[g] += share;
-        gpu_expert_time_[g] +=
-            tbo ? expert_time(share / 2) + expert_time(share - share / 2) : expert_time(share);
-        bytes_[g] += tbo ? 2 * expert_bytes_ : expert_bytes_;
+        use(static_cast<std::size_t>(placement_.gpu_of_slot(copies[r])), share);
+      }
+    }
+    if (grouped_ && !per_copy) {
+      for (std::size_t g = 0; g < static_cast<std::size_t>(gpus_); ++g) {
+        gpu_expert_time_[g] = grouped_time(gpu_touched_[2 * g], gpu_half_pairs_[2 * g]) +
+                              grouped_time(gpu_touched_[2 * g + 1], gpu_half_pairs_[2 * g + 1]);
       }
     }
     Duration experts_max = Duration::zero();
@@ -850,7 +910,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     plan_.parts[StepPart::kCombine] += combine_exposed;
     plan_.parts[StepPart::kExperts] += experts_max;
     plan_.parts[StepPart::kExpertStall] += stall;
-    const Duration layer_pre = tbo ? pre_half_max * 2 : pre_moe_max;
+    const Duration layer_pre = tbo ? pre_half_max * 2 : pre_moe_max + small_max;
     layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
         (tbo ? max(layer_pre + experts_max, dispatch + combine)
              : layer_pre + dispatch + experts_max + combine) +
@@ -862,7 +922,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   for (int g = 0; g < gpus_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
     const auto ri = static_cast<std::size_t>(g / tp_);
-    busy_s_[gi] += pre_moe_[ri].seconds() * m.moe_layers();
+    busy_s_[gi] += (pre_moe_[ri] + small_moe_[ri]).seconds() * m.moe_layers();
     flops_[gi] += group_flops_moe_[ri] * m.moe_layers();
     bytes_[gi] += group_bytes_moe_[ri] * m.moe_layers();
   }
@@ -908,8 +968,9 @@ void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
   }
   const Duration total = sum + send * (stages - 1) + slowest * (mb - 1);
   const double work = static_cast<double>(mb) / stages;
-  for (const StepPart p : {StepPart::kAttention, StepPart::kDenseFfn, StepPart::kExperts, StepPart::kDispatch,
-                           StepPart::kCombine, StepPart::kLmHead, StepPart::kExpertStall}) {
+  for (const StepPart p :
+       {StepPart::kAttention, StepPart::kLayerKernels, StepPart::kDenseFfn, StepPart::kExperts,
+        StepPart::kDispatch, StepPart::kCombine, StepPart::kLmHead, StepPart::kExpertStall}) {
     plan_.parts[p] = plan_.parts[p].scaled(work);
   }
   plan_.comm_hidden = plan_.comm_hidden.scaled(work);

@@ -13,6 +13,7 @@
 
 #include "hwmodels/fabric.h"
 #include "hwmodels/gpu_cost_model.h"
+#include "hwmodels/layer_kernels.h"
 #include "sim/engine/random.h"
 #include "sim/serving/group_batch.h"
 #include "sim/serving/placement.h"
@@ -85,6 +86,11 @@ class StepPlanner {
 
  private:
   Duration expert_time(std::int64_t tokens) const;
+  // One GPU's routed experts of one layer as one grouped launch (deployment.engine's grouped kernels):
+  // `experts` with tokens, `pairs` routed (token, expert) pairs.
+  [[nodiscard]] Duration grouped_time(std::int32_t experts, double pairs) const;
+  // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
+  [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
   Duration expert_time(std::int64_t tokens, Precision p) const;
   [[nodiscard]] std::span<const double> probs(int layer) const {
     return drift_ != nullptr ? drift_->layer(layer) : popularity_.layer(layer);
@@ -148,6 +154,12 @@ class StepPlanner {
   std::vector<Duration> gpu_expert_time_;
   std::vector<double> gpu_tokens_;
   std::vector<Duration> pre_moe_;          // per group: attention + shared + gate (+ all-reduce), one layer
+  std::vector<Duration> small_moe_;        // per group: small kernels of one MoE layer
+  std::vector<Duration> small_dense_;      // per group: small kernels of one dense layer
+  std::vector<std::int32_t> gpu_touched_;  // [gpu][half]: experts with tokens (grouped launches)
+  std::vector<double> gpu_half_pairs_;     // [gpu][half]: routed pairs (half 1 only under two-batch overlap)
+  LayerKernelShape kernel_shape_;
+  bool grouped_ = true;
   std::vector<Duration> dense_layer_;      // per group: attention + dense FFN (+ all-reduce), one layer
   std::vector<Duration> dense_attention_;  // per group: the attention of a dense layer
   std::vector<double> busy_s_;

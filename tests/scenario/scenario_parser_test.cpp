@@ -189,3 +189,13 @@ TEST_CASE("rules across sections are checked") {
                       "deployment.max_batched_tokens: 64 is smaller than the longest request (110 tokens"));
   REQUIRE(error_of({"deployment.chunked_prefill=false", "deployment.max_batched_tokens=110"}).empty());
 }
+
+TEST_CASE("deployment.engine picks an engine profile and an unknown engine is named with the known ones") {
+  Json j = base();
+  apply_override(j, "deployment.engine=\"pytorch_loop\"");
+  CHECK(parse_scenario(j, "").spec.deployment.engine.experts == ExpertKernel::kPerExpert);
+  CHECK(parse_scenario(base(), "").spec.deployment.engine.kind == EngineKind::kVllm);
+  const std::string e = error_of({"deployment.engine=\"vllm2\""});
+  CHECK(starts_with(e, "deployment.engine: unknown engine \"vllm2\""));
+  CHECK(e.find("pytorch_graph") != std::string::npos);
+}

@@ -75,7 +75,8 @@ TEST_CASE("a layer whose experts all live on NVMe waits their bytes over the dri
   REQUIRE(p.nvme_loads == 4);
   REQUIRE(p.nvme_bytes == Approx(4.0 * bytes));
   REQUIRE(p.hbm_hits == 0);
-  REQUIRE(p.total == p.part(StepPart::kAttention) + p.part(StepPart::kDenseFfn) + p.part(StepPart::kExperts) +
+  REQUIRE(p.total == p.part(StepPart::kAttention) + p.part(StepPart::kLayerKernels) +
+                         p.part(StepPart::kDenseFfn) + p.part(StepPart::kExperts) +
                          p.part(StepPart::kExpertStall) + p.part(StepPart::kDispatch) +
                          p.part(StepPart::kCombine) + p.part(StepPart::kLmHead));
 }

@@ -44,8 +44,10 @@ TEST_CASE("a layer waits for its slowest GPU") {
   const auto batches = decode_batches(64);
   const StepPlan& p = planner.plan(batches, Time{});
   const double t = 128;  // both groups' tokens
-  const Duration one_expert = gpu.expert_ffn(ExpertFfnWork{.tokens = 128, .hidden = 1024, .inter = 512});
-  REQUIRE(p.part(StepPart::kExperts) == one_expert * 2);  // GPU 0 runs two experts of 128 tokens; GPU 1 idles
+  // The default engine (vllm) runs GPU 0's two experts of 128 tokens as one grouped launch; GPU 1 idles.
+  const Duration grouped =
+      gpu.grouped_experts(GroupedExpertsWork{.experts = 2, .tokens = 256, .hidden = 1024, .inter = 512});
+  REQUIRE(p.part(StepPart::kExperts) == grouped);
   REQUIRE(planner.gpu_busy_s()[0] > planner.gpu_busy_s()[1]);
   REQUIRE(p.gpu_imbalance == Approx(2.0));  // max/mean of (2t, 0)
   (void)t;

@@ -45,7 +45,8 @@ StepPlan plan(bool overlap, std::int64_t seqs) {
 TEST_CASE("without overlap nothing is hidden and the step is the sum of its parts") {
   const StepPlan p = plan(false, 256);
   REQUIRE(p.comm_hidden == Duration::zero());
-  REQUIRE(p.total == p.part(StepPart::kAttention) + p.part(StepPart::kDenseFfn) + p.part(StepPart::kExperts) +
+  REQUIRE(p.total == p.part(StepPart::kAttention) + p.part(StepPart::kLayerKernels) +
+                         p.part(StepPart::kDenseFfn) + p.part(StepPart::kExperts) +
                          p.part(StepPart::kDispatch) + p.part(StepPart::kCombine) +
                          p.part(StepPart::kLmHead));
 }

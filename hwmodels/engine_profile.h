@@ -1,0 +1,37 @@
+// Serving-engine profiles: how an engine runs one layer on one GPU (grouped or looped expert kernels,
+// which small kernels it fuses). Pure data; the scenario key deployment.engine picks one, and
+// docs/engines.md gives the public source of every choice.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace moesim {
+
+enum class EngineKind : std::uint8_t { kPytorchGraph, kPytorchLoop, kVllm, kSglang, kTrtllm };
+
+enum class ExpertKernel : std::uint8_t {
+  kGrouped,    // one grouped up GEMM + SwiGLU + one grouped down GEMM per GPU and layer
+  kPerExpert,  // one SwiGLU FFN per expert that has tokens (naive loops, offloading paths)
+};
+
+struct EngineProfile {
+  EngineKind kind = EngineKind::kVllm;
+  std::string_view name;
+  ExpertKernel experts = ExpertKernel::kGrouped;
+  bool fused_add_norm = false;      // residual add + RMSNorm in one kernel
+  bool fused_topk_softmax = false;  // router top-k and softmax in one kernel
+  bool fused_align = false;         // sort by expert, counts and offsets in one kernel
+  bool gather_in_gemm = false;      // the grouped up GEMM reads token rows by index (no permute kernel)
+  bool weight_mul_in_gemm = false;  // routing weights applied in the grouped down GEMM's epilogue
+  bool reduce_unpermute = false;    // unpermute is a gather-sum over top_k rows, not a zeroed scatter-add
+  bool rotary = true;               // a rotary-embedding kernel (the measured PyTorch step has none)
+  bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
+};
+
+[[nodiscard]] EngineProfile engine_profile(EngineKind kind);
+[[nodiscard]] std::optional<EngineKind> parse_engine(std::string_view s);
+[[nodiscard]] std::string_view to_string(EngineKind kind);
+
+}  // namespace moesim

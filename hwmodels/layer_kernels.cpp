@@ -1,0 +1,116 @@
+#include "hwmodels/layer_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "hwmodels/profile_cost_model.h"
+
+namespace moesim {
+
+double gather_bytes(double tokens, double top_k, double row_bytes, double l2_bytes) {
+  const double source = tokens * row_bytes;
+  const double copies = tokens * top_k * row_bytes;
+  return copies + (source <= l2_bytes ? source : copies);
+}
+
+std::size_t layer_small_kernels(const LayerKernelShape& s, std::int64_t tokens, const EngineProfile& e,
+                                SmallKernelList& out) {
+  std::size_t n = 0;
+  auto add = [&](std::string_view name, MemoryKernel kind, int launches, double bytes) {
+    if (launches > 0)
+      out[n++] = SmallKernel{.name = name, .kind = kind, .launches = launches, .bytes = bytes};
+  };
+  const double t = static_cast<double>(tokens);
+  const double act = t * static_cast<double>(s.hidden) * 2.0;  // one BF16 activation matrix [T, H]
+  const double rows = t * s.top_k;
+  const double row_bytes = static_cast<double>(s.hidden) * 2.0;
+  constexpr auto kE = MemoryKernel::kElementwise;
+  // Attention half: norm (+ residual add when fused), KV-cache write, rotary, residual add.
+  if (e.fused_add_norm) {
+    add("add_rms_norm", kE, 2, 2 * 4 * act);  // reads x and residual, writes both; before attention and FFN
+  } else {
+    add("rms_norm", kE, 2, 2 * 2 * act);
+    add("residual_add", kE, 2, 2 * 3 * act);
+  }
+  add("kv_cache_write", kE, e.fused_add_norm ? 1 : 2, 2 * t * s.kv_bytes_per_token);
+  if (e.rotary) add("rotary", kE, 1, 4 * act);
+  if (!s.moe) return n;
+  // Routing: top-k (the measured step draws Gumbel noise: uniform, two logs, add, top-k) and softmax.
+  const double logits = t * s.experts * 4.0;
+  if (e.fused_topk_softmax) {
+    add("topk_softmax", kE, 1, logits + rows * 8.0);
+  } else {
+    add("router_topk", kE, 5, 6 * logits);
+    add("routing_softmax", kE, 2, rows * 12.0);
+  }
+  // Sort the (token, expert) pairs by expert, count per expert, offsets (a radix argsort is 3 launches).
+  add("sort_by_expert", kE, e.fused_align ? 1 : 6, rows * 16.0);
+  if (!e.gather_in_gemm)
+    add("permute_gather", MemoryKernel::kGather, 1, gather_bytes(t, s.top_k, row_bytes, s.l2_bytes));
+  if (!e.weight_mul_in_gemm) add("routing_weight_mul", kE, 1, 2 * rows * row_bytes);
+  if (e.reduce_unpermute) {
+    add("unpermute_sum", kE, 1, rows * row_bytes + act);
+  } else {
+    add("unpermute_zero", kE, 1, act);
+    add("unpermute_scatter_add", MemoryKernel::kScatterAdd, 1, 2 * rows * row_bytes);
+  }
+  return n;
+}
+
+Duration layer_small_kernels_time(const GpuCostModel& gpu, const LayerKernelShape& s, std::int64_t tokens,
+                                  const EngineProfile& e) {
+  if (tokens <= 0) return Duration::zero();
+  SmallKernelList list{};
+  const std::size_t n = layer_small_kernels(s, tokens, e, list);
+  Duration sum = Duration::zero();
+  for (std::size_t i = 0; i < n; ++i) {
+    const SmallKernel& k = list[i];
+    sum += gpu.memory_kernel(k.kind, k.bytes / k.launches) * k.launches;
+  }
+  return sum;
+}
+
+Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const EngineProfile& e,
+                      const StepCase& c, double l2_bytes) {
+  const std::int64_t t = c.is_prefill ? c.tokens : c.batch;
+  const std::int64_t qkv_n = static_cast<std::int64_t>(m.q_heads + 2 * m.kv_heads) * m.head_dim;
+  const std::int64_t o_k = static_cast<std::int64_t>(m.q_heads) * m.head_dim;
+  const LayerKernelShape shape{.hidden = m.hidden,
+                               .kv_bytes_per_token = 2.0 * m.kv_heads * m.head_dim * 2.0,
+                               .top_k = m.top_k,
+                               .experts = m.experts,
+                               .moe = true,
+                               .l2_bytes = l2_bytes};
+  // Decode attends over the cached tokens plus the new one.
+  const AttentionWork attn =
+      c.is_prefill
+          ? prefill_attention_work(double(t), m.q_heads, m.kv_heads, m.head_dim)
+          : decode_attention_work(double(t), double(c.context + 1), m.q_heads, m.kv_heads, m.head_dim);
+  const Duration gemms = gpu.gemm({.m = t, .n = qkv_n, .k = m.hidden}) +
+                         gpu.gemm({.m = t, .n = m.hidden, .k = o_k}) +
+                         gpu.gemm({.m = t, .n = m.experts, .k = m.hidden});
+  const std::int64_t pairs = t * m.top_k;
+  Duration experts = Duration::zero();
+  if (e.experts == ExpertKernel::kGrouped) {
+    // The mean touched count may be fractional: interpolate between the neighbouring integers.
+    const auto lo = static_cast<std::int64_t>(std::floor(c.experts_touched));
+    const double f = c.experts_touched - double(lo);
+    auto grouped = [&](std::int64_t n) {
+      return gpu.grouped_experts(
+          {.experts = n, .tokens = pairs, .hidden = m.hidden, .inter = m.expert_inter});
+    };
+    experts = grouped(lo).scaled(1 - f) + (f > 0 ? grouped(lo + 1).scaled(f) : Duration::zero());
+  } else {
+    // Pairs spread evenly over the touched experts (the file gives no per-layer counts).
+    const double n = std::max(1.0, c.experts_touched);
+    const auto per = static_cast<std::int64_t>(std::ceil(double(pairs) / n));
+    experts = gpu.expert_ffn({.tokens = per, .hidden = m.hidden, .inter = m.expert_inter, .in_loop = true})
+                  .scaled(n);
+  }
+  const Duration layer = gemms + gpu.attention(attn) + experts + layer_small_kernels_time(gpu, shape, t, e);
+  const Duration head = gpu.memory_kernel(MemoryKernel::kElementwise, 4.0 * double(t) * double(m.hidden)) +
+                        gpu.gemm({.m = t, .n = m.vocab, .k = m.hidden});
+  return layer * m.layers + head;
+}
+
+}  // namespace moesim
