@@ -281,12 +281,13 @@ void compare(const CompareOptions& o) {
       throw InputError(c.file.empty() ? c.label : c.file, e.what());
     }
   }
-  simulate_columns(cols, o.jobs, o.roofline);
-
+  // The output folder must be writable before any column runs.
   const std::filesystem::path dir =
       o.out_dir.empty() ? std::filesystem::path("out") / ("compare-" + cols.front().scenario->spec.name)
                         : std::filesystem::path(o.out_dir);
-  std::filesystem::create_directories(dir);
+  prepare_output_dir(dir);
+  simulate_columns(cols, o.jobs, o.roofline);
+
   const Json j = compare_json(cols);
   write_text_file((dir / "compare.json").string(), j.dump(2) + "\n");
   std::vector<std::string> keys{"column"};

@@ -64,6 +64,10 @@ void sweep(const SweepOptions& o) {
     loaded.push_back(load_scenario(o.file, overrides_of(p)));
     name = loaded.back().spec.name;
   }
+  // The output folder must be writable before any point runs.
+  const std::filesystem::path dir =
+      o.out_dir.empty() ? std::filesystem::path("out") / ("sweep-" + name) : std::filesystem::path(o.out_dir);
+  prepare_output_dir(dir);
   const unsigned jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0};
@@ -92,9 +96,6 @@ void sweep(const SweepOptions& o) {
     threads.emplace_back(worker);
   for (auto& t : threads) t.join();
 
-  const std::filesystem::path dir =
-      o.out_dir.empty() ? std::filesystem::path("out") / ("sweep-" + name) : std::filesystem::path(o.out_dir);
-  std::filesystem::create_directories(dir);
   std::vector<std::string> keys;
   for (const Axis& a : axes) keys.push_back(a.key);
   MetricsTable table(keys);

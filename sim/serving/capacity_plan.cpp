@@ -38,8 +38,12 @@ double kv_replication(const ModelSpec& m, const DeploymentSpec& d) {
 
 std::int64_t concurrency_that_fits(double pool_bytes, double kv_bytes_per_sequence) {
   if (pool_bytes <= 0 || kv_bytes_per_sequence <= 0) return 0;
-  return static_cast<std::int64_t>(std::floor(pool_bytes / kv_bytes_per_sequence));
+  // Saturates: a cast of a double past int64 is undefined.
+  return static_cast<std::int64_t>(std::min(std::floor(pool_bytes / kv_bytes_per_sequence), 9e18));
 }
+
+// ceil(x) as a node count, saturating at INT_MAX (x can be 1e12 for an absurd --context).
+int node_count(double x) { return static_cast<int>(std::min(std::ceil(x), 2147483647.0)); }
 
 PrecisionRow make_row(const CapacityPlan& plan, const ScenarioSpec& s, const std::string& label,
                       const PrecisionSpec& p, double kv_bytes_per_sequence) {
@@ -61,11 +65,9 @@ PrecisionRow make_row(const CapacityPlan& plan, const ScenarioSpec& s, const std
   r.total_bytes = r.weight_bytes + r.kv_bytes + r.activation_overhead_bytes;
   r.total_bytes_per_gpu = r.total_bytes / gpus;
   r.fits_one_node_by_weights = r.weight_bytes <= plan.node_hbm_bytes;
-  r.nodes_by_weights = static_cast<int>(std::ceil(r.weight_bytes / plan.node_hbm_bytes));
+  r.nodes_by_weights = node_count(r.weight_bytes / plan.node_hbm_bytes);
   const double usable_node = plan.usable_bytes_per_gpu * plan.gpus_per_node;
-  r.nodes_needed = usable_node > 0
-                       ? std::max(1, static_cast<int>(std::ceil((r.weight_bytes + r.kv_bytes) / usable_node)))
-                       : 0;
+  r.nodes_needed = usable_node > 0 ? std::max(1, node_count((r.weight_bytes + r.kv_bytes) / usable_node)) : 0;
   r.fits_scenario_cluster = r.nodes_needed > 0 && r.nodes_needed <= plan.nodes;
   r.max_concurrency = concurrency_that_fits(usable_node * plan.nodes - r.weight_bytes, kv_bytes_per_sequence);
   r.max_concurrency_needed_nodes =
@@ -139,16 +141,19 @@ void add_memory_advice(CapacityPlan& plan, const ScenarioSpec& s) {
   }
 }
 
-// One throughput point: `groups` costed `steps` times (routing is sampled), averaged.
+// One throughput point: `groups` costed `steps` times (routing is sampled), averaged. `clock` runs on
+// from step to step and estimate to estimate: expert loads under tiers queue in time order on their links
+// (only loads read the time).
 ThroughputRow estimate(StepPlanner& planner, const CapacityPlan& plan, const ScenarioSpec& s,
-                       std::span<const GroupBatch> groups, int steps) {
+                       std::span<const GroupBatch> groups, int steps, Time& clock) {
   ThroughputRow t;
   double total_s = 0;
   double a2a_s = 0;
   double flops = 0;
   double bytes = 0;
   for (int i = 0; i < steps; ++i) {
-    const StepPlan& sp = planner.plan(groups);
+    const StepPlan& sp = planner.plan(groups, clock);
+    clock += sp.total;
     total_s += sp.total.seconds();
     a2a_s += (sp.dispatch + sp.combine).seconds();
     for (const double f : planner.gpu_flops()) flops += f;
@@ -184,6 +189,7 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
   const auto dp = static_cast<std::size_t>(s.deployment.attention_dp);
   const double ctx = static_cast<double>(plan.context_tokens);
   const int steps = std::max(1, o.steps_per_estimate);
+  Time clock;
   std::vector<GroupBatch> groups(dp);
   for (const std::int64_t b : o.decode_batch_sizes) {
     if (b <= 0) continue;
@@ -191,7 +197,7 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
         groups.begin(), groups.end(),
         GroupBatch{
             .decode_seqs = b, .decode_context_tokens = static_cast<double>(b) * ctx, .sampled_seqs = b});
-    ThroughputRow t = estimate(planner, plan, s, groups, steps);
+    ThroughputRow t = estimate(planner, plan, s, groups, steps, clock);
     t.phase = "decode";
     t.batch = b;
     plan.throughput.push_back(t);
@@ -207,14 +213,14 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
                        .prefill_pairs = n * p * (p + 1) / 2,
                        .prefill_kv_tokens = n * p,
                        .sampled_seqs = std::max<std::int64_t>(1, static_cast<std::int64_t>(n))});
-  ThroughputRow pre = estimate(planner, plan, s, groups, steps);
+  ThroughputRow pre = estimate(planner, plan, s, groups, steps, clock);
   pre.phase = "prefill";
   pre.batch = chunk;
   plan.throughput.push_back(pre);
   // One request alone on the replica: the per-token latency floor (seed: 50-80 ms on 8xH100).
   std::fill(groups.begin(), groups.end(), GroupBatch{});
   groups[0] = GroupBatch{.decode_seqs = 1, .decode_context_tokens = ctx, .sampled_seqs = 1};
-  plan.single_request_ms_per_token = estimate(planner, plan, s, groups, steps).ms_per_token;
+  plan.single_request_ms_per_token = estimate(planner, plan, s, groups, steps, clock).ms_per_token;
   plan.cost_model = gpu.source();
 
   std::int64_t memory_bound_up_to = 0;
