@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <sstream>
 
 #include "hwmodels/fabric.h"
@@ -9,6 +10,7 @@
 #include "sim/engine/random.h"
 #include "sim/serving/serving_simulation.h"
 #include "sim/serving/step_planner.h"
+#include "workloads/coactivation.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {
@@ -185,7 +187,15 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
   const ExpertPopularity popularity(s.workload.popularity, m.moe_layers(), m.routed_experts, m.top_k,
                                     streams.stream("popularity"));
   const Fabric fabric(s.cluster.fabric);
-  StepPlanner planner(s, gpu, fabric, popularity, streams.stream("plan-routing"));
+  // The co-activation model as the simulation builds it: co-activation placement and touch fractions need it
+  // (without it plan failed an internal check on the shipped co-activation review).
+  std::unique_ptr<CoactivationModel> coactivation;
+  if (s.workload.coactivation) {
+    coactivation = std::make_unique<CoactivationModel>(s.workload.coactivation_spec, m.moe_layers(),
+                                                       m.routed_experts, streams.stream("coactivation"));
+  }
+  StepPlanner planner(s, gpu, fabric, popularity, streams.stream("plan-routing"), nullptr,
+                      coactivation.get());
   const auto dp = static_cast<std::size_t>(s.deployment.attention_dp);
   const double ctx = static_cast<double>(plan.context_tokens);
   const int steps = std::max(1, o.steps_per_estimate);

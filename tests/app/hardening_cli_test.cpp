@@ -138,3 +138,15 @@ TEST_CASE("plan shows a deployment that does not fit as no KV pool, never a nega
   const Result huge = run_moesim(t, "plan " + review + " --context 100000000000000");
   require_refusal(huge, "plan: --context: ");
 }
+
+TEST_CASE("plan reviews every shipped reference scenario without an internal error") {
+  // Tiered experts (loads queue in time order) and co-activation placement (needs its model) used to
+  // exit 3 from plan although validate accepted them.
+  TempDir t("moesim_cli_plan_all");
+  for (const auto& e : fs::directory_iterator(fs::path(MOESIM_SOURCE_DIR) / "scenarios" / "reference")) {
+    if (e.path().extension() != ".json") continue;
+    const Result r = run_moesim(t, "plan " + e.path().string() + " -q");
+    INFO(e.path().string() << ": " << r.err);
+    REQUIRE(r.code == 0);
+  }
+}
