@@ -549,6 +549,10 @@ int main(int argc, char** argv) {
         << "usage: moesim_fuzz --binary PATH --source DIR --shared DIR [--seed N] [--cases N] [--jobs N]\n";
     return 2;
   }
+  // Each case runs inside its own folder: a relative binary or source path would no longer resolve.
+  o.binary = fs::absolute(o.binary).string();
+  o.source = fs::absolute(o.source);
+  o.shared = fs::absolute(o.shared);
   const Corpus corpus = load_corpus(o);
   const fs::path work = fs::temp_directory_path() / ("moesim_fuzz_" + std::to_string(getpid()));
   std::atomic<std::size_t> next{0};
