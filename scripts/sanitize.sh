@@ -22,5 +22,5 @@ if [ "${MOESIM_SANITIZE_ALL:-0}" = 1 ]; then
   ctest --test-dir "$build" -j "$(nproc)" --output-on-failure -E '^notebooks:'
 else
   cmake --build "$build" -j "$(nproc)" --target moesim moesim_fuzz test_engine test_scenario
-  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure -R '^(engine|scenario|fuzz): '
+  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure -R '^(engine|scenario|fuzz):'
 fi
