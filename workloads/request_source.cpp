@@ -119,7 +119,12 @@ TraceSource::TraceSource(std::vector<RequestSpec> rows, double speedup, RunLimit
   MOESIM_CHECK(speedup_ > 0, "trace speedup must be positive");
   if (rows_.empty()) return;
   const Time first = rows_.front().arrival;
-  for (auto& r : rows_) r.arrival = Time::at((r.arrival - first).scaled(1.0 / speedup_));
+  // A row scaled past the clock (a slow-motion replay cut by run.duration_s) saturates at never() instead
+  // of overflowing Duration::scaled; such rows lie past the run's limit and are never issued.
+  for (auto& r : rows_) {
+    const double ps = static_cast<double>((r.arrival - first).ps()) / speedup_;
+    r.arrival = ps >= 9.2e18 ? Time::never() : Time::at((r.arrival - first).scaled(1.0 / speedup_));
+  }
 }
 
 TraceSource::TraceSource(std::vector<RequestSpec> rows, TraceBlockKeys keys, double speedup, RunLimits limits)

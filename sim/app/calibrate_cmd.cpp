@@ -16,6 +16,7 @@
 #include "hwmodels/calibration_fit.h"
 #include "hwmodels/engine_profile.h"
 #include "hwmodels/layer_kernels.h"
+#include "sim/engine/check.h"
 #include "sim/scenario/profile_io.h"
 
 namespace moesim {
@@ -184,23 +185,23 @@ std::string run_harness(const std::string& harness) {
   const std::filesystem::path csv = std::filesystem::temp_directory_path() / "moesim_calibrate_kernels.csv";
   const std::string cmd = "\"" + harness + "\" --csv \"" + csv.string() + "\"";
   std::cout << "running " << cmd << "\n" << std::flush;
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("calibrate: the harness failed: " + cmd);
+  if (std::system(cmd.c_str()) != 0) throw InputError("--harness " + harness, "the harness failed: " + cmd);
   return csv.string();
 }
 
 void calibrate(const CalibrateOptions& o) {
   std::vector<std::filesystem::path> files(o.fit_files.begin(), o.fit_files.end());
   if (!o.harness.empty()) {
-    if (!has_gpu())
-      throw std::runtime_error("calibrate: --harness needs a GPU and none was found (/dev/nvidia0)");
+    if (!has_gpu()) throw InputError("--harness", "needs a GPU and none was found (/dev/nvidia0)");
     files.emplace_back(run_harness(o.harness));
   }
   if (files.empty()) {
-    throw std::runtime_error(
+    throw InputError(
+        "calibrate",
         has_gpu()
-            ? "calibrate: nothing to fit. On this GPU machine run hwmodels/cuda/run_on_device.sh (or "
+            ? "nothing to fit. On this GPU machine run hwmodels/cuda/run_on_device.sh (or "
               "`moesim calibrate --harness PATH`), then `moesim calibrate --fit FILE...`"
-            : "calibrate: no GPU here and no measurements given. Fit stored measurements with "
+            : "no GPU here and no measurements given. Fit stored measurements with "
               "`moesim calibrate --fit FILE...` (e.g. ../shared/calibration/h200/*.json); time the kernels "
               "on a GPU machine with hwmodels/cuda/run_on_device.sh (see CALIBRATION.md)");
   }
@@ -216,7 +217,17 @@ void calibrate(const CalibrateOptions& o) {
   profile.gpu = !o.gpu.empty() ? o.gpu : o.out.empty() ? "gpu" : std::filesystem::path(o.out).stem().string();
   for (const auto& line : m.origin) profile.origin += (profile.origin.empty() ? "" : "\n") + line;
   profile.rate_scale = m.rate_scale;
-  profile.fits = fit_all(m.points, opt);
+  if (m.points.size() < 2) {
+    throw InputError("--fit",
+                     "the measurements hold " + std::to_string(m.points.size()) +
+                         " timed point(s); a fit needs at least two per operation (see CALIBRATION.md)");
+  }
+  try {
+    profile.fits = fit_all(m.points, opt);
+  } catch (const std::invalid_argument& e) {
+    // Too few usable points for one operation: the measurements, not the code, must change.
+    throw InputError("--fit", std::string(e.what()) + "; give at least two points of each operation");
+  }
   profile.points = m.points;
   if (!m.steps.empty()) {
     // The one parameter taken from whole-model steps: the fixed cost of a small kernel; its bandwidth is the
@@ -257,7 +268,13 @@ void calibrate(const CalibrateOptions& o) {
   if (held.size() == 1 && held.front() == "all") held = shape_sweeps(m.points);
   std::vector<SweepResidual> held_rows;
   if (!held.empty()) {
-    for (const auto& sweep : held) held_rows.push_back(leave_one_out(m.points, sweep, opt));
+    for (const auto& sweep : held) {
+      try {
+        held_rows.push_back(leave_one_out(m.points, sweep, opt));
+      } catch (const std::invalid_argument& e) {
+        throw InputError("--leave-out " + sweep, e.what());
+      }
+    }
     std::cout << "\nLeave-one-out (each sweep predicted by a fit without it):\n"
               << format_residuals(held_rows);
   }
@@ -275,7 +292,7 @@ void calibrate(const CalibrateOptions& o) {
   if (!o.validate.empty()) {
     std::ofstream out(o.validate, std::ios::binary);
     out << validation_markdown(profile, m, residuals, held_rows, steps);
-    if (!out) throw std::runtime_error("calibrate: cannot write " + o.validate);
+    if (!out) throw InputError(o.validate, "cannot write the file");
     std::cout << "\nvalidation: " << o.validate << "\n";
   }
   if (!o.out.empty() && !o.dry_run) {

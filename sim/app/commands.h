@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ void add_measure_options(CLI::App& cmd, MeasureOptions& o);
 
 // Writes `text` to `path` (creating its folder; "-" is stdout); InputError naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);
+// Creates the output folder and proves it writable (a probe file), before any simulation runs; InputError
+// naming the folder otherwise.
+void prepare_output_dir(const std::filesystem::path& dir);
 
 void add_run_command(CLI::App& app);
 void add_validate_command(CLI::App& app);

@@ -290,22 +290,23 @@ void compare(const CompareOptions& o) {
     seeds.push_back(o.measure.seeds > 0 ? o.measure.seeds : c.scenario->seeds);
     labels.push_back(c.label);
   }
+  // The output folder must be writable before any column runs.
+  const std::filesystem::path dir =
+      o.out_dir.empty()
+          ? std::filesystem::path("out") / ("compare-" + cols.front().scenario->loaded.spec.name)
+          : std::filesystem::path(o.out_dir);
   PointSettings settings;
   settings.capacity = o.measure.capacity;
   settings.search.rel_tol = o.measure.capacity_tol;
   settings.roofline = o.roofline;
   TaskPool pool(o.jobs);
+  if (pool.is_output_rank()) prepare_output_dir(dir);
   std::vector<PointResult> results = run_points(pool, specs, seeds, labels, settings);
   if (!pool.is_output_rank()) return;
   for (std::size_t i = 0; i < cols.size(); ++i) cols[i].result = std::move(results[i]);
   const bool capacity = o.measure.capacity;
   const TableMode mode{*std::max_element(seeds.begin(), seeds.end()) > 1, capacity};
 
-  const std::filesystem::path dir =
-      o.out_dir.empty()
-          ? std::filesystem::path("out") / ("compare-" + cols.front().scenario->loaded.spec.name)
-          : std::filesystem::path(o.out_dir);
-  std::filesystem::create_directories(dir);
   const Json j = compare_json(cols, capacity, mode.replicated || capacity);
   write_text_file((dir / "compare.json").string(), j.dump(2) + "\n");
   std::vector<std::string> keys{"column"};

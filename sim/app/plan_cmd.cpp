@@ -63,10 +63,10 @@ void add_plan_command(CLI::App& app) {
   add_scenario_options(*cmd, o->scenario);
   cmd->add_option("--context", o->context,
                   "Tokens per sequence for KV sizing (default: workload prompt mean + output mean, or 4096)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000000}));
   cmd->add_option("--concurrency", o->concurrency,
                   "Concurrent sequences in the cluster (default: max_batch_size x attention groups)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000000}));
   cmd->add_option("--json", o->json_file, "Write the plan as JSON to FILE ('-' for stdout, then no table)");
   cmd->add_option("--markdown", o->markdown_file, "Write the capacity-review document (markdown) to FILE");
   cmd->add_flag("--simulate", o->simulate, "Also run the simulation and add measured results to the review");

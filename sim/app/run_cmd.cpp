@@ -25,7 +25,22 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option(
       "--set", o.overrides,
       "Override a scenario value: path.to.key=value (repeatable), e.g. --set deployment.ep_size=16");
-  cmd.add_option("--seed", o.seed, "Random seed (overrides run.seed)")->check(CLI::NonNegativeNumber);
+  // The same range as run.seed in a scenario (an exact JSON integer).
+  const CLI::Validator seed_range(
+      [](std::string& v) -> std::string {
+        long long x = 0;
+        std::size_t used = 0;
+        try {
+          x = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != v.size() || x < 0 || x > (1LL << 53))
+          return "\"" + v + "\" is not a seed: give an integer in [0, 2^53], e.g. --seed 7";
+        return "";
+      },
+      "SEED");
+  cmd.add_option("--seed", o.seed, "Random seed (overrides run.seed)")->check(seed_range);
 }
 
 void write_text_file(const std::string& path, const std::string& text) {
@@ -34,9 +49,30 @@ void write_text_file(const std::string& path, const std::string& text) {
     return;
   }
   const std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec) throw InputError(path, "cannot create its folder (" + ec.message() + ")");
   std::ofstream f(p);
-  if (!(f << text)) throw InputError(path, "cannot write the file");
+  if (!(f << text))
+    throw InputError(path, "cannot write the file (does its folder exist and is it writable?)");
+}
+
+void prepare_output_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    throw InputError(dir.string(), "cannot create the output folder (" +
+                                       (ec ? ec.message() : std::string("a file of that name exists")) +
+                                       "); choose another with --out");
+  }
+  const std::filesystem::path probe = dir / ".moesim-write-probe";
+  {
+    std::ofstream f(probe);
+    if (!(f << "probe")) {
+      throw InputError(dir.string(), "the output folder is not writable; choose another with --out");
+    }
+  }
+  std::filesystem::remove(probe, ec);
 }
 
 void add_measure_options(CLI::App& cmd, MeasureOptions& o) {
@@ -113,7 +149,7 @@ void run(const RunOptions& o) {
   const LoadedScenario& sc = rs.loaded;
   const std::filesystem::path dir =
       o.out_dir.empty() ? std::filesystem::path("out") / sc.spec.name : std::filesystem::path(o.out_dir);
-  std::filesystem::create_directories(dir);
+  prepare_output_dir(dir);
   const int seeds = o.measure.seeds > 0 ? o.measure.seeds : rs.seeds;
   if (seeds > 1 || o.measure.capacity) {
     run_measured(o, rs, seeds, dir);

@@ -64,13 +64,13 @@ void sweep(const SweepOptions& o) {
   settings.capacity = o.measure.capacity;
   settings.search.rel_tol = o.measure.capacity_tol;
   TaskPool pool(o.jobs);
-  const std::vector<PointResult> results = run_points(pool, specs, seeds, labels, settings);
-  if (!pool.is_output_rank()) return;
-
+  // The output folder must be writable before any point runs.
   const std::string& name = loaded.back().loaded.spec.name;
   const std::filesystem::path dir =
       o.out_dir.empty() ? std::filesystem::path("out") / ("sweep-" + name) : std::filesystem::path(o.out_dir);
-  std::filesystem::create_directories(dir);
+  if (pool.is_output_rank()) prepare_output_dir(dir);
+  const std::vector<PointResult> results = run_points(pool, specs, seeds, labels, settings);
+  if (!pool.is_output_rank()) return;
   std::vector<std::string> keys;
   for (const Axis& a : axes) keys.push_back(a.key);
   const TableMode mode{*std::max_element(seeds.begin(), seeds.end()) > 1, o.measure.capacity};

@@ -1,5 +1,6 @@
 #include "sim/scenario/experts_parser.h"
 
+#include <algorithm>
 #include <string>
 
 #include "workloads/skew_calibration.h"
@@ -16,10 +17,11 @@ double bounded(JsonReader& r, std::string_view key, double fallback, double lo, 
   return x;
 }
 
+// Step counts and intervals: at most a billion steps (int64 arithmetic on them stays exact).
+constexpr std::int64_t kMaxSteps = 1000000000;
+
 std::int64_t non_negative(JsonReader& r, std::string_view key, std::int64_t fallback) {
-  const std::int64_t x = r.integer(key, fallback);
-  if (x < 0) r.fail(key, "must be >= 0, got " + std::to_string(x));
-  return x;
+  return r.integer_in(key, fallback, 0, kMaxSteps);
 }
 
 Precision precision_key(JsonReader& r, std::string_view key, Precision fallback) {
@@ -67,7 +69,7 @@ void parse_rebalance(JsonReader r, RebalanceSpec& out) {
   if (out.imbalance_threshold != 0 && out.imbalance_threshold < 1) {
     r.fail("imbalance_threshold", "must be >= 1 (max/mean per GPU) or 0 (off)");
   }
-  out.check_steps = r.positive_integer("check_steps", 100);
+  out.check_steps = r.integer_in("check_steps", 100, 1, kMaxSteps);
   const std::string cost = r.string("cost", "transfer");
   if (cost == "transfer") {
     out.cost = RebalanceSpec::Cost::kTransfer;
@@ -76,8 +78,7 @@ void parse_rebalance(JsonReader r, RebalanceSpec& out) {
   } else {
     r.fail("cost", "unknown rebalance cost \"" + cost + "\" (known: transfer, pause)");
   }
-  const double pause_ms = r.number("pause_ms", 0);
-  if (pause_ms < 0) r.fail("pause_ms", "must be >= 0");
+  const double pause_ms = bounded(r, "pause_ms", 0, 0, 1e9);
   if (cost == "pause" && !r.has("pause_ms")) r.fail("pause_ms", "is required with cost \"pause\"");
   out.pause = Duration::from_ms(pause_ms);
   if (!out.enabled()) r.fail("", "give every_steps or imbalance_threshold (or leave rebalance out)");
@@ -94,9 +95,8 @@ void parse_tiers(JsonReader r, TiersSpec& t) {
   t.warm_home = tier_key(r, "warm_home", Tier::kHostDram);
   t.cold_home = tier_key(r, "cold_home", Tier::kNvme);
   t.prefetch = r.boolean("prefetch", true);
-  t.prefetch_window_batches =
-      static_cast<int>(r.positive_integer("prefetch_window_batches", t.prefetch_window_batches));
-  t.prefetch_threshold = r.positive_integer("prefetch_threshold", t.prefetch_threshold);
+  t.prefetch_window_batches = r.int_in("prefetch_window_batches", t.prefetch_window_batches, 1, 1 << 20);
+  t.prefetch_threshold = r.integer_in("prefetch_threshold", t.prefetch_threshold, 1, kMaxSteps);
   t.reclassify_every_steps = non_negative(r, "reclassify_every_steps", t.reclassify_every_steps);
   LoaderSpec& l = t.loader;
   // The host link is the fabric's, one model for every use (tier loads, host transfers).
@@ -107,9 +107,11 @@ void parse_tiers(JsonReader r, TiersSpec& t) {
              "or gpus_per_host_link instead");
     }
   }
-  l.nvme_drive_bytes_per_s = r.positive("nvme_drive_gb_per_s", l.nvme_drive_bytes_per_s / 1e9) * 1e9;
-  l.nvme_drives = static_cast<int>(r.positive_integer("nvme_drives", l.nvme_drives));
-  l.gpus_per_nvme_array = static_cast<int>(r.positive_integer("gpus_per_nvme_array", l.gpus_per_nvme_array));
+  // Drive figures in physical ranges: an expert load divides by them and must stay inside the clock.
+  l.nvme_drive_bytes_per_s =
+      bounded(r, "nvme_drive_gb_per_s", l.nvme_drive_bytes_per_s / 1e9, 0.01, 1e6) * 1e9;
+  l.nvme_drives = r.int_in("nvme_drives", l.nvme_drives, 1, 4096);
+  l.gpus_per_nvme_array = r.int_in("gpus_per_nvme_array", l.gpus_per_nvme_array, 1, 4096);
   l.nvme_latency = Duration::from_us(bounded(r, "nvme_latency_us", l.nvme_latency.seconds() * 1e6, 0, 1e6));
   r.finish();
 }
@@ -118,7 +120,7 @@ void parse_quantization(JsonReader r, QuantizationSpec& q) {
   q.hot = precision_key(r, "hot", q.hot);
   q.warm = precision_key(r, "warm", q.warm);
   q.cold = precision_key(r, "cold", q.cold);
-  q.scale_group_size = static_cast<int>(r.positive_integer("scale_group_size", q.scale_group_size));
+  q.scale_group_size = r.int_in("scale_group_size", q.scale_group_size, 1, 1 << 20);
   q.scale_bytes = bounded(r, "scale_bytes", q.scale_bytes, 0, 16);
   per_precision(r, "quality_penalty", q.quality_penalty, 0.0);
   per_precision(r, "dequant_factor", q.dequant_factor, 1.0);
@@ -139,17 +141,17 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
   if (x.placement == PlacementPolicy::kCoactivation && !s.workload.coactivation) {
     r.fail("placement", "\"coactivation\" needs workload.expert_popularity.coactivation (groups and rho)");
   }
-  x.redundant_slots_per_gpu = static_cast<int>(non_negative(r, "redundant_slots_per_gpu", 0));
+  // At most one replica of every expert on each GPU.
+  x.redundant_slots_per_gpu = r.int_in("redundant_slots_per_gpu", 0, 0, experts);
   if (x.redundant_slots_per_gpu > 0 && x.placement != PlacementPolicy::kEplb) {
     r.fail("redundant_slots_per_gpu", "replicas need placement \"eplb\"");
   }
-  x.eplb_groups = static_cast<int>(r.positive_integer("eplb_groups", 1));
+  x.eplb_groups = r.int_in("eplb_groups", 1, 1, std::max(1, experts));
   if (experts % x.eplb_groups != 0)
     r.fail("eplb_groups", "must divide the " + std::to_string(experts) + " experts");
   if (auto p = r.optional_object("partition")) {
     x.partition.load_tolerance = bounded(*p, "load_tolerance", x.partition.load_tolerance, 1.0, 10.0);
-    x.partition.refine_passes =
-        static_cast<int>(non_negative(*p, "refine_passes", x.partition.refine_passes));
+    x.partition.refine_passes = p->int_in("refine_passes", x.partition.refine_passes, 0, 1000);
     p->finish();
   }
   if (auto reb = r.optional_object("rebalance")) {
@@ -159,7 +161,7 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
     parse_rebalance(*reb, x.rebalance);
   }
   if (auto st = r.optional_object("stats")) {
-    x.stats.window_batches = static_cast<int>(st->positive_integer("window_batches", x.stats.window_batches));
+    x.stats.window_batches = st->int_in("window_batches", x.stats.window_batches, 1, 1 << 24);
     x.stats.hot_share = bounded(*st, "hot_share", x.stats.hot_share, 1e-9, 1.0);
     x.stats.warm_share = bounded(*st, "warm_share", x.stats.warm_share, x.stats.hot_share, 1.0);
     st->finish();
@@ -170,7 +172,7 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
     parse_quantization(*q, x.quant);
   }
   if (auto rr = r.optional_object("rerouting")) {
-    x.reroute_threshold = rr->number("threshold");
+    x.reroute_threshold = bounded(*rr, "threshold", 0, 0, 1e6);
     if (x.reroute_threshold < 1) rr->fail("threshold", "must be >= 1 (per-GPU load over the mean)");
     rr->finish();
   }
@@ -187,15 +189,15 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
 void parse_popularity_extensions(JsonReader& r, const ModelSpec& m, WorkloadSpec& w) {
   if (auto d = r.optional_object("drift")) {
     w.drift = true;
-    w.drift_spec.half_life_s = bounded(*d, "half_life_s", 0, 0, 1e9);
-    w.drift_spec.update_interval_s = bounded(*d, "update_interval_s", 0, 0, 1e9);
+    w.drift_spec.half_life_s = bounded(*d, "half_life_s", 0, 0, 1e6);
+    w.drift_spec.update_interval_s = bounded(*d, "update_interval_s", 0, 0, 1e6);
     if (d->has("phase_times_s")) {
       const Json& times = d->raw("phase_times_s");
       if (!times.is_array()) d->fail("phase_times_s", "must be an array of seconds");
       double last = 0;
       for (const Json& t : times) {
-        if (!t.is_number() || t.get<double>() < last)
-          d->fail("phase_times_s", "must be ascending seconds >= 0");
+        if (!t.is_number() || t.get<double>() < last || t.get<double>() > 1e6)
+          d->fail("phase_times_s", "must be ascending seconds in [0, 1e6]");
         last = t.get<double>();
         w.drift_spec.phase_times_s.push_back(last);
       }
@@ -208,7 +210,7 @@ void parse_popularity_extensions(JsonReader& r, const ModelSpec& m, WorkloadSpec
   if (auto c = r.optional_object("coactivation")) {
     w.coactivation = true;
     CoactivationSpec& cs = w.coactivation_spec;
-    cs.group_size = static_cast<int>(c->positive_integer("group_size", cs.group_size));
+    cs.group_size = c->int_in("group_size", cs.group_size, 1, std::max(1, m.routed_experts));
     if (m.routed_experts % cs.group_size != 0) {
       c->fail("group_size", "must divide the " + std::to_string(m.routed_experts) + " routed experts");
     }
@@ -219,14 +221,21 @@ void parse_popularity_extensions(JsonReader& r, const ModelSpec& m, WorkloadSpec
 }
 
 double parse_calibrated_exponent(JsonReader& r, const ModelSpec& m) {
-  const double target = r.positive("imbalance_ratio");
+  const double target = bounded(r, "imbalance_ratio", 0, 1e-6, 1e6);
   SkewSetting set{.experts = m.routed_experts, .top_k = m.top_k};
-  set.tokens = r.positive_integer("tokens_per_iteration", 4096);
-  set.ranks = static_cast<int>(non_negative(r, "ranks", 0));
+  set.tokens = r.integer_in("tokens_per_iteration", 4096, 1, 1 << 24);
+  set.ranks = r.int_in("ranks", 0, 0, m.routed_experts);
   if (set.ranks > 0 && m.routed_experts % set.ranks != 0) {
     r.fail("ranks", "must divide the " + std::to_string(m.routed_experts) + " routed experts");
   }
-  set.iterations = static_cast<int>(r.positive_integer("iterations", 100));
+  // The fit samples ~42 x iterations routing draws over every expert: keep it to a fraction of a second.
+  set.iterations = r.int_in("iterations", 100, 1, 10000);
+  if (std::int64_t{set.iterations} * m.routed_experts > (std::int64_t{1} << 22)) {
+    r.fail("iterations", std::to_string(set.iterations) + " iterations over " +
+                             std::to_string(m.routed_experts) +
+                             " experts is too much work for the fit; use at most " +
+                             std::to_string((std::int64_t{1} << 22) / m.routed_experts));
+  }
   return calibrate_zipf_exponent(target, set);
 }
 

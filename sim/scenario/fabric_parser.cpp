@@ -17,7 +17,8 @@ Duration microseconds(JsonReader& r, std::string_view key, Duration fallback) {
     return fallback;
   }
   const double us = r.number(key);
-  if (us < 0) r.fail(key, "must be >= 0 (microseconds), got " + Json(us).dump());
+  // At most a second: sums over hops and kernel launches stay far inside the picosecond clock.
+  if (us < 0 || us > 1e6) r.fail(key, "must be in [0, 1e6] microseconds, got " + Json(us).dump());
   return Duration::from_us(us);
 }
 
@@ -27,7 +28,8 @@ double bandwidth(JsonReader& r, std::string_view key, double unit_bytes_per_s, d
     (void)r.number(key, 0.0);
     return fallback_bytes_per_s;
   }
-  return r.positive(key) * unit_bytes_per_s;
+  // Physical range: transfer times divide by it and must stay inside the picosecond clock.
+  return r.number_in(key, 0.01, 1e6) * unit_bytes_per_s;
 }
 
 // A number in [lo, hi] (hi_open: [lo, hi)).
@@ -84,24 +86,23 @@ void parse_topology(JsonReader& r, FabricSpec& f) {
   } else {
     r.fail("layout", "unknown layout \"" + layout + "\" (known: rail_optimized, fat_tree)");
   }
-  const std::int64_t nics = r.integer("nics_per_node", f.nics_per_node);
+  const std::int64_t nics = r.integer_in("nics_per_node", f.nics_per_node, 0, 4096);
   if (nics < 0) r.fail("nics_per_node", "must be >= 0 (0: one NIC per GPU), got " + std::to_string(nics));
   if (nics > 0 && f.gpus_per_node % nics != 0) {
     r.fail("nics_per_node", std::to_string(nics) + " NICs do not divide the node's " +
                                 std::to_string(f.gpus_per_node) + " GPUs");
   }
   f.nics_per_node = static_cast<int>(nics);
-  f.nodes_per_leaf_group =
-      static_cast<int>(r.positive_integer("nodes_per_leaf_group", f.nodes_per_leaf_group));
+  f.nodes_per_leaf_group = r.int_in("nodes_per_leaf_group", f.nodes_per_leaf_group, 1, 4096);
   f.oversubscription = r.number("oversubscription", f.oversubscription);
-  if (f.oversubscription < 1.0) {
+  if (f.oversubscription < 1.0 || f.oversubscription > 1e3) {
     r.fail("oversubscription",
-           "must be >= 1 (leaf downlink : uplink capacity), got " + Json(f.oversubscription).dump());
+           "must be in [1, 1000] (leaf downlink : uplink capacity), got " + Json(f.oversubscription).dump());
   }
   f.switch_latency = microseconds(r, "switch_latency_us", f.switch_latency);
   f.pcie_bytes_per_s = bandwidth(r, "pcie_gb_per_s", 1e9, f.pcie_bytes_per_s);
   f.host_link_bytes_per_s = bandwidth(r, "host_link_gb_per_s", 1e9, f.host_link_bytes_per_s);
-  f.gpus_per_host_link = static_cast<int>(r.positive_integer("gpus_per_host_link", f.gpus_per_host_link));
+  f.gpus_per_host_link = r.int_in("gpus_per_host_link", f.gpus_per_host_link, 1, 4096);
   // A node smaller than a PCIe switch puts all its GPUs on one host link (Topology does the same).
   const int per_host = std::min(f.gpus_per_host_link, f.gpus_per_node);
   if (f.gpus_per_node % per_host != 0) {

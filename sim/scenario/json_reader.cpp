@@ -7,6 +7,53 @@
 
 namespace moesim {
 
+namespace {
+
+// line:column of byte `offset` (1-based) in `text`.
+std::string line_column(std::string_view text, std::size_t offset) {
+  std::size_t line = 1;
+  std::size_t col = 1;
+  for (std::size_t i = 0; i + 1 < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(col);
+}
+
+// Refuses nesting deeper than kMaxJsonDepth before the parser (and every recursive walk after it) sees it.
+void check_depth(std::string_view text, const std::string& origin) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) {
+        throw InputError(origin + ":" + line_column(text, i + 1),
+                         "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      }
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+}
+
+}  // namespace
+
 Json parse_json_text(std::string_view text, const std::string& origin) {
   bool blank = true;
   for (const char c : text) {
@@ -16,24 +63,35 @@ Json parse_json_text(std::string_view text, const std::string& origin) {
     }
   }
   if (blank) throw InputError(origin, "the file is empty; expected a JSON object");
+  return parse_json_value(text, origin);
+}
+
+Json parse_json_value(std::string_view text, const std::string& origin) {
+  check_depth(text, origin);
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
-    // Turn the byte offset into line:column.
-    std::size_t line = 1;
-    std::size_t col = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
     std::string what = e.what();
     const auto pos = what.find("syntax error");
-    throw InputError(origin + ":" + std::to_string(line) + ":" + std::to_string(col),
+    throw InputError(origin + ":" + line_column(text, e.byte),
                      "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  } catch (const Json::exception& e) {
+    // out_of_range.406: a number such as 1e309 that no double holds.
+    std::string what = e.what();
+    const auto pos = what.find("] ");
+    throw InputError(origin, "unreadable JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)) +
+                                 " (numbers must be finite and within the range of a double)");
+  }
+}
+
+std::optional<Json> parse_json_if_valid(std::string_view text, const std::string& origin) {
+  check_depth(text, origin);
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error&) {
+    return std::nullopt;
+  } catch (const Json::exception&) {
+    return parse_json_value(text, origin);  // throws the InputError that names the problem
   }
 }
 
@@ -80,11 +138,22 @@ const Json& JsonReader::at(std::string_view key) {
 
 const Json& JsonReader::raw(std::string_view key) { return at(key); }
 
-double JsonReader::number(std::string_view key) {
+double JsonReader::finite_number(std::string_view key) {
   const Json& v = at(key);
   if (!v.is_number()) fail(key, "expected a number, got " + json_type_name(v) + " (" + v.dump() + ")");
   const double x = v.get<double>();
   if (!std::isfinite(x)) fail(key, "expected a finite number");
+  return x;
+}
+
+double JsonReader::number(std::string_view key) {
+  const double x = finite_number(key);
+  if (std::abs(x) > kMaxNumber) {
+    const Json& v = at(key);
+    fail(key, v.dump() +
+                  " is out of range: numbers must lie within +-1e12 (the simulator's arithmetic is sized "
+                  "for that)");
+  }
   return x;
 }
 
@@ -98,10 +167,24 @@ double JsonReader::number(std::string_view key, double fallback) {
 
 std::int64_t JsonReader::integer(std::string_view key) {
   const Json& v = at(key);
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<std::int64_t>();
+  const auto too_big = [&] {
+    fail(key, v.dump() + " is out of range: integers must lie within +-2^53 (9007199254740992)");
+  };
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxInteger)) too_big();
+    return static_cast<std::int64_t>(v.get<std::uint64_t>());
+  }
+  if (v.is_number_integer()) {
+    const auto x = v.get<std::int64_t>();
+    if (x > kMaxInteger || x < -kMaxInteger) too_big();
+    return x;
+  }
   if (v.is_number_float()) {
     const double x = v.get<double>();
-    if (std::floor(x) == x && std::abs(x) < 9e15) return static_cast<std::int64_t>(x);
+    if (std::isfinite(x) && std::floor(x) == x) {
+      if (std::abs(x) > static_cast<double>(kMaxInteger)) too_big();
+      return static_cast<std::int64_t>(x);
+    }
   }
   fail(key, "expected an integer, got " + json_type_name(v) + " (" + v.dump() + ")");
 }
@@ -151,6 +234,9 @@ std::optional<JsonReader> JsonReader::optional_object(std::string_view key) {
 double JsonReader::positive(std::string_view key) {
   const double x = number(key);
   if (x <= 0) fail(key, "must be positive, got " + Json(x).dump());
+  if (x < kMinPositive) {
+    fail(key, "must be at least 1e-9 (in the unit the key's name gives), got " + Json(x).dump());
+  }
   return x;
 }
 
@@ -184,6 +270,30 @@ namespace {
 constexpr std::int64_t kIntMax = 2147483647;
 }  // namespace
 
+int JsonReader::int_in(std::string_view key, int lo, int hi) {
+  if (!has(key)) (void)integer(key);  // "required key is missing"
+  return int_in(key, lo, lo, hi);
+}
+
+int JsonReader::int_in(std::string_view key, int fallback, int lo, int hi) {
+  const std::int64_t x = integer(key, fallback);
+  if (x < lo || x > hi) {
+    fail(key, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                  std::to_string(x));
+  }
+  return static_cast<int>(x);
+}
+
+std::int64_t JsonReader::integer_in(std::string_view key, std::int64_t fallback, std::int64_t lo,
+                                    std::int64_t hi) {
+  const std::int64_t x = integer(key, fallback);
+  if (x < lo || x > hi) {
+    fail(key, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                  std::to_string(x));
+  }
+  return x;
+}
+
 int JsonReader::positive_int(std::string_view key) {
   const std::int64_t x = positive_integer(key);
   if (x > kIntMax) fail(key, "must be at most 2147483647, got " + std::to_string(x));
@@ -201,8 +311,14 @@ int JsonReader::non_negative_int(std::string_view key, int fallback) {
   return static_cast<int>(x);
 }
 
+double JsonReader::number_in(std::string_view key, double lo, double hi) {
+  return has(key) ? bounded(key, 0, lo, hi) : number(key);
+}
+
 double JsonReader::bounded(std::string_view key, double fallback, double lo, double hi) {
-  const double x = number(key, fallback);
+  // The key's own range is the tighter bound: it names what to change better than the general one.
+  used_.insert(std::string(key));
+  const double x = has(key) ? finite_number(key) : fallback;
   if (x < lo || x > hi) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "must be in [%g, %g], got %g", lo, hi, x);

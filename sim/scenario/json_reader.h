@@ -15,9 +15,22 @@ namespace moesim {
 
 using Json = nlohmann::json;
 
+// The ranges every JSON input is held to before any arithmetic sees it (one place for all readers):
+// nesting depth (the parser and every walk over a value recurse), the magnitude of any number (products of a
+// few inputs stay far inside a double and, as seconds, inside the engine's int64 picoseconds), the exactness
+// of integers, and the smallest positive quantity (a divisor that cannot blow a time up past the clock).
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr double kMaxNumber = 1e12;
+inline constexpr std::int64_t kMaxInteger = std::int64_t{1} << 53;
+inline constexpr double kMinPositive = 1e-9;
+
 // Reads the whole file as JSON. Errors name the file (and line:column for syntax errors).
 Json load_json_file(const std::string& path);
 Json parse_json_text(std::string_view text, const std::string& origin);
+// Any JSON value (also a bare number or string); errors as parse_json_text's, nesting bounded.
+Json parse_json_value(std::string_view text, const std::string& origin);
+// nullopt when `text` is not JSON syntax; an InputError when it is JSON beyond the limits above.
+std::optional<Json> parse_json_if_valid(std::string_view text, const std::string& origin);
 
 std::string json_type_name(const Json& j);
 
@@ -52,6 +65,12 @@ class JsonReader {
   int positive_int(std::string_view key);
   int positive_int(std::string_view key, int fallback);
   int non_negative_int(std::string_view key, int fallback);
+  // An integer in [lo, hi] (the range its consumers' arithmetic holds).
+  int int_in(std::string_view key, int lo, int hi);  // required
+  int int_in(std::string_view key, int fallback, int lo, int hi);
+  std::int64_t integer_in(std::string_view key, std::int64_t fallback, std::int64_t lo, std::int64_t hi);
+  // A required number in [lo, hi].
+  double number_in(std::string_view key, double lo, double hi);
   // A duration in seconds (or ms, by the key's unit) that fits simulated time: 0 <= x <= max.
   double bounded(std::string_view key, double fallback, double lo, double hi);
 
@@ -61,6 +80,7 @@ class JsonReader {
 
  private:
   const Json& at(std::string_view key);
+  double finite_number(std::string_view key);  // a finite JSON number, unbounded (callers bound it)
 
   const Json& j_;
   std::string path_;

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/catalog.h"
+#include "sim/scenario/json_reader.h"
 #include "sim/scenario/scenario_parser.h"
 
 namespace moesim {
@@ -45,9 +47,12 @@ class Node {
     for (const auto& [k, v] : j_.items()) out.emplace_back(k, Node(v, join(k), file_));
     return out;
   }
+  // Finite and at most 1e18 (FLOP and byte counts of one kernel reach 1e15), so int64 casts hold.
   [[nodiscard]] double number() const {
     if (!j_.is_number()) fail("expected a number");
-    return j_.get<double>();
+    const double v = j_.get<double>();
+    if (!std::isfinite(v) || std::abs(v) > 1e18) fail(j_.dump() + " is out of range (at most 1e18)");
+    return v;
   }
   [[nodiscard]] double positive() const {
     const double v = number();
@@ -80,6 +85,13 @@ class Node {
 };
 
 json parse_json(std::string_view text, const std::string& file) {
+  std::optional<json> j;
+  try {
+    j = parse_json_if_valid(text, file);  // nesting and numbers bounded as for scenarios
+  } catch (const InputError& e) {
+    throw ProfileError(e.what());
+  }
+  if (j) return *j;
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
@@ -413,8 +425,11 @@ void add_harness_csv(Measurements& m, std::string_view text, const std::string& 
     } catch (const std::exception&) {
       throw ProfileError(where + "expected numbers in columns 3-7");
     }
-    if (experts <= 0 || tokens <= 0 || hidden <= 0 || !(us > 0))
-      throw ProfileError(where + "values must be positive");
+    // Positive, finite (stod reads "inf" and "nan") and in ranges whose products stay exact.
+    if (experts <= 0 || tokens <= 0 || hidden <= 0 || inter < 0 || !(us > 0 && us <= kMaxNumber))
+      throw ProfileError(where + "values must be positive and finite (median_us at most 1e12; inter >= 0)");
+    if (experts > (1 << 20) || tokens > (1 << 30) || hidden > (1 << 20) || inter > (1 << 20))
+      throw ProfileError(where + "experts, hidden and inter must be at most 2^20, tokens at most 2^30");
     CalibrationPoint p;
     p.op = *op;
     p.precision = *prec;
@@ -431,7 +446,8 @@ void add_harness_csv(Measurements& m, std::string_view text, const std::string& 
       p.seconds = us * 1e-6 / static_cast<double>(experts);
     } else {
       p.sweep = "ours " + c[0] + " H=" + std::to_string(hidden);
-      p.bytes = 2.0 * 2.0 * static_cast<double>(tokens * experts * hidden);
+      p.bytes = 2.0 * 2.0 * static_cast<double>(tokens) * static_cast<double>(experts) *
+                static_cast<double>(hidden);
       p.seconds = us * 1e-6;
     }
     m.points.push_back(std::move(p));

@@ -1,6 +1,7 @@
 #include "sim/scenario/scenario_parser.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "sim/scenario/catalog.h"
@@ -22,6 +23,10 @@ constexpr std::string_view kGpus = "scenarios/catalog/gpus.json";
 
 // Simulated time is int64 picoseconds (106 days); inputs stay far inside it.
 constexpr double kMaxSeconds = 1e6;
+// A link latency of a second is already absurd; a bound keeps sums of hops far inside the clock.
+constexpr double kMaxLatencyUs = 1e6;
+// The largest cluster: per-GPU-pair tables (traffic, routes) of 4096^2 entries stay in the hundreds of MB.
+constexpr int kMaxClusterGpus = 4096;
 
 double rate(JsonReader& a) {
   const double x = a.positive("rate_per_s");
@@ -60,20 +65,28 @@ Precision precision_of(JsonReader& r, std::string_view key, Precision fallback) 
   return *p;
 }
 
+// Token counts of one request: up to 1e8 (as traces), so prompt + output and any per-token product holds.
+constexpr std::int64_t kMaxTokens = 100000000;
+
+std::int64_t tokens(JsonReader& r, std::string_view key, std::int64_t fallback = -1) {
+  if (fallback < 0 && !r.has(key)) (void)r.integer(key);  // "required key is missing"
+  return r.integer_in(key, fallback, 1, kMaxTokens);
+}
+
 LengthSpec parse_length(JsonReader r) {
   const std::string kind = r.string("kind");
   LengthSpec out;
   if (kind == "fixed") {
-    out = FixedLength{r.positive_integer("tokens")};
+    out = FixedLength{tokens(r, "tokens")};
   } else if (kind == "uniform") {
-    UniformLength u{r.positive_integer("min"), r.positive_integer("max")};
+    UniformLength u{tokens(r, "min"), tokens(r, "max")};
     if (u.max < u.min) r.fail("max", "must be >= min (" + std::to_string(u.min) + ")");
     out = u;
   } else if (kind == "lognormal") {
     LognormalLength l{.mean = r.positive("mean"),
-                      .sigma = r.positive("sigma"),
-                      .min = r.positive_integer("min", 1),
-                      .max = r.positive_integer("max")};
+                      .sigma = r.number_in("sigma", 1e-6, 10.0),
+                      .min = tokens(r, "min", 1),
+                      .max = tokens(r, "max")};
     if (l.max < l.min) r.fail("max", "must be >= min (" + std::to_string(l.min) + ")");
     if (l.mean < static_cast<double>(l.min) || l.mean > static_cast<double>(l.max)) {
       r.fail("mean", "must lie between min and max");
@@ -127,35 +140,39 @@ ModelSpec parse_model(JsonReader& r) {
   ModelSpec m;
   (void)r.string("source", "");
   (void)precision_of(r, "default_weights", Precision::kBF16);
-  m.num_layers = r.positive_int("num_layers");
-  m.num_dense_layers = r.non_negative_int("num_dense_layers", 0);
-  m.hidden = r.positive_integer("hidden");
-  m.vocab = r.positive_integer("vocab");
+  // Shapes up to far beyond any published model; FLOP and byte counts are products of a few of these.
+  constexpr int kDim = 1 << 20;
+  m.num_layers = r.int_in("num_layers", 1, 4096);
+  m.num_dense_layers = r.int_in("num_dense_layers", 0, 0, 4096);
+  if (m.num_dense_layers > m.num_layers) r.fail("num_dense_layers", "must be in [0, num_layers]");
+  m.hidden = r.int_in("hidden", 1, kDim);
+  m.vocab = r.int_in("vocab", 1, 1 << 24);
   m.tied_embeddings = r.boolean("tied_embeddings", false);
   const std::string attn = r.string("attention");
-  m.num_heads = r.positive_int("num_heads");
+  m.num_heads = r.int_in("num_heads", 1, 1 << 16);
   if (attn == "gqa") {
     m.attention = AttentionKind::kGqa;
-    m.num_kv_heads = r.positive_int("num_kv_heads");
-    m.head_dim = r.positive_int("head_dim");
+    m.num_kv_heads = r.int_in("num_kv_heads", 1, 1 << 16);
+    m.head_dim = r.int_in("head_dim", 1, 1 << 16);
     if (m.num_heads % m.num_kv_heads != 0) r.fail("num_kv_heads", "must divide num_heads");
   } else if (attn == "mla") {
     m.attention = AttentionKind::kMla;
-    m.q_lora_rank = r.non_negative_int("q_lora_rank", 0);
-    m.kv_lora_rank = r.positive_int("kv_lora_rank");
-    m.qk_nope_head_dim = r.positive_int("qk_nope_head_dim");
-    m.qk_rope_head_dim = r.positive_int("qk_rope_head_dim");
-    m.v_head_dim = r.positive_int("v_head_dim");
+    m.q_lora_rank = r.int_in("q_lora_rank", 0, 0, kDim);
+    m.kv_lora_rank = r.int_in("kv_lora_rank", 1, kDim);
+    m.qk_nope_head_dim = r.int_in("qk_nope_head_dim", 1, 1 << 16);
+    m.qk_rope_head_dim = r.int_in("qk_rope_head_dim", 1, 1 << 16);
+    m.v_head_dim = r.int_in("v_head_dim", 1, 1 << 16);
   } else {
     r.fail("attention", "unknown attention \"" + attn + "\" (known: gqa, mla)");
   }
   m.routed_experts = parse_routed_experts(r, m);
-  m.shared_experts = r.non_negative_int("shared_experts", 0);
-  m.top_k = m.routed_experts == 0 ? r.non_negative_int("top_k", 0) : r.positive_int("top_k");
-  if (m.top_k > m.routed_experts) r.fail("top_k", "cannot exceed routed_experts");
-  m.expert_inter = m.routed_experts == 0 ? r.integer("expert_inter", 0) : r.positive_integer("expert_inter");
-  m.shared_expert_inter = r.non_negative_int("shared_expert_inter", static_cast<int>(m.expert_inter));
-  m.dense_inter = r.non_negative_int("dense_inter", 0);
+  if (m.routed_experts > (1 << 16)) r.fail("routed_experts", "must be at most 65536");
+  m.shared_experts = r.int_in("shared_experts", 0, 0, 1 << 10);
+  m.top_k = m.routed_experts == 0 ? r.int_in("top_k", 0, 0, 0) : r.int_in("top_k", 1, m.routed_experts);
+  m.expert_inter =
+      m.routed_experts == 0 ? r.int_in("expert_inter", 0, 0, kDim) : r.int_in("expert_inter", 1, kDim);
+  m.shared_expert_inter = r.int_in("shared_expert_inter", static_cast<int>(m.expert_inter), 0, kDim);
+  m.dense_inter = r.int_in("dense_inter", 0, 0, kDim);
   if (m.num_dense_layers > 0 && m.dense_inter <= 0)
     r.fail("dense_inter", "must be positive when there are dense layers");
   m.published_total_params_b = r.number("total_params_b", 0);
@@ -171,19 +188,20 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   (void)r.string("source", "");
   g.arch = r.string("arch", "");
   g.profile_basis = r.string("profile_basis", "");
-  g.hbm_bytes = r.positive("hbm_gb") * 1e9;
-  g.hbm_bytes_per_s = r.positive("hbm_tb_per_s") * 1e12;
-  g.l2_bytes = r.non_negative("l2_mib", 0) * 1024.0 * 1024.0;
-  g.bf16_flops_per_s = r.positive("bf16_tflops") * 1e12;
-  g.fp8_flops_per_s = r.non_negative("fp8_tflops", 0) * 1e12;
-  g.int8_ops_per_s = r.non_negative("int8_tops", 0) * 1e12;
-  g.fp4_flops_per_s = r.non_negative("fp4_tflops", 0) * 1e12;
+  // Physical ranges (a phone GPU to a hundred times a B200): every cost divides by one of these.
+  g.hbm_bytes = r.number_in("hbm_gb", 0.1, 1e5) * 1e9;
+  g.hbm_bytes_per_s = r.number_in("hbm_tb_per_s", 0.01, 1e3) * 1e12;
+  g.l2_bytes = r.bounded("l2_mib", 0, 0, 1e5) * 1024.0 * 1024.0;
+  g.bf16_flops_per_s = r.number_in("bf16_tflops", 0.1, 1e6) * 1e12;
+  g.fp8_flops_per_s = r.bounded("fp8_tflops", 0, 0, 1e6) * 1e12;
+  g.int8_ops_per_s = r.bounded("int8_tops", 0, 0, 1e6) * 1e12;
+  g.fp4_flops_per_s = r.bounded("fp4_tflops", 0, 0, 1e6) * 1e12;
   g.mem_efficiency = r.fraction("mem_efficiency", g.mem_efficiency);
   g.compute_efficiency = r.fraction("compute_efficiency", g.compute_efficiency);
   g.kernel_overhead = Duration::from_us(r.bounded("kernel_overhead_us", g.kernel_overhead.us(), 0.0, 1e6));
-  g.nvlink_bytes_per_s = r.positive("nvlink_gb_per_s") * 1e9;
+  g.nvlink_bytes_per_s = r.number_in("nvlink_gb_per_s", 0.1, 1e6) * 1e9;
   g.nvlink_latency = Duration::from_us(r.bounded("nvlink_latency_us", g.nvlink_latency.us(), 0.0, 1e6));
-  g.nic_bytes_per_s = r.positive("nic_gbit_per_s") * 1e9 / 8.0;
+  g.nic_bytes_per_s = r.number_in("nic_gbit_per_s", 0.1, 1e6) * 1e9 / 8.0;
   g.nic_latency = Duration::from_us(r.bounded("nic_latency_us", g.nic_latency.us(), 0.0, 1e6));
   if (r.has("pcie_gb_per_s")) {
     r.fail("pcie_gb_per_s",
@@ -200,12 +218,8 @@ void apply_override(Json& j, std::string_view assignment) {
   }
   const std::string path(assignment.substr(0, eq));
   const std::string text(assignment.substr(eq + 1));
-  Json value;
-  try {
-    value = Json::parse(text);
-  } catch (const Json::parse_error&) {
-    value = text;
-  }
+  // A value that is not JSON is taken as a string; a JSON one is held to the file's limits.
+  Json value = parse_json_if_valid(text, "--set " + path).value_or(Json(text));
   Json* node = &j;
   std::size_t start = 0;
   std::string walked;
@@ -291,15 +305,25 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       fabric_json = resolve_entry(c.raw("fabric"), kFabricsCatalog, "cluster.fabric");
       out.effective["cluster"]["fabric"] = fabric_json;
     }
-    s.cluster.nodes = c.positive_int("nodes", 1);
-    s.cluster.gpus_per_node = c.positive_int("gpus_per_node", fabric_gpus_per_node(fabric_json, 8));
+    s.cluster.nodes = c.int_in("nodes", 1, 1, kMaxClusterGpus);
+    s.cluster.gpus_per_node =
+        c.int_in("gpus_per_node", fabric_gpus_per_node(fabric_json, 8), 1, kMaxClusterGpus);
+    // Traffic and route tables grow with the square of the GPU count: refuse what would not fit in memory.
+    if (std::int64_t{s.cluster.nodes} * s.cluster.gpus_per_node > kMaxClusterGpus) {
+      c.fail("nodes", std::to_string(s.cluster.nodes) + " nodes x " +
+                          std::to_string(s.cluster.gpus_per_node) + " GPUs is more than the " +
+                          std::to_string(kMaxClusterGpus) +
+                          " GPUs the simulator sizes its per-GPU-pair tables for");
+    }
     FabricSpec& f = s.cluster.fabric;
     f = parse_fabric(fabric_json, "cluster.fabric", s.cluster.nodes, s.cluster.gpus_per_node, s.cluster.gpu);
     // The cluster-level link keys override the fabric's figures.
-    if (c.has("nvlink_gb_per_s")) f.nvlink_bytes_per_s = c.positive("nvlink_gb_per_s") * 1e9;
-    if (c.has("nvlink_latency_us")) f.nvlink_latency = Duration::from_us(c.positive("nvlink_latency_us"));
-    if (c.has("nic_gbit_per_s")) f.nic_bytes_per_s = c.positive("nic_gbit_per_s") * 1e9 / 8.0;
-    if (c.has("nic_latency_us")) f.nic_latency = Duration::from_us(c.positive("nic_latency_us"));
+    if (c.has("nvlink_gb_per_s")) f.nvlink_bytes_per_s = c.number_in("nvlink_gb_per_s", 0.1, 1e6) * 1e9;
+    if (c.has("nvlink_latency_us"))
+      f.nvlink_latency = Duration::from_us(c.bounded("nvlink_latency_us", 0, 0.0, kMaxLatencyUs));
+    if (c.has("nic_gbit_per_s")) f.nic_bytes_per_s = c.number_in("nic_gbit_per_s", 0.1, 1e6) * 1e9 / 8.0;
+    if (c.has("nic_latency_us"))
+      f.nic_latency = Duration::from_us(c.bounded("nic_latency_us", 0, 0.0, kMaxLatencyUs));
     if (c.has("all_to_all_efficiency")) {
       // It used to scale FabricSpec::efficiency, which now means bulk NVLink copies only; All-to-All
       // efficiency is per kernel family and per link kind.
@@ -342,12 +366,12 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     if (dep.max_batched_tokens > (1 << 20)) d.fail("max_batched_tokens", "must be at most 1048576");
     dep.chunked_prefill = d.boolean("chunked_prefill", true);
     dep.kv_cache_memory_fraction = d.fraction("kv_cache_memory_fraction", 0.9);
-    dep.kv_block_tokens = d.positive_int("kv_block_tokens", 16);
-    dep.activation_bytes = d.number("activation_gib", 4.0) * kGiB;
-    dep.framework_overhead_bytes = d.number("framework_overhead_gib", 2.0) * kGiB;
+    dep.kv_block_tokens = d.int_in("kv_block_tokens", 16, 1, 1 << 20);
+    dep.activation_bytes = d.bounded("activation_gib", 4.0, 0.0, 1e6) * kGiB;
+    dep.framework_overhead_bytes = d.bounded("framework_overhead_gib", 2.0, 0.0, 1e6) * kGiB;
     if (dep.activation_bytes < 0) d.fail("activation_gib", "must be >= 0");
     if (dep.framework_overhead_bytes < 0) d.fail("framework_overhead_gib", "must be >= 0");
-    dep.max_waiting_requests = d.integer("max_waiting_requests", 0);
+    dep.max_waiting_requests = d.integer_in("max_waiting_requests", 0, 0, kMaxInteger);
     if (dep.max_waiting_requests < 0) d.fail("max_waiting_requests", "must be >= 0 (0 = unlimited)");
     const std::string mode = d.string("all_to_all", "high_throughput");
     if (mode == "high_throughput") {
@@ -413,7 +437,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       wl.arrivals = GammaArrivals{rate(a), a.bounded("cv", 1.0, 1e-3, 1e3)};
     } else if (kind == "closed_loop") {
       const double think = a.bounded("think_time_s", 0.0, 0.0, kMaxSeconds);
-      wl.arrivals = ClosedLoop{a.positive_int("users"), think};
+      wl.arrivals = ClosedLoop{a.int_in("users", 1, 1 << 24), think};  // one slot per user up front
     } else if (kind == "trace") {
       is_trace = true;
       std::string file = a.string("file");
@@ -466,7 +490,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     const std::int64_t seed = r.integer("seed", 1);
     if (seed < 0) r.fail("seed", "must be >= 0");
     s.run.seed = static_cast<std::uint64_t>(seed);
-    s.run.requests = r.integer("requests", 0);
+    s.run.requests = r.integer_in("requests", 0, 0, kMaxInteger);
     if (s.run.requests < 0) r.fail("requests", "must be >= 0");
     const double duration = r.bounded("duration_s", 0, 0.0, kMaxSeconds);
     s.run.duration = Duration::from_seconds(duration);
@@ -477,6 +501,23 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     s.run.max_drain = Duration::from_seconds(r.bounded("max_drain_s", 0, 0.0, kMaxSeconds));
     if (s.run.requests == 0 && duration == 0 && s.workload.trace.empty()) {
       r.fail("", "give run.requests or run.duration_s (or both) so that the run ends");
+    }
+    if (!s.workload.trace.empty()) {
+      // The replayed part of the trace must fit the simulated horizon, as run.duration_s does.
+      const auto& rows = s.workload.trace;
+      const std::size_t last = s.run.requests > 0 && static_cast<std::size_t>(s.run.requests) < rows.size()
+                                   ? static_cast<std::size_t>(s.run.requests) - 1
+                                   : rows.size() - 1;
+      double span_s = (rows[last].arrival - rows.front().arrival).seconds() / s.workload.trace_speedup;
+      if (duration > 0) span_s = std::min(span_s, duration);
+      if (span_s > kMaxSeconds) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%.6g", span_s);
+        throw InputError("workload.arrival.speedup",
+                         "the trace spans " + std::string(buf) +
+                             " s at this speedup, more than the 1e6 s a run simulates; raise speedup or set "
+                             "run.duration_s");
+      }
     }
     r.finish();
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 
 #include "sim/engine/check.h"
@@ -10,6 +11,24 @@
 namespace moesim {
 
 namespace {
+
+// The engine's clock is int64 picoseconds: 9.22e6 s (106 days). A row later than this into the trace
+// cannot be represented; it is refused, never saturated or wrapped.
+constexpr double kMaxTraceOffsetSeconds = 9e6;
+// Token counts per request, as the scenario's length distributions allow.
+constexpr std::int64_t kMaxTraceTokens = 100000000;
+
+Time trace_time(double offset_s, const std::string& where) {
+  if (!(offset_s >= 0 && offset_s <= kMaxTraceOffsetSeconds)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "this row is %.6g s into the trace, beyond the %.3g s (104 days) that the simulator's "
+                  "picosecond clock holds; split the trace",
+                  offset_s, kMaxTraceOffsetSeconds);
+    throw InputError(where, buf);
+  }
+  return Time::at(Duration::from_seconds(offset_s));
+}
 
 // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
 std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
@@ -46,7 +65,8 @@ bool parse_timestamp(std::string_view s, double& seconds) {
       !parse_number(s.substr(14, 2), mi) || !parse_number(s.substr(17), sec)) {
     return false;
   }
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec < 0 || sec >= 61) return false;
+  // Written so that a NaN second (from_chars reads "nan") fails too.
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || !(sec >= 0 && sec < 61)) return false;
   seconds = static_cast<double>(days_from_civil(y, mo, d)) * 86400.0 + h * 3600.0 + mi * 60.0 + sec;
   return true;
 }
@@ -79,10 +99,13 @@ std::vector<RequestSpec> read_azure(std::ifstream& in, const std::string& file) 
         !parse_number(std::string_view(line).substr(c2 + 1), r.output_tokens)) {
       throw InputError(where, "ContextTokens and GeneratedTokens must be integers (3 columns)");
     }
-    if (r.prompt_tokens < 0 || r.output_tokens < 0) throw InputError(where, "token counts must be >= 0");
+    if (r.prompt_tokens < 0 || r.output_tokens < 0 || r.prompt_tokens > kMaxTraceTokens ||
+        r.output_tokens > kMaxTraceTokens) {
+      throw InputError(where, "token counts must be in [0, 1e8]");
+    }
     if (rows.empty()) first = t;
     if (t < first) throw InputError(where, "timestamps must not go backwards");
-    r.arrival = Time::at(Duration::from_seconds(t - first));
+    r.arrival = trace_time(t - first, where);
     if (!rows.empty() && r.arrival < rows.back().arrival)
       throw InputError(where, "rows must be sorted by time");
     rows.push_back(r);
@@ -106,11 +129,11 @@ std::vector<RequestSpec> read_mooncake(std::ifstream& in, const std::string& fil
         throw InputError(where, std::string("missing numeric field \"") + key + "\"");
     }
     const double ms = j["timestamp"].get<double>();
-    if (ms < 0 || ms > 1e12) throw InputError(where, "timestamp must be in [0, 1e12] ms");
-    r.arrival = Time::at(Duration::from_ms(ms));
+    if (ms < 0) throw InputError(where, "timestamp must be >= 0 ms");
+    r.arrival = trace_time(ms * 1e-3, where);  // Mooncake timestamps count from the trace's start
     for (const char* key : {"input_length", "output_length"}) {
       const Json& v = j[key];
-      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 100000000) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > kMaxTraceTokens) {
         throw InputError(where, std::string("\"") + key + "\" must be an integer token count in [0, 1e8]");
       }
     }

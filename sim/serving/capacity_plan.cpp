@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <sstream>
 
 #include "hwmodels/fabric.h"
@@ -10,6 +11,7 @@
 #include "sim/serving/serving_models.h"
 #include "sim/serving/serving_simulation.h"
 #include "sim/serving/step_planner.h"
+#include "workloads/coactivation.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {
@@ -39,8 +41,12 @@ double kv_replication(const ModelSpec& m, const DeploymentSpec& d) {
 
 std::int64_t concurrency_that_fits(double pool_bytes, double kv_bytes_per_sequence) {
   if (pool_bytes <= 0 || kv_bytes_per_sequence <= 0) return 0;
-  return static_cast<std::int64_t>(std::floor(pool_bytes / kv_bytes_per_sequence));
+  // Saturates: a cast of a double past int64 is undefined.
+  return static_cast<std::int64_t>(std::min(std::floor(pool_bytes / kv_bytes_per_sequence), 9e18));
 }
+
+// ceil(x) as a node count, saturating at INT_MAX (x can be 1e12 for an absurd --context).
+int node_count(double x) { return static_cast<int>(std::min(std::ceil(x), 2147483647.0)); }
 
 PrecisionRow make_row(const CapacityPlan& plan, const ScenarioSpec& s, const std::string& label,
                       const PrecisionSpec& p, double kv_bytes_per_sequence) {
@@ -62,11 +68,9 @@ PrecisionRow make_row(const CapacityPlan& plan, const ScenarioSpec& s, const std
   r.total_bytes = r.weight_bytes + r.kv_bytes + r.activation_overhead_bytes;
   r.total_bytes_per_gpu = r.total_bytes / gpus;
   r.fits_one_node_by_weights = r.weight_bytes <= plan.node_hbm_bytes;
-  r.nodes_by_weights = static_cast<int>(std::ceil(r.weight_bytes / plan.node_hbm_bytes));
+  r.nodes_by_weights = node_count(r.weight_bytes / plan.node_hbm_bytes);
   const double usable_node = plan.usable_bytes_per_gpu * plan.gpus_per_node;
-  r.nodes_needed = usable_node > 0
-                       ? std::max(1, static_cast<int>(std::ceil((r.weight_bytes + r.kv_bytes) / usable_node)))
-                       : 0;
+  r.nodes_needed = usable_node > 0 ? std::max(1, node_count((r.weight_bytes + r.kv_bytes) / usable_node)) : 0;
   r.fits_scenario_cluster = r.nodes_needed > 0 && r.nodes_needed <= plan.nodes;
   r.max_concurrency = concurrency_that_fits(usable_node * plan.nodes - r.weight_bytes, kv_bytes_per_sequence);
   r.max_concurrency_needed_nodes =

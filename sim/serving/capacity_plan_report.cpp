@@ -21,6 +21,20 @@ double gbs(double bytes) { return bytes / 1e9; }
 const char* yes(bool b) { return b ? "yes" : "no"; }
 std::string nodes_text(int n) { return n > 0 ? std::to_string(n) : std::string("never"); }
 
+// The KV pool as deployed: a size when there is one, else by how much weights, activations and overhead
+// exceed the usable memory (never a negative pool).
+std::string kv_pool_text(const MemoryPlan& m) {
+  if (m.kv_pool_bytes_per_gpu > 0) return sf("KV pool %.1f GB", gbs(m.kv_pool_bytes_per_gpu));
+  return sf("no KV pool (weights, activations and overhead exceed usable memory by %.1f GB)",
+            gbs(-m.kv_pool_bytes_per_gpu));
+}
+
+// A KV-table verdict: when the weights alone leave no room, no concurrency is the reason it does not fit.
+const char* kv_fits(const CapacityPlan& p, const KvRow& k) {
+  if (k.fits) return "yes";
+  return p.deployment_memory.kv_pool_bytes_per_gpu > 0 ? "no" : "no (weights)";
+}
+
 std::string model_line(const CapacityPlan& p) {
   std::string s = sf("%s: %.0fB total, %.1fB active parameters, %s attention, KV %.0f bytes/token (%s)",
                      p.model.c_str(), p.total_params / 1e9, p.active_params / 1e9, p.attention.c_str(),
@@ -77,9 +91,9 @@ std::string format_plan_table(const CapacityPlan& p) {
        "memory; max conc.: sequences of the context length on this cluster)\n";
   const WeightBytes& w = p.deployment_memory.weights_per_gpu;
   o << sf(
-      "  as deployed, per GPU: weights %.1f GB (routed experts %.1f), KV pool %.1f GB, %lld tokens per "
+      "  as deployed, per GPU: weights %.1f GB (routed experts %.1f), %s, %lld tokens per "
       "attention group: %s\n\n",
-      gbs(w.total()), gbs(w.routed_experts), gbs(p.deployment_memory.kv_pool_bytes_per_gpu),
+      gbs(w.total()), gbs(w.routed_experts), kv_pool_text(p.deployment_memory).c_str(),
       static_cast<long long>(p.deployment_memory.kv_tokens_per_group),
       p.deployment_memory.fits() ? "fits" : "does NOT fit");
 
@@ -87,7 +101,7 @@ std::string format_plan_table(const CapacityPlan& p) {
   o << sf("  %11s %12s %12s %6s\n", "concurrency", "KV GB", "per GPU GB", "fits");
   for (const KvRow& k : p.kv_table) {
     o << sf("  %11lld %12.1f %12.2f %6s\n", static_cast<long long>(k.concurrency), gbs(k.kv_bytes),
-            gbs(k.kv_bytes_per_gpu), yes(k.fits));
+            gbs(k.kv_bytes_per_gpu), kv_fits(p, k));
   }
   o << "\n";
 
@@ -151,8 +165,8 @@ std::string format_plan_markdown(const CapacityPlan& p) {
             nodes_text(r.nodes_needed).c_str(), static_cast<long long>(r.max_concurrency));
   }
   const WeightBytes& w = p.deployment_memory.weights_per_gpu;
-  o << sf("\nAs deployed, per GPU: weights %.1f GB (routed experts %.1f GB), KV pool %.1f GB: %s.\n\n",
-          gbs(w.total()), gbs(w.routed_experts), gbs(p.deployment_memory.kv_pool_bytes_per_gpu),
+  o << sf("\nAs deployed, per GPU: weights %.1f GB (routed experts %.1f GB), %s: %s.\n\n", gbs(w.total()),
+          gbs(w.routed_experts), kv_pool_text(p.deployment_memory).c_str(),
           p.deployment_memory.fits() ? "fits" : "does not fit");
   o << "Topology advice:\n\n";
   for (const std::string& a : p.advice) o << "- " << a << "\n";
@@ -163,7 +177,7 @@ std::string format_plan_markdown(const CapacityPlan& p) {
   o << "| concurrency | KV GB | KV GB per GPU | fits |\n|---:|---:|---:|---|\n";
   for (const KvRow& k : p.kv_table) {
     o << sf("| %lld | %.1f | %.2f | %s |\n", static_cast<long long>(k.concurrency), gbs(k.kv_bytes),
-            gbs(k.kv_bytes_per_gpu), yes(k.fits));
+            gbs(k.kv_bytes_per_gpu), kv_fits(p, k));
   }
   if (!p.throughput.empty()) {
     o << "\nThroughput estimate (" << p.cost_model << "; batch per attention group):\n\n";

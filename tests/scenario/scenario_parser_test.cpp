@@ -173,7 +173,7 @@ TEST_CASE("values that would overflow or never end are refused, not wrapped or s
   REQUIRE(starts_with(error_of({"run.duration_s=2e7"}), "run.duration_s: must be in [0, 1e+06], got 2e+07"));
   REQUIRE(starts_with(error_of({"sla.ttft_ms=1e20"}), "sla.ttft_ms: must be in"));
   REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.shared_experts=-3"}),
-                      "model.shared_experts: must be >= 0"));
+                      "model.shared_experts: must be an integer in [0, 1024], got -3"));
   REQUIRE(starts_with(error_of({"model.base=qwen3-30b-a3b", "model.default_weights=bf17"}),
                       "model.default_weights: unknown precision"));
   REQUIRE(starts_with(error_of({"cluster.gpu.kernel_overhead_us=-100"}),
