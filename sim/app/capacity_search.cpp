@@ -76,7 +76,11 @@ ScenarioSpec with_arrival_rate(ScenarioSpec spec, double rate_per_s) {
   return spec;
 }
 
-bool sla_holds(const Report& r) { return r.sla_met && r.requests_dropped == 0 && r.requests_measured > 0; }
+// Met, nothing dropped, something measured, and the queue did not grow through the window (a probe
+// that is overloaded only meets its SLA because it is short).
+bool sla_holds(const Report& r) {
+  return r.sla_met && r.requests_dropped == 0 && r.requests_measured > 0 && !r.overloaded;
+}
 
 CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu,
                                const CapacitySearchSettings& settings) {
