@@ -169,7 +169,8 @@ void run(const RunOptions& o) {
 
 void validate(const std::string& file, const ScenarioOptions& so) {
   const LoadedScenario sc = load_replicated_scenario(file, effective_overrides(so)).loaded;
-  const MemoryPlan m = plan_memory(sc.spec);
+  const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
+  const MemoryPlan m = deployed_memory_plan(sc.spec, *gpu);  // what run decides "fits" from
   check_fits(sc.spec, m);
   const ScenarioSpec& s = sc.spec;
   std::printf("%s: OK\n", file.empty() ? "scenarios/default.json (built in)" : file.c_str());

@@ -355,6 +355,14 @@ Report Cluster::run() {
 
 }  // namespace
 
+MemoryPlan deployed_memory_plan(const ScenarioSpec& s, const GpuCostModel& gpu) {
+  if (!s.experts.quantization || s.replicas() == 0) return plan_memory(s);
+  const RandomStreams streams(s.run.seed);
+  const ServingModels models(s, streams);
+  const auto planner = models.make_planner(gpu, streams.stream("routing", 0));
+  return plan_memory(s, planner->routed_expert_bytes_per_gpu());
+}
+
 Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer) {
   Cluster cluster(s, gpu, observer);
   return cluster.run();

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "hwmodels/gpu_cost_model.h"
+#include "sim/serving/memory_plan.h"
 #include "sim/serving/report.h"
 #include "sim/serving/scenario_spec.h"
 #include "sim/serving/step_planner.h"
@@ -45,6 +46,11 @@ class SimulationObserver {
   virtual void on_step(const StepRecord& step) = 0;
   virtual void on_request(const RequestRecord& request) = 0;
 };
+
+// Memory per GPU as a run plans it: under per-expert quantisation the routed-expert weights are those of the
+// placement's fullest GPU at each copy's precision (replica 0's planner, wired as a run wires it), else the
+// uniform plan. `validate`, `plan` and `run` all decide "fits" from it.
+MemoryPlan deployed_memory_plan(const ScenarioSpec& s, const GpuCostModel& gpu);
 
 // Runs a whole scenario; throws InputError if it does not fit on the cluster.
 Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer = nullptr);
