@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kFolder = std::string(MOESIM_SHARED_DIR) + "/data/traces/servegen_deepseek_r1";
+const std::string kFolder = MOESIM_SHARED_DIR "/data/traces/servegen_deepseek_r1";
 
 fs::path hand_folder() {
   const fs::path d = fs::temp_directory_path() / "moesim_servegen_hand";

@@ -10,7 +10,7 @@ using namespace moesim;
 
 namespace {
 
-const std::string kTiny = std::string(MOESIM_SOURCE_DIR) + "/scenarios/tiny/tiny_poisson_ep4.json";
+const std::string kTiny = MOESIM_SOURCE_DIR "/scenarios/tiny/tiny_poisson_ep4.json";
 
 // Fixed lengths so that the offered token rate is exactly rate x output tokens.
 Report run(double rate, double duration_s, std::vector<std::string> more = {}) {
