@@ -1,5 +1,5 @@
-#include "sim/app/calibrate_cmd.h"
-
+// `moesim calibrate`: fits a GPU profile (hwmodels/profiles/<gpu>.json) from stored measurements, or from
+// a fresh run of the CUDA timing harness on a GPU machine, and prints the residual report.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -16,23 +16,13 @@
 #include "hwmodels/calibration_fit.h"
 #include "hwmodels/engine_profile.h"
 #include "hwmodels/layer_kernels.h"
+#include "sim/app/commands.h"
 #include "sim/engine/check.h"
 #include "sim/scenario/profile_io.h"
 
 namespace moesim {
 
 namespace {
-
-struct CalibrateOptions {
-  std::vector<std::string> fit_files;
-  std::string harness;
-  std::string out;
-  std::string gpu;
-  std::vector<std::string> leave_out;
-  std::string validate;
-  double anomaly_tolerance = 0.05;
-  bool dry_run = false;
-};
 
 bool has_gpu() {
   return std::filesystem::exists("/dev/nvidia0") || std::filesystem::exists("/dev/nvidiactl");
@@ -189,7 +179,9 @@ std::string run_harness(const std::string& harness) {
   return csv.string();
 }
 
-void calibrate(const CalibrateOptions& o) {
+}  // namespace
+
+void execute_calibrate(const CalibrateOptions& o) {
   std::vector<std::filesystem::path> files(o.fit_files.begin(), o.fit_files.end());
   if (!o.harness.empty()) {
     if (!has_gpu()) throw InputError("--harness", "needs a GPU and none was found (/dev/nvidia0)");
@@ -299,40 +291,6 @@ void calibrate(const CalibrateOptions& o) {
     write_profile_file(o.out, profile);
     std::cout << "\nprofile: " << o.out << "\n";
   }
-}
-
-}  // namespace
-
-void add_calibrate_command(CLI::App& app) {
-  auto o = std::make_shared<CalibrateOptions>();
-  CLI::App* cmd =
-      app.add_subcommand("calibrate",
-                         "Fit a GPU cost profile from measurements and print the residual report.\n"
-                         "Example: moesim calibrate --fit ../shared/calibration/h200/*.json --out "
-                         "hwmodels/profiles/h200-sxm.json "
-                         "--leave-out all");
-  cmd->add_option(
-         "--fit", o->fit_files,
-         "Measurement files: shared/calibration/<gpu>/*.json (platform, expert FFN, GEMM, attention) "
-         "and/or the CSV written by hwmodels/cuda's harness")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--harness", o->harness,
-                  "On a GPU machine: run this calibrate_harness binary and fit its CSV")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--out", o->out, "Write the profile JSON here (e.g. hwmodels/profiles/h200-sxm.json)");
-  cmd->add_option("--gpu", o->gpu, "GPU catalog name stored in the profile (default: the --out file name)");
-  cmd->add_option(
-      "--leave-out", o->leave_out,
-      "Sweep to leave out of the fit and predict, e.g. \"gemm N=4096 K=7168\" (repeatable), or all");
-  cmd->add_option("--anomaly-tolerance", o->anomaly_tolerance,
-                  "Flag a point slower than a point with at least twice the work by more than this fraction")
-      ->check(CLI::Range(0.0, 10.0));
-  cmd->add_option(
-      "--validate", o->validate,
-      "Write the validation report (Markdown: every sweep, leave-one-out, whole-model steps) here, "
-      "e.g. VALIDATION.md");
-  cmd->add_flag("--dry-run", o->dry_run, "Fit and report, write nothing");
-  cmd->callback([o] { calibrate(*o); });
 }
 
 }  // namespace moesim

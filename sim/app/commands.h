@@ -1,7 +1,9 @@
-// The moesim command-line verbs. Each add_*_command registers one CLI11 subcommand.
+// The moesim verbs, each a function of a plain options struct. The command line that fills these structs
+// (every verb, option, default, validator and help text: CLI11) is declared in sim/app/main.cpp alone; no
+// other file includes CLI11. Every verb throws InputError for bad input.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -13,7 +15,6 @@ struct ScenarioOptions {
   std::vector<std::string> overrides;
   long long seed = -1;
 };
-void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 // --set values after the seed flag, as the scenario loader expects them.
 std::vector<std::string> effective_overrides(const ScenarioOptions& o);
 
@@ -23,7 +24,6 @@ struct MeasureOptions {
   bool capacity = false;
   double capacity_tol = 0.02;
 };
-void add_measure_options(CLI::App& cmd, MeasureOptions& o);
 
 // Writes `text` to `path` (creating its folder; "-" is stdout); InputError naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);
@@ -31,10 +31,87 @@ void write_text_file(const std::string& path, const std::string& text);
 // naming the folder otherwise.
 void prepare_output_dir(const std::filesystem::path& dir);
 
-void add_run_command(CLI::App& app);
-void add_validate_command(CLI::App& app);
-void add_sweep_command(CLI::App& app);
-void add_plan_command(CLI::App& app);
-void add_compare_command(CLI::App& app);
+// `moesim run`: one scenario, or replications over seeds and/or the capacity search (run_cmd.cpp).
+struct RunOptions {
+  std::string file;  // empty: the built-in scenarios/default.json
+  ScenarioOptions scenario;
+  MeasureOptions measure;
+  unsigned jobs = 0;
+  std::string out_dir;
+  bool requests_csv = false;
+  bool steps_csv = false;
+  std::string trace;
+  double trace_limit_s = 600;
+  bool quiet = false;
+};
+void execute_run(const RunOptions& o);
+
+// `moesim validate`: keys, types, ranges and memory fit, without running (run_cmd.cpp).
+struct ValidateOptions {
+  std::string file;
+  ScenarioOptions scenario;
+};
+void execute_validate(const ValidateOptions& o);
+
+// `moesim sweep`: a grid over the --set lists (sweep_cmd.cpp).
+struct SweepOptions {
+  std::string file;
+  ScenarioOptions scenario;
+  MeasureOptions measure;
+  std::string out_dir;
+  unsigned jobs = 0;
+};
+void execute_sweep(const SweepOptions& o);
+
+// `moesim compare`: scenarios side by side (compare_cmd.cpp).
+struct CompareOptions {
+  std::vector<std::string> files;
+  ScenarioOptions scenario;
+  MeasureOptions measure;
+  std::string out_dir;
+  std::string json_file;
+  unsigned jobs = 0;
+  bool roofline = false;
+};
+void execute_compare(const CompareOptions& o);
+
+// `moesim plan`: the capacity review (plan_cmd.cpp). Not PlanOptions: that is the planner's own
+// (sim/serving/capacity_plan.h), which this fills.
+struct PlanCommandOptions {
+  std::string file;
+  ScenarioOptions scenario;
+  std::int64_t context = 0;
+  std::int64_t concurrency = 0;
+  std::string json_file;
+  std::string markdown_file;
+  bool simulate = false;
+  std::vector<int> batch_sizes;
+  bool quiet = false;
+};
+void execute_plan(const PlanCommandOptions& o);
+
+// `moesim calibrate`: fits a GPU profile (hwmodels/profiles/<gpu>.json) from stored measurements, or from a
+// fresh run of the CUDA timing harness on a GPU machine, and prints the residual report (calibrate_cmd.cpp).
+struct CalibrateOptions {
+  std::vector<std::string> fit_files;
+  std::string harness;
+  std::string out;
+  std::string gpu;
+  std::vector<std::string> leave_out;
+  std::string validate;
+  double anomaly_tolerance = 0.05;
+  bool dry_run = false;
+};
+void execute_calibrate(const CalibrateOptions& o);
+
+// `moesim trace-stats`: prefix-cache figures of a keyed trace, see sim/scenario/trace_stats.h
+// (trace_stats_cmd.cpp).
+struct TraceStatsOptions {
+  std::string file;
+  std::string format = "mooncake_jsonl";
+  std::vector<std::int64_t> cache_blocks;
+  std::string json_file;
+};
+void execute_trace_stats(const TraceStatsOptions& o);
 
 }  // namespace moesim

@@ -32,16 +32,6 @@ namespace moesim {
 
 namespace {
 
-struct CompareOptions {
-  std::vector<std::string> files;
-  ScenarioOptions scenario;
-  MeasureOptions measure;
-  std::string out_dir;
-  std::string json_file;
-  unsigned jobs = 0;
-  bool roofline = false;
-};
-
 enum class Better { kHigher, kLower, kNone };
 
 struct CompareRow {
@@ -274,7 +264,9 @@ Json compare_json(const std::vector<Column>& cols, bool capacity, bool detailed)
   return Json{{"columns", columns}, {"rows", rows}};
 }
 
-void compare(const CompareOptions& o) {
+}  // namespace
+
+void execute_compare(const CompareOptions& o) {
   std::vector<Column> cols = plan_columns(o);
   // Parse every column first: a typo is one clear error before anything runs.
   std::vector<ScenarioSpec> specs;
@@ -321,27 +313,6 @@ void compare(const CompareOptions& o) {
       std::none_of(cols.begin(), cols.end(), [](const Column& c) { return c.result.ok(); });
   if (all_failed)
     throw InputError("compare", "every column failed; first error: " + cols.front().result.error());
-}
-
-}  // namespace
-
-void add_compare_command(CLI::App& app) {
-  auto o = std::make_shared<CompareOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "compare",
-      "Simulate several scenarios and show their key metrics side by side, the best of each row marked. "
-      "Columns: each scenario file, times the product of the --set lists (--set cluster.nodes=1,2,4 makes "
-      "three "
-      "columns; a --set with one value applies to all). Writes compare.json and compare.csv");
-  cmd->add_option("scenarios", o->files, "Scenario JSON files (default: the built-in default)");
-  add_scenario_options(*cmd, o->scenario);
-  add_measure_options(*cmd, o->measure);
-  cmd->add_option("--out", o->out_dir, "Output folder (default: out/compare-<first scenario name>)");
-  cmd->add_option("--json", o->json_file, "Also write the comparison JSON to this file");
-  cmd->add_option("-j,--jobs", o->jobs, "Parallel simulations (default: all cores)");
-  cmd->add_flag("--roofline", o->roofline,
-                "Cost every column with the datasheet roofline, even where a calibrated GPU profile exists");
-  cmd->callback([o] { compare(*o); });
 }
 
 }  // namespace moesim

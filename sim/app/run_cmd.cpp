@@ -21,28 +21,6 @@
 
 namespace moesim {
 
-void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
-  cmd.add_option(
-      "--set", o.overrides,
-      "Override a scenario value: path.to.key=value (repeatable), e.g. --set deployment.ep_size=16");
-  // The same range as run.seed in a scenario (an exact JSON integer).
-  const CLI::Validator seed_range(
-      [](std::string& v) -> std::string {
-        long long x = 0;
-        std::size_t used = 0;
-        try {
-          x = std::stoll(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != v.size() || x < 0 || x > (1LL << 53))
-          return "\"" + v + "\" is not a seed: give an integer in [0, 2^53], e.g. --seed 7";
-        return "";
-      },
-      "SEED");
-  cmd.add_option("--seed", o.seed, "Random seed (overrides run.seed)")->check(seed_range);
-}
-
 void write_text_file(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;
@@ -75,20 +53,6 @@ void prepare_output_dir(const std::filesystem::path& dir) {
   std::filesystem::remove(probe, ec);
 }
 
-void add_measure_options(CLI::App& cmd, MeasureOptions& o) {
-  cmd.add_option("--seeds", o.seeds,
-                 "Replications: run seeds seed..seed+N-1 and report the mean and 95% interval of each metric "
-                 "(default: the scenario's run.seeds, else 1)")
-      ->check(CLI::Range(1, kMaxSeeds));
-  cmd.add_flag("--capacity", o.capacity,
-               "Find the highest arrival rate (workload.arrival.rate_per_s, Poisson or gamma) that meets the "
-               "SLA, by bracketing and bisection; report the metrics at that rate");
-  cmd.add_option(
-         "--capacity-tol", o.capacity_tol,
-         "Capacity search: stop when the bracket is narrower than this share of the rate (default 0.02)")
-      ->check(CLI::Range(1e-4, 1.0));
-}
-
 std::vector<std::string> effective_overrides(const ScenarioOptions& o) {
   std::vector<std::string> out = o.overrides;
   if (o.seed >= 0) out.push_back("run.seed=" + std::to_string(o.seed));
@@ -96,19 +60,6 @@ std::vector<std::string> effective_overrides(const ScenarioOptions& o) {
 }
 
 namespace {
-
-struct RunOptions {
-  std::string file;
-  ScenarioOptions scenario;
-  MeasureOptions measure;
-  unsigned jobs = 0;
-  std::string out_dir;
-  bool requests_csv = false;
-  bool steps_csv = false;
-  std::string trace;
-  double trace_limit_s = 600;
-  bool quiet = false;
-};
 
 // Replications and/or the capacity search: a table of mean and interval per metric, replications.json.
 void run_measured(const RunOptions& o, const ReplicatedScenario& rs, int seeds,
@@ -144,7 +95,9 @@ void run_measured(const RunOptions& o, const ReplicatedScenario& rs, int seeds,
   std::cout << "\nreplications: " << (dir / "replications.json").string() << "\n";
 }
 
-void run(const RunOptions& o) {
+}  // namespace
+
+void execute_run(const RunOptions& o) {
   const ReplicatedScenario rs = load_replicated_scenario(o.file, effective_overrides(o.scenario));
   const LoadedScenario& sc = rs.loaded;
   const std::filesystem::path dir =
@@ -167,8 +120,9 @@ void run(const RunOptions& o) {
   std::cout << "\nreport: " << (dir / "report.json").string() << "\n";
 }
 
-void validate(const std::string& file, const ScenarioOptions& so) {
-  const LoadedScenario sc = load_replicated_scenario(file, effective_overrides(so)).loaded;
+void execute_validate(const ValidateOptions& o) {
+  const std::string& file = o.file;
+  const LoadedScenario sc = load_replicated_scenario(file, effective_overrides(o.scenario)).loaded;
   const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
   const MemoryPlan m = deployed_memory_plan(sc.spec, *gpu);  // what run decides "fits" from
   check_fits(sc.spec, m);
@@ -183,39 +137,6 @@ void validate(const std::string& file, const ScenarioOptions& so) {
   std::printf("  memory per GPU: weights %.1f GiB, KV pool %.1f GiB (%lld tokens per attention group)\n",
               m.weights_per_gpu.total() / kGiB, m.kv_pool_bytes_per_gpu / kGiB,
               static_cast<long long>(m.kv_tokens_per_group));
-}
-
-}  // namespace
-
-void add_run_command(CLI::App& app) {
-  auto o = std::make_shared<RunOptions>();
-  CLI::App* cmd = app.add_subcommand("run", "Simulate one scenario and print its serving report");
-  cmd->add_option("scenario", o->file, "Scenario JSON (default: the built-in scenarios/default.json)");
-  add_scenario_options(*cmd, o->scenario);
-  add_measure_options(*cmd, o->measure);
-  cmd->add_option("-j,--jobs", o->jobs, "Parallel replications with --seeds (default: all cores)");
-  cmd->add_option("--out", o->out_dir,
-                  "Output folder for report.json and CSVs (default: out/<scenario name>)");
-  cmd->add_flag("--requests-csv", o->requests_csv, "Also write requests.csv (one row per request)");
-  cmd->add_flag("--steps-csv", o->steps_csv, "Also write steps.csv (one row per replica step)");
-  cmd->add_option(
-      "--trace", o->trace,
-      "Write a Chrome/Perfetto timeline of the steps (open in ui.perfetto.dev or chrome://tracing)");
-  cmd->add_option("--trace-limit-s", o->trace_limit_s,
-                  "Only trace steps that start in the first N simulated s (0 = all)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("-q,--quiet", o->quiet, "Do not print the summary");
-  cmd->callback([o] { run(*o); });
-}
-
-void add_validate_command(CLI::App& app) {
-  auto file = std::make_shared<std::string>();
-  auto so = std::make_shared<ScenarioOptions>();
-  CLI::App* cmd =
-      app.add_subcommand("validate", "Check a scenario (keys, types, ranges, memory fit) without running it");
-  cmd->add_option("scenario", *file, "Scenario JSON (default: the built-in default)");
-  add_scenario_options(*cmd, *so);
-  cmd->callback([file, so] { validate(*file, *so); });
 }
 
 }  // namespace moesim

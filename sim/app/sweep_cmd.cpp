@@ -16,17 +16,7 @@
 
 namespace moesim {
 
-namespace {
-
-struct SweepOptions {
-  std::string file;
-  ScenarioOptions scenario;
-  MeasureOptions measure;
-  std::string out_dir;
-  unsigned jobs = 0;
-};
-
-void sweep(const SweepOptions& o) {
+void execute_sweep(const SweepOptions& o) {
   const std::vector<Axis> axes = parse_axes(o.scenario.overrides);
   if (axes.empty()) throw InputError("--set", "a sweep needs at least one --set key=v1,v2,...");
   std::vector<std::vector<std::string>> points(1);  // one value per axis
@@ -98,23 +88,6 @@ void sweep(const SweepOptions& o) {
   std::cout << "\nsweep: " << (dir / "sweep.csv").string() << ", " << (dir / "sweep.json").string() << "\n";
   if (failed == points.size())
     throw InputError("sweep", "every point failed; first error: " + results.front().error());
-}
-
-}  // namespace
-
-void add_sweep_command(CLI::App& app) {
-  auto o = std::make_shared<SweepOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "sweep",
-      "Run a grid of scenarios: each --set key=v1,v2,... is one axis (the grid is their product). Writes "
-      "sweep.csv and sweep.json; a point that does not fit is reported as a row with its error. Under "
-      "`mpirun -np N` the points (and seeds) are spread over the ranks; the outputs are the same");
-  cmd->add_option("scenario", o->file, "Scenario JSON (default: the built-in default)");
-  add_scenario_options(*cmd, o->scenario);
-  add_measure_options(*cmd, o->measure);
-  cmd->add_option("--out", o->out_dir, "Output folder (default: out/sweep-<scenario name>)");
-  cmd->add_option("-j,--jobs", o->jobs, "Parallel simulations per process (default: all cores)");
-  cmd->callback([o] { sweep(*o); });
 }
 
 }  // namespace moesim
