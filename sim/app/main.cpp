@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <new>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,28 @@
 namespace moesim {
 
 namespace {
+
+// A number no smaller than `lo`, refused with a message that gives an example (CLI11's own range checks
+// print their upper bound, a 300-digit number).
+CLI::Validator number_at_least(double lo, const std::string& example) {
+  return CLI::Validator(
+      [lo, example](std::string& v) -> std::string {
+        double x = 0;
+        std::size_t used = 0;
+        try {
+          x = std::stod(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != v.size() || !(x >= lo)) {
+          std::ostringstream os;
+          os << "\"" << v << "\" is not a number >= " << lo << ", e.g. " << example;
+          return os.str();
+        }
+        return "";
+      },
+      "NUMBER");
+}
 
 // The options every scenario verb shares, then each verb (main registers them in --help order).
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
@@ -70,7 +93,7 @@ void add_run_command(CLI::App& app) {
       "Write a Chrome/Perfetto timeline of the steps (open in ui.perfetto.dev or chrome://tracing)");
   cmd->add_option("--trace-limit-s", o->trace_limit_s,
                   "Only trace steps that start in the first N simulated s (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_at_least(0.0, "--trace-limit-s 60"));
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print the summary");
   cmd->callback([o] { execute_run(*o); });
 }
@@ -119,7 +142,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--batch-sizes", o->batch_sizes,
                   "With --simulate: max_batch_size values for throughput vs batch size, e.g. 8,32,128")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(number_at_least(1.0, "--batch-sizes 8,32,128"));
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print the tables");
   cmd->callback([o] { execute_plan(*o); });
 }
@@ -192,7 +215,7 @@ void add_trace_stats_command(CLI::App& app) {
 
 // Command-line and file-system failures turned into the house style: one line that names where the problem
 // is and says what to do (instead of CLI11's generic texts or a raw std::filesystem message).
-constexpr std::string_view kVerbs = "run, validate, sweep, compare, plan, calibrate";
+constexpr std::string_view kVerbs = "run, validate, sweep, compare, plan, calibrate, trace-stats";
 
 // The verb the user gave (the first parsed subcommand), or empty.
 std::string verb_of(const CLI::App& app) {

@@ -32,7 +32,8 @@ void require_refusal(const Result& r, const std::string& where) {
 TEST_CASE("command-line mistakes get one house-style message that says what to do") {
   TempDir t("moesim_cli_mistakes");
   const Result none = run_moesim(t, "");
-  require_refusal(none, "command line: give a verb (run, validate, sweep, compare, plan, calibrate)");
+  require_refusal(none,
+                  "command line: give a verb (run, validate, sweep, compare, plan, calibrate, trace-stats)");
   const Result verb = run_moesim(t, "frobnicate");
   require_refusal(verb, "command line: unknown verb \"frobnicate\"");
   const Result extra = run_moesim(t, "validate " + tiny("tiny_poisson_ep4.json") + " second.json");
@@ -43,6 +44,14 @@ TEST_CASE("command-line mistakes get one house-style message that says what to d
   const Result seed = run_moesim(t, "validate " + tiny("tiny_poisson_ep4.json") + " --seed abc");
   require_refusal(seed, "validate: ");
   REQUIRE(seed.err.find("--seed") != std::string::npos);
+  // Ranges say what is accepted with an example, not CLI11's range with a 300-digit upper bound.
+  const Result limit = run_moesim(t, "run " + tiny("tiny_poisson_ep4.json") + " --trace-limit-s -1");
+  require_refusal(limit, "run: --trace-limit-s: \"-1\" is not a number >= 0, e.g. --trace-limit-s 60");
+  const Result sizes =
+      run_moesim(t, "plan " + tiny("tiny_poisson_ep4.json") + " --simulate --batch-sizes 8,0");
+  require_refusal(sizes, "plan: --batch-sizes: \"0\" is not a number >= 1");
+  REQUIRE(lines(limit.err + sizes.err) == 2);
+  REQUIRE(limit.err.size() + sizes.err.size() < 400);
   // CLI11's generic texts are gone.
   for (const Result* r : {&none, &verb, &extra}) {
     REQUIRE(r->err.find("A subcommand is required") == std::string::npos);
