@@ -270,6 +270,10 @@ PrecisionSpec uniform_precision(Precision p, const PrecisionSpec& base) {
 }
 
 CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o) {
+  return plan_capacity_memory(s, o, plan_memory(s));
+}
+
+CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o, const MemoryPlan& deployed) {
   const ModelSpec& m = s.model;
   const DeploymentSpec& d = s.deployment;
   CapacityPlan plan;
@@ -328,7 +332,7 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o) {
         make_row(plan, s, precision_label(p), uniform_precision(p, s.precision), kv_per_sequence));
   }
   plan.precisions.push_back(make_row(plan, s, "scenario", s.precision, kv_per_sequence));
-  plan.deployment_memory = plan_memory(s);
+  plan.deployment_memory = deployed;
 
   const PrecisionRow& scen = plan.row("scenario");
   std::vector<std::int64_t> table = o.kv_table_concurrency;
@@ -363,7 +367,9 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o) {
 }
 
 CapacityPlan plan_capacity(const ScenarioSpec& s, const GpuCostModel& gpu, const PlanOptions& o) {
-  CapacityPlan plan = plan_capacity_memory(s, o);
+  // As deployed: under quantisation each expert at its tier's precision, the plan run and validate decide
+  // "fits" from.
+  CapacityPlan plan = plan_capacity_memory(s, o, deployed_memory_plan(s, gpu));
   add_throughput(plan, s, gpu, o);
   return plan;
 }

@@ -124,6 +124,8 @@ struct CapacityPlan {
 
 // Memory, fit and advice only (no cost model): instant.
 CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o);
+// The same with the deployment's memory plan as deployed (deployed_memory_plan: per-expert precisions).
+CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o, const MemoryPlan& deployed);
 
 // The whole review without simulation: memory plus throughput estimates from the step planner.
 CapacityPlan plan_capacity(const ScenarioSpec& s, const GpuCostModel& gpu, const PlanOptions& o);

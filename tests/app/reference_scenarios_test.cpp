@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -92,14 +93,25 @@ void check_trace(const fs::path& trace) {
 
 }  // namespace
 
-TEST_CASE("plan runs on every reference scenario") {
+TEST_CASE("plan runs on every reference scenario and says it fits exactly when validate accepts it") {
   TempDir t("moesim-ref-plan-");
+  int quantised = 0;
   for (const std::string& s : reference_scenarios()) {
     INFO(s);
     const Result r = run_moesim(t, "plan " + s + " --json " + (t.dir / "plan.json").string());
     INFO(r.err);
     REQUIRE(r.code == 0);
+    std::ifstream f(t.dir / "plan.json");
+    const nlohmann::json plan = nlohmann::json::parse(f);
+    // Both decide from the memory plan as deployed (under quantisation, each expert at its precision).
+    const Result v = run_moesim(t, "validate " + s);
+    INFO(v.err);
+    REQUIRE(plan.at("deployment_memory").at("fits").get<bool>() == (v.code == 0));
+    std::ifstream in(s);
+    const nlohmann::json scenario = nlohmann::json::parse(in);
+    if (scenario.contains("experts") && scenario.at("experts").contains("quantization")) ++quantised;
   }
+  REQUIRE(quantised > 0);  // the agreement was checked on a quantised deployment too
 }
 
 TEST_CASE("validate and a short run agree on every reference scenario and every step's parts add up") {
