@@ -139,10 +139,13 @@ class StepPlanner {
   // Under co-activation: its sampler and per-layer tables, from the popularity.
   std::unique_ptr<CoactivationSampler> coact_sampler_;
   std::vector<CoactivationSampler::Layer> coact_routing_;
-  std::vector<int> single_gpu_;      // [layer][expert]: its GPU when it has one copy, else -1
-  std::vector<Duration> ffn_table_;  // expert FFN time by token count, at precision.routed_experts
-  std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;  // under quantisation
-  std::unique_ptr<ExpertLoop> loop_;                                     // null when every mechanism is off
+  std::vector<int> single_gpu_;  // [layer][expert]: its GPU when it has one copy, else -1
+  // Expert FFN time by token count (kUncosted until first asked), at precision.routed_experts and, under
+  // quantisation, at each tier's precision.
+  static constexpr Duration kUncosted = Duration::from_ps(-1);
+  mutable std::vector<Duration> ffn_table_;
+  mutable std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;
+  std::unique_ptr<ExpertLoop> loop_;  // null when every mechanism is off
   QualityProxy quality_;
   double expert_flops_per_token_;
   double expert_bytes_;
