@@ -27,7 +27,8 @@ Json experts_json(const ExpertLoopReport& x) {
   for (const auto& [name, share] : x.precision_share) shares[name] = share;
   const double uses = x.expert_uses > 0 ? static_cast<double>(x.expert_uses) : 1.0;
   return Json{{"placement", x.placement},
-              {"redundant_slots_per_gpu", x.redundant_slots_per_gpu},
+              {"redundant_experts", x.redundant_experts},
+              {"slots_per_gpu", x.slots_per_gpu},
               {"gpu_max_over_mean_token_weighted", x.gpu_load_imbalance_weighted},
               {"dispatch_bytes_per_token", x.dispatch_bytes_per_token},
               {"rebalance",

@@ -346,10 +346,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide the cluster's " +
                             std::to_string(total) + " GPUs");
     }
-    if (s.model.routed_experts % dep.ep_size != 0) {
-      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide " +
-                            std::to_string(s.model.routed_experts) + " experts");
-    }
+    // Whether the experts (with redundant slots) divide over ep_size is checked with the experts section.
     auto attn = d.optional_object("attention");
     Json empty = Json::object();
     JsonReader a = attn ? *attn : JsonReader(empty, "deployment.attention");

@@ -23,8 +23,9 @@ MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu
   w.shared_experts = m.shared_expert_params() * m.moe_layers() * bytes_per_element(p.shared_experts) / tp;
   w.router = m.router_params() * m.moe_layers() * bytes_per_element(p.router);
   w.embeddings = m.embedding_params() * bytes_per_element(p.embeddings) / tp;
-  // EPLB replicas take redundant slots on every GPU; tiered experts take the HBM set aside for them.
-  plan.experts_per_gpu = (m.routed_experts + d.ep_size - 1) / d.ep_size + s.experts.redundant_slots_per_gpu;
+  // Every GPU holds (experts + redundant slots) / ep_size expert copies per layer (EPLB fills the
+  // redundant slots with replicas); tiered experts take the HBM set aside for them.
+  plan.experts_per_gpu = s.experts.slots_per_gpu(m.routed_experts, d.ep_size);
   w.routed_experts =
       m.expert_params() * plan.experts_per_gpu * m.moe_layers() * bytes_per_element(p.routed_experts);
   if (s.experts.tiers.enabled)

@@ -77,7 +77,8 @@ std::string format_experts(const Report& r) {
   const ExpertLoopReport& x = r.experts;
   std::ostringstream o;
   o << "Experts      placement " << x.placement;
-  if (x.redundant_slots_per_gpu > 0) o << " (+" << x.redundant_slots_per_gpu << " redundant slot(s)/GPU)";
+  if (x.redundant_experts > 0)
+    o << " (+" << x.redundant_experts << " redundant slots, " << x.slots_per_gpu << " slots/GPU)";
   o << ", GPU max/mean (token-weighted) " << fmt("%.3f", x.gpu_load_imbalance_weighted) << ", dispatch "
     << fmt("%.0f", x.dispatch_bytes_per_token) << " B/token\n  rebalances " << x.rebalances << " ("
     << gib(x.rebalance_bytes) << " GiB moved, " << fmt("%.3f", x.rebalance_s) << " s paused)\n";

@@ -130,9 +130,12 @@ struct TiersSpec {
 
 struct ExpertsSpec {
   PlacementPolicy placement = PlacementPolicy::kContiguous;
-  int redundant_slots_per_gpu = 0;  // EPLB: extra slots per GPU for replicas of hot experts
-  int eplb_groups = 1;              // expert groups for the hierarchical EPLB policy
-  PartitionSpec partition;          // co-activation placement
+  // EPLB: physical slots beyond one per expert, for replicas of hot experts, over the whole EP group
+  // (DeepSeek-V3 serves 256 experts in 288 slots: 32 redundant). Legal when routed experts + redundant
+  // slots divide by deployment.ep_size; each GPU then holds (experts + redundant) / ep_size slots.
+  int redundant_experts = 0;
+  int eplb_groups = 1;      // expert groups for the hierarchical EPLB policy
+  PartitionSpec partition;  // co-activation placement
   RebalanceSpec rebalance;
   ExpertStatsSpec stats;
   TiersSpec tiers;
@@ -140,9 +143,13 @@ struct ExpertsSpec {
   QuantizationSpec quant;
   double reroute_threshold = 0;       // router post-processing above threshold x mean per GPU (0: off)
   bool load_aware_admission = false;  // new requests avoid DP ranks whose GPUs were busiest
+  // Expert slots on each GPU of an EP group of `ep` GPUs (`experts` routed experts).
+  [[nodiscard]] int slots_per_gpu(int experts, int ep) const {
+    return (experts + redundant_experts + ep - 1) / ep;
+  }
   [[nodiscard]] bool needs_stats() const { return rebalance.enabled() || tiers.enabled || quantization; }
   [[nodiscard]] bool any() const {
-    return placement != PlacementPolicy::kContiguous || redundant_slots_per_gpu > 0 || needs_stats() ||
+    return placement != PlacementPolicy::kContiguous || redundant_experts > 0 || needs_stats() ||
            reroute_threshold > 0 || load_aware_admission;
   }
 };

@@ -309,7 +309,8 @@ void Cluster::fill_experts(Report& r) const {
   e.enabled = true;
   static constexpr const char* kNames[] = {"contiguous", "round_robin", "coactivation", "eplb"};
   e.placement = kNames[static_cast<int>(x.placement)];
-  e.redundant_slots_per_gpu = x.redundant_slots_per_gpu;
+  e.redundant_experts = x.redundant_experts;
+  e.slots_per_gpu = x.slots_per_gpu(s_.model.routed_experts, s_.deployment.ep_size);
   e.tiers = x.tiers.enabled;
   e.stall_share = metrics_.step_s > 0 ? metrics_.loop.stall_s / metrics_.step_s : 0.0;
   e.rerouting = x.reroute_threshold > 0;

@@ -46,6 +46,23 @@ std::vector<double> flat_probs(int layers, int experts, auto&& probs) {
   return w;
 }
 
+// Contiguous when the experts divide over the EP group; else (redundant slots make the EP size legal, and
+// EPLB fills them in setup_loop) slot s holds expert s mod E until then.
+Placement first_placement(const ScenarioSpec& s) {
+  const int layers = s.model.moe_layers();
+  const int experts = s.model.routed_experts;
+  const int ep = s.deployment.ep_size;
+  if (experts % ep == 0) return contiguous_placement(layers, experts, ep);
+  Placement p(layers, experts, ep, s.experts.slots_per_gpu(experts, ep));
+  for (int l = 0; l < layers; ++l) {
+    const auto slots = p.mutable_phy2log(l);
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      slots[i] = static_cast<int>(i % static_cast<std::size_t>(experts));
+  }
+  p.finalize();
+  return p;
+}
+
 }  // namespace
 
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
@@ -62,7 +79,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       gpus_(s.deployment.ep_size),
       groups_(s.deployment.attention_dp),
       tp_(s.deployment.attention_tp),
-      placement_(contiguous_placement(s.model.moe_layers(), s.model.routed_experts, s.deployment.ep_size)),
+      placement_(first_placement(s)),
       nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
@@ -154,12 +171,11 @@ void StepPlanner::setup_loop() {
       placement_ = round_robin_placement(layers, experts, gpus_);
       break;
     case PlacementPolicy::kEplb:
-      placement_ =
-          eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
-                         EplbSpec{.physical_slots = gpus_ * (experts / gpus_ + x.redundant_slots_per_gpu),
-                                  .groups = x.eplb_groups,
-                                  .nodes = nodes_,
-                                  .gpus = gpus_});
+      placement_ = eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
+                                  EplbSpec{.physical_slots = experts + x.redundant_experts,
+                                           .groups = x.eplb_groups,
+                                           .nodes = nodes_,
+                                           .gpus = gpus_});
       break;
     case PlacementPolicy::kCoactivation:
       MOESIM_CHECK(coact_ != nullptr, "co-activation placement needs a co-activation model");
