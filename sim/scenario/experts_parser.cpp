@@ -132,7 +132,11 @@ void parse_quantization(JsonReader r, QuantizationSpec& q) {
 ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
   ExpertsSpec x;
   const int experts = s.model.routed_experts;
-  const int ep = s.deployment.ep_size;
+  // Expert-parallel ranks: GPUs, or groups of deployment.expert_tp_size GPUs sharing every expert.
+  const int ep = s.deployment.expert_ranks();
+  const bool etp = s.deployment.expert_tp > 1;
+  const std::string ep_name = etp ? "deployment.ep_size / expert_tp_size = " + std::to_string(ep) + " ranks"
+                                  : "deployment.ep_size = " + std::to_string(ep) + " GPUs";
   x.placement = placement_key(r);
   if (x.placement == PlacementPolicy::kCoactivation && !s.workload.coactivation) {
     r.fail("placement", "\"coactivation\" needs workload.expert_popularity.coactivation (groups and rho)");
@@ -155,8 +159,8 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
   }
   // EP sizes: every GPU holds the same number of slots (experts + redundant slots, over ep_size).
   if (x.redundant_experts == 0 && experts % ep != 0) {
-    throw InputError("deployment.ep_size",
-                     std::to_string(ep) + " does not divide " + std::to_string(experts) +
+    throw InputError(etp ? "deployment.expert_tp_size" : "deployment.ep_size",
+                     (etp ? ep_name : std::to_string(ep)) + " does not divide " + std::to_string(experts) +
                          " experts; with placement \"eplb\", experts.redundant_experts can make experts + "
                          "redundant slots a multiple of it (e.g. " +
                          std::to_string(ep - experts % ep) + ")");
@@ -164,8 +168,7 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
   if ((experts + x.redundant_experts) % ep != 0) {
     r.fail(redundant_key, std::to_string(experts) + " experts + " + std::to_string(x.redundant_experts) +
                               " redundant slots = " + std::to_string(experts + x.redundant_experts) +
-                              " slots do not divide over deployment.ep_size = " + std::to_string(ep) +
-                              " GPUs (next multiple: " +
+                              " slots do not divide over " + ep_name + " (next multiple: " +
                               std::to_string((experts + x.redundant_experts + ep - 1) / ep * ep) + " slots)");
   }
   x.eplb_groups = r.int_in("eplb_groups", 1, 1, std::max(1, experts));
@@ -188,7 +191,10 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
     x.stats.warm_share = bounded(*st, "warm_share", x.stats.warm_share, x.stats.hot_share, 1.0);
     st->finish();
   }
-  if (auto t = r.optional_object("tiers")) parse_tiers(*t, x.tiers);
+  if (auto t = r.optional_object("tiers")) {
+    if (etp) r.fail("tiers", "expert tiers do not combine with deployment.expert_tp_size > 1");
+    parse_tiers(*t, x.tiers);
+  }
   if (auto q = r.optional_object("quantization")) {
     x.quantization = true;
     parse_quantization(*q, x.quant);

@@ -408,6 +408,25 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       if (dep.pipeline_microbatches > 1024) pp->fail("microbatches", "must be at most 1024");
       pp->finish();
     }
+    dep.expert_tp = d.int_in("expert_tp_size", 1, 1, kMaxClusterGpus);
+    if (dep.expert_tp > 1) {
+      const std::string t = std::to_string(dep.expert_tp);
+      if (s.model.routed_experts == 0) d.fail("expert_tp_size", "the model has no routed experts to split");
+      if (dep.ep_size % dep.expert_tp != 0) {
+        d.fail("expert_tp_size", t + " does not divide deployment.ep_size = " + std::to_string(dep.ep_size) +
+                                     " (the GPUs that hold the experts)");
+      }
+      if (s.model.expert_inter % dep.expert_tp != 0) {
+        d.fail("expert_tp_size", t + " does not divide the model's expert_inter (" +
+                                     std::to_string(s.model.expert_inter) +
+                                     "): each rank holds inter / tp columns");
+      }
+      if (s.cluster.gpus_per_node % dep.expert_tp != 0) {
+        d.fail("expert_tp_size",
+               t + " does not divide cluster.gpus_per_node = " + std::to_string(s.cluster.gpus_per_node) +
+                   ": an expert's tensor-parallel group stays inside one NVLink node");
+      }
+    }
     const std::string router = d.string("router", "least_loaded");
     if (router == "least_loaded") {
       dep.router = RouterPolicy::kLeastLoaded;

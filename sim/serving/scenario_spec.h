@@ -67,6 +67,12 @@ struct DeploymentSpec {
   // ep_size GPUs; a step's batch flows through them as `pipeline_microbatches` micro-batches.
   int pipeline_stages = 1;
   int pipeline_microbatches = 1;
+  // Expert tensor parallelism: each routed expert's matrices are split over `expert_tp` GPUs (column-wise
+  // up/gate, row-wise down, Megatron-LM style), whose partial outputs are summed by an all-reduce. The
+  // ep_size GPUs form ep_size / expert_tp expert-parallel ranks of expert_tp consecutive GPUs each; vLLM's
+  // default for MoE under --tensor-parallel-size 8 is expert_tp 8 (one rank, no All-to-All).
+  int expert_tp = 1;
+  [[nodiscard]] int expert_ranks() const { return ep_size / expert_tp; }
   // Layers held by the busiest stage (the memory of a GPU is set by it).
   [[nodiscard]] int max_stage_layers(int layers) const {
     return (layers + pipeline_stages - 1) / pipeline_stages;
@@ -143,9 +149,10 @@ struct ExpertsSpec {
   QuantizationSpec quant;
   double reroute_threshold = 0;       // router post-processing above threshold x mean per GPU (0: off)
   bool load_aware_admission = false;  // new requests avoid DP ranks whose GPUs were busiest
-  // Expert slots on each GPU of an EP group of `ep` GPUs (`experts` routed experts).
-  [[nodiscard]] int slots_per_gpu(int experts, int ep) const {
-    return (experts + redundant_experts + ep - 1) / ep;
+  // Expert slots on each expert-parallel rank of an EP group of `ranks` ranks (`experts` routed experts);
+  // a rank is one GPU, or expert_tp GPUs that each hold 1/expert_tp of every slot's expert.
+  [[nodiscard]] int slots_per_gpu(int experts, int ranks) const {
+    return (experts + redundant_experts + ranks - 1) / ranks;
   }
   [[nodiscard]] bool needs_stats() const { return rebalance.enabled() || tiers.enabled || quantization; }
   [[nodiscard]] bool any() const {

@@ -310,7 +310,7 @@ void Cluster::fill_experts(Report& r) const {
   static constexpr const char* kNames[] = {"contiguous", "round_robin", "coactivation", "eplb"};
   e.placement = kNames[static_cast<int>(x.placement)];
   e.redundant_experts = x.redundant_experts;
-  e.slots_per_gpu = x.slots_per_gpu(s_.model.routed_experts, s_.deployment.ep_size);
+  e.slots_per_gpu = x.slots_per_gpu(s_.model.routed_experts, s_.deployment.expert_ranks());
   e.tiers = x.tiers.enabled;
   e.stall_share = metrics_.step_s > 0 ? metrics_.loop.stall_s / metrics_.step_s : 0.0;
   e.rerouting = x.reroute_threshold > 0;

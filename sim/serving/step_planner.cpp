@@ -51,7 +51,7 @@ std::vector<double> flat_probs(int layers, int experts, auto&& probs) {
 Placement first_placement(const ScenarioSpec& s) {
   const int layers = s.model.moe_layers();
   const int experts = s.model.routed_experts;
-  const int ep = s.deployment.ep_size;
+  const int ep = s.deployment.expert_ranks();
   if (experts % ep == 0) return contiguous_placement(layers, experts, ep);
   Placement p(layers, experts, ep, s.experts.slots_per_gpu(experts, ep));
   for (int l = 0; l < layers; ++l) {
@@ -79,6 +79,8 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       gpus_(s.deployment.ep_size),
       groups_(s.deployment.attention_dp),
       tp_(s.deployment.attention_tp),
+      etp_(s.deployment.expert_tp),
+      ranks_(s.deployment.expert_ranks()),
       placement_(first_placement(s)),
       nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
   const ModelSpec& m = s.model;
@@ -87,22 +89,27 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   // Expert cost by token count, precomputed up to the most tokens one expert can see in a step (capped:
   // larger counts are costed directly).
   const auto max_tokens = std::min<std::int64_t>(s.deployment.max_batched_tokens * groups_, 1 << 16);
+  // Under expert TP each GPU runs every local expert with inter / expert_tp columns (Megatron-LM's split:
+  // gate/up by columns, down by rows), so its FLOPs and weight bytes are 1/expert_tp of the expert's.
+  inter_ = static_cast<int>(m.expert_inter / etp_);
   ffn_table_.resize(static_cast<std::size_t>(max_tokens + 1));
   for (std::int64_t t = 0; t <= max_tokens; ++t) {
     ffn_table_[static_cast<std::size_t>(t)] =
         gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
                                       .hidden = m.hidden,
-                                      .inter = m.expert_inter,
+                                      .inter = inter_,
                                       .weights = s.precision.routed_experts,
                                       .in_loop = true});
   }
-  expert_flops_per_token_ = 6.0 * double(m.hidden) * double(m.expert_inter);
+  expert_flops_per_token_ = 6.0 * double(m.hidden) * double(inter_);
   expert_bytes_ = m.expert_params() * bytes_per_element(s.precision.routed_experts);
 
   const auto g = static_cast<std::size_t>(gpus_);
+  const auto ranks = static_cast<std::size_t>(ranks_);
   counts_.resize(static_cast<std::size_t>(m.routed_experts));
-  gpu_pairs_.resize(g);
-  gpu_expert_time_.resize(g);
+  gpu_pairs_.resize(ranks);
+  gpu_expert_time_.resize(ranks);
+  rank_bytes_.resize(ranks);
   gpu_tokens_.resize(g);
   busy_s_.resize(g);
   flops_.resize(g);
@@ -110,8 +117,8 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   pre_moe_.resize(static_cast<std::size_t>(groups_));
   small_moe_.resize(static_cast<std::size_t>(groups_));
   small_dense_.resize(static_cast<std::size_t>(groups_));
-  gpu_touched_.resize(2 * g);
-  gpu_half_pairs_.resize(2 * g);
+  gpu_touched_.resize(2 * ranks);
+  gpu_half_pairs_.resize(2 * ranks);
   grouped_ = s.deployment.engine.experts == ExpertKernel::kGrouped;
   // Under attention TP the KV heads (GQA) are split over the group's GPUs; activations are whole.
   kernel_shape_ = LayerKernelShape{.hidden = m.hidden,
@@ -132,7 +139,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   traffic_.pairs_to_rank.assign(g * g, 0.0);
   traffic_.tokens_to_node.assign(g * static_cast<std::size_t>(nodes_), 0.0);
   const auto layers = static_cast<std::size_t>(m.moe_layers());
-  touch_gpu_.assign(layers * g, 0.0);
+  touch_gpu_.assign(layers * ranks, 0.0);
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
   touch_valid_.assign(layers, 0);
   if (drift_ != nullptr) drift_version_ = drift_->version();
@@ -161,29 +168,29 @@ void StepPlanner::setup_loop() {
   const auto le = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
   if (coact_ != nullptr) {
     L.group_tokens.resize(static_cast<std::size_t>(coact_->groups()));
-    L.touch_scratch.resize(touch_scratch_size(coact_->groups(), std::max(gpus_, nodes_)));
+    L.touch_scratch.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
   }
   const auto by_layer = [this](int l) { return probs(l); };
   switch (x.placement) {
     case PlacementPolicy::kContiguous:
       break;
     case PlacementPolicy::kRoundRobin:
-      placement_ = round_robin_placement(layers, experts, gpus_);
+      placement_ = round_robin_placement(layers, experts, ranks_);
       break;
     case PlacementPolicy::kEplb:
       placement_ = eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
                                   EplbSpec{.physical_slots = experts + x.redundant_experts,
                                            .groups = x.eplb_groups,
                                            .nodes = nodes_,
-                                           .gpus = gpus_});
+                                           .gpus = ranks_});
       break;
     case PlacementPolicy::kCoactivation:
       MOESIM_CHECK(coact_ != nullptr, "co-activation placement needs a co-activation model");
-      placement_ =
-          coactivation_placement(*coact_, flat_probs(layers, experts, by_layer), m.top_k, gpus_, x.partition);
+      placement_ = coactivation_placement(*coact_, flat_probs(layers, experts, by_layer), m.top_k, ranks_,
+                                          x.partition);
       break;
   }
-  if (x.reroute_threshold > 0) L.rerouter = std::make_unique<Rerouter>(gpus_, placement_.slots_per_gpu());
+  if (x.reroute_threshold > 0) L.rerouter = std::make_unique<Rerouter>(ranks_, placement_.slots_per_gpu());
   L.hotness.assign(le, Hotness::kHot);
   L.precision.assign(le, s_.precision.routed_experts);
   L.copy_bytes.assign(le, static_cast<std::int64_t>(expert_bytes_));
@@ -208,7 +215,7 @@ void StepPlanner::setup_loop() {
       for (std::size_t t = 0; t < table.size(); ++t) {
         table[t] = gpu_.expert_ffn(ExpertFfnWork{.tokens = static_cast<std::int64_t>(t),
                                                  .hidden = m.hidden,
-                                                 .inter = m.expert_inter,
+                                                 .inter = inter_,
                                                  .weights = p})
                        .scaled(dequant_factor(x.quant, p));
       }
@@ -218,7 +225,7 @@ void StepPlanner::setup_loop() {
 }
 
 void StepPlanner::set_placement(Placement p) {
-  MOESIM_CHECK(p.gpus() == gpus_ && p.experts() == s_.model.routed_experts,
+  MOESIM_CHECK(p.gpus() == ranks_ && p.experts() == s_.model.routed_experts,
                "placement does not match the replica");
   placement_ = std::move(p);
   std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
@@ -239,13 +246,13 @@ void StepPlanner::ensure_touch(int layer) {
   if (touch_valid_[l] != 0) return;
   const auto layer_probs = probs(layer);
   const int k = s_.model.top_k;
-  const auto g = static_cast<std::size_t>(gpus_);
+  const auto g = static_cast<std::size_t>(ranks_);
   const auto n = static_cast<std::size_t>(nodes_);
   const SlotMap map = placement_.slot_map(layer);
   // GPUs and nodes at once (the draw counts are solved once for both).
   const TouchBins bins[] = {
       {.slots_per_bin = map.slots_per_bin, .touch = std::span<double>(touch_gpu_).subspan(l * g, g)},
-      {.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_),
+      {.slots_per_bin = placement_.slots_per_gpu() * (ranks_ / nodes_),
        .touch = std::span<double>(touch_node_).subspan(l * n, n)}};
   if (coact_ != nullptr) {
     touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, loop_->touch_scratch, bins);
@@ -260,7 +267,7 @@ Duration StepPlanner::expert_time(std::int64_t tokens) const {
     return ffn_table_[static_cast<std::size_t>(tokens)];
   const ModelSpec& m = s_.model;
   return gpu_.expert_ffn(ExpertFfnWork{
-      .tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = s_.precision.routed_experts});
+      .tokens = tokens, .hidden = m.hidden, .inter = inter_, .weights = s_.precision.routed_experts});
 }
 
 Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
@@ -268,8 +275,19 @@ Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
   return gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
                                                  .tokens = static_cast<std::int64_t>(std::lround(pairs)),
                                                  .hidden = m.hidden,
-                                                 .inter = m.expert_inter,
+                                                 .inter = inter_,
                                                  .weights = s_.precision.routed_experts});
+}
+
+// The sum of an expert-TP rank's partial expert outputs: the ring all-reduce (a reduce-scatter and an
+// all-gather, NCCL's algorithm; Fabric::all_reduce) of the rank's received tokens x hidden at the combine
+// precision over its expert_tp GPUs; the all-gather half stands for gathering the dispatched tokens onto
+// every GPU of the rank. Under pure TP (one rank whose GPUs are the attention TP group) the tokens are
+// already on every GPU and the sum is the attention group's post-FFN all-reduce (group_attention).
+Duration StepPlanner::expert_tp_reduce(double rank_tokens) const {
+  if (etp_ == 1 || (ranks_ == 1 && tp_ == etp_) || rank_tokens <= 0) return Duration::zero();
+  const double bytes = rank_tokens * double(s_.model.hidden) * bytes_per_element(s_.precision.combine);
+  return fabric_.all_reduce(bytes, etp_, true);
 }
 
 Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
@@ -283,8 +301,7 @@ Duration StepPlanner::expert_time(std::int64_t tokens, Precision p) const {
   if (table.empty()) return expert_time(tokens);
   if (tokens < static_cast<std::int64_t>(table.size())) return table[static_cast<std::size_t>(tokens)];
   const ModelSpec& m = s_.model;
-  return gpu_
-      .expert_ffn(ExpertFfnWork{.tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = p})
+  return gpu_.expert_ffn(ExpertFfnWork{.tokens = tokens, .hidden = m.hidden, .inter = inter_, .weights = p})
       .scaled(dequant_factor(s_.experts.quant, p));
 }
 
@@ -293,7 +310,7 @@ double StepPlanner::routed_expert_bytes_per_gpu() const {
   if (t.enabled) return t.hbm_expert_bytes + t.staging_bytes;
   double most = 0;
   const int experts = s_.model.routed_experts;
-  for (int g = 0; g < gpus_; ++g) {
+  for (int g = 0; g < ranks_; ++g) {
     double sum = 0;
     for (int l = 0; l < placement_.layers(); ++l) {
       const auto slots =
@@ -303,7 +320,7 @@ double StepPlanner::routed_expert_bytes_per_gpu() const {
         sum += loop_ ? double(loop_->copy_bytes[static_cast<std::size_t>(l * experts + e)]) : expert_bytes_;
       }
     }
-    most = std::max(most, sum);
+    most = std::max(most, sum / etp_);
   }
   return most;
 }
@@ -455,19 +472,19 @@ void StepPlanner::rebalance() {
     next = eplb_placement(
         flat_probs(layers, experts, [&](int l) { return L.stats->load(l); }), layers, experts,
         EplbSpec{
-            .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = gpus_});
+            .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = ranks_});
   } else if (x.placement == PlacementPolicy::kCoactivation && coact_ != nullptr) {
     std::vector<double> affinity(static_cast<std::size_t>(experts) * static_cast<std::size_t>(experts));
     for (int l = 0; l < layers; ++l) {
       L.stats->coactivation(l, *coact_, s_.model.top_k, true, affinity);
-      partition_layer(L.stats->load(l), affinity, gpus_, x.partition, next.mutable_phy2log(l));
+      partition_layer(L.stats->load(l), affinity, ranks_, x.partition, next.mutable_phy2log(l));
     }
     next.finalize();
   } else {
     return;
   }
-  const auto g = static_cast<std::size_t>(gpus_);
-  std::vector<double> bytes_from(g * g, 0.0);  // [dst][src]
+  const auto g = static_cast<std::size_t>(ranks_);
+  std::vector<double> bytes_from(g * g, 0.0);  // [dst][src] ranks
   double moved = 0;
   for (int l = 0; l < layers; ++l) {
     const auto slots = next.phy2log(l);
@@ -488,12 +505,13 @@ void StepPlanner::rebalance() {
   if (x.rebalance.cost == RebalanceSpec::Cost::kPause) {
     pause = x.rebalance.pause;
   } else {
-    // Each GPU receives its new copies one source after another; GPUs receive in parallel.
-    for (int dst = 0; dst < gpus_; ++dst) {
+    // Each GPU receives its new copies one source after another; GPUs receive in parallel (under
+    // expert TP, GPU i of a rank receives its 1/expert_tp shard from GPU i of the source rank).
+    for (int dst = 0; dst < ranks_; ++dst) {
       Duration in = Duration::zero();
-      for (int src = 0; src < gpus_; ++src) {
+      for (int src = 0; src < ranks_; ++src) {
         const double b = bytes_from[static_cast<std::size_t>(dst) * g + static_cast<std::size_t>(src)];
-        if (b > 0) in += fabric_.transfer(b, src, dst);
+        if (b > 0) in += fabric_.transfer(b / etp_, src * etp_, dst * etp_);
       }
       pause = max(pause, in);
     }
@@ -524,12 +542,12 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
     auto copy = [&](int gpu, std::int32_t share) {
       const auto g = static_cast<std::size_t>(gpu);
       // Under two-batch overlap each half runs the expert on its own share of the tokens.
-      const Duration t = s_.deployment.two_batch_overlap && gpus_ > 1
+      const Duration t = s_.deployment.two_batch_overlap && ranks_ > 1
                              ? expert_time(share / 2, p) + expert_time(share - share / 2, p)
                              : expert_time(share, p);
       gpu_pairs_[g] += share;
       gpu_expert_time_[g] += t;
-      bytes_[g] += double(L.copy_bytes[i]);
+      rank_bytes_[g] += double(L.copy_bytes[i]) / etp_;
       if (tiers) access_copy(gpu, layer, e, share, t, request);
     };
     if (const int single = single_gpu_[i]; single >= 0) {  // the common case: one copy takes every token
@@ -551,7 +569,7 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
 Duration StepPlanner::layer_stall(Time experts_start, Duration experts_max) {
   ExpertLoop& L = *loop_;
   Duration with_loads = experts_max;
-  for (int g = 0; g < gpus_; ++g) {
+  for (int g = 0; g < ranks_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
     if (L.loaded[gi] == 0) continue;
     L.loaded[gi] = 0;
@@ -743,6 +761,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
   std::fill(flops_.begin(), flops_.end(), 0.0);
   std::fill(bytes_.begin(), bytes_.end(), 0.0);
+  std::fill(rank_bytes_.begin(), rank_bytes_.end(), 0.0);
   cost_groups(groups);
 
   std::int64_t total_tokens = 0;
@@ -787,13 +806,13 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   const double slots = double(total_tokens) * k;
   double gpu_imb_sum = 0;
   double expert_imb_sum = 0;
-  const double mean_pairs_gpu = slots / gpus_;
+  const double mean_pairs_gpu = slots / ranks_;
   const double mean_pairs_expert = slots / m.routed_experts;
   // Two-batch overlap: each micro-batch carries half of every group's work; its attention is costed at
   // half size, its experts on half of each expert's tokens, its All-to-All on half the traffic. Per
   // layer the two computes and the two communications each run back to back and overlap each other:
   // layer = max(compute, comm) (steady state; the pipeline fill of the first layer is neglected).
-  const bool tbo = s_.deployment.two_batch_overlap && gpus_ > 1;
+  const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
   Duration pre_half_max = Duration::zero();
   if (tbo) {
     for (const GroupBatch& b : groups) {
@@ -832,7 +851,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       // launch, costed after the loop from its touched experts and pairs.
       auto use = [&](std::size_t g, std::int32_t n) {
         gpu_pairs_[g] += n;
-        bytes_[g] += tbo ? 2 * expert_bytes_ : expert_bytes_;
+        rank_bytes_[g] += (tbo ? 2 * expert_bytes_ : expert_bytes_) / etp_;
         if (!grouped_) {
           gpu_expert_time_[g] += tbo ? expert_time(n / 2) + expert_time(n - n / 2) : expert_time(n);
           return;
@@ -857,43 +876,50 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       }
     }
     if (grouped_ && !per_copy) {
-      for (std::size_t g = 0; g < static_cast<std::size_t>(gpus_); ++g) {
+      for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
         gpu_expert_time_[g] = grouped_time(gpu_touched_[2 * g], gpu_half_pairs_[2 * g]) +
                               grouped_time(gpu_touched_[2 * g + 1], gpu_half_pairs_[2 * g + 1]);
       }
     }
     Duration experts_max = Duration::zero();
     double max_pairs = 0;
-    for (int g = 0; g < gpus_; ++g) {
+    for (int g = 0; g < ranks_; ++g) {
       const auto gi = static_cast<std::size_t>(g);
       experts_max = max(experts_max, gpu_expert_time_[gi]);
       max_pairs = std::max(max_pairs, gpu_pairs_[gi]);
-      busy_s_[gi] += gpu_expert_time_[gi].seconds();
-      flops_[gi] += gpu_pairs_[gi] * expert_flops_per_token_;
+      for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
+        busy_s_[static_cast<std::size_t>(i)] += gpu_expert_time_[gi].seconds();
+        flops_[static_cast<std::size_t>(i)] += gpu_pairs_[gi] * expert_flops_per_token_;
+      }
     }
     gpu_imb_sum += max_pairs / mean_pairs_gpu;
     expert_imb_sum += max_count / mean_pairs_expert;
 
     Duration dispatch = Duration::zero();
     Duration combine = Duration::zero();
-    if (gpus_ > 1) {
-      // Dedup'd dispatch: a token is sent once to each GPU (node) holding at least one of its k
+    double rank_tokens_max = static_cast<double>(total_tokens) * traffic_scale;  // one rank: every token
+    if (ranks_ > 1) {
+      // Dedup'd dispatch: a token is sent once to each rank (node) holding at least one of its k
       // experts, with the expected touch fractions of this layer's popularity and placement; the
-      // per-pair traffic of low-latency kernels follows this step's sampled counts.
+      // per-pair traffic of low-latency kernels follows this step's sampled counts. Under expert TP a
+      // rank's GPUs each receive 1/expert_tp of its tokens (then all-gathered inside the rank).
       ensure_touch(layer);
       const double* touch_gpu =
-          touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(gpus_);
+          touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(ranks_);
       const double* touch_node =
           touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
+      double sent = 0;
       for (int src = 0; src < gpus_; ++src) {
         const double t = gpu_tokens_[static_cast<std::size_t>(src)] * traffic_scale;
+        sent += t;
         for (int node = 0; node < nodes_; ++node) {
           traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
         }
         for (int d = 0; d < gpus_; ++d) {
           const auto i = static_cast<std::size_t>(src * gpus_ + d);
-          traffic_.tokens_to_rank[i] = t * touch_gpu[d];
-          traffic_.pairs_to_rank[i] = t * k * gpu_pairs_[static_cast<std::size_t>(d)] / slots;
+          const auto r = static_cast<std::size_t>(d / etp_);
+          traffic_.tokens_to_rank[i] = t * touch_gpu[r] / etp_;
+          traffic_.pairs_to_rank[i] = t * k * gpu_pairs_[r] / slots / etp_;
         }
       }
       const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);
@@ -901,7 +927,10 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       combine = c.combine;
       plan_.dispatch_nvlink_bytes += c.nvlink_bytes / traffic_scale;
       plan_.dispatch_nic_bytes += c.nic_bytes / traffic_scale;
+      rank_tokens_max = 0;
+      for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
     }
+    combine += expert_tp_reduce(rank_tokens_max);
     // Exposed communication: under two-batch overlap the part hidden behind the other micro-batch's
     // compute is taken from dispatch and combine in proportion.
     Duration dispatch_exposed = dispatch;
@@ -938,6 +967,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   for (int g = 0; g < gpus_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
     const auto ri = static_cast<std::size_t>(g / tp_);
+    bytes_[gi] += rank_bytes_[static_cast<std::size_t>(g / etp_)];
     busy_s_[gi] += (pre_moe_[ri] + small_moe_[ri]).seconds() * m.moe_layers();
     flops_[gi] += group_flops_moe_[ri] * m.moe_layers();
     bytes_[gi] += group_bytes_moe_[ri] * m.moe_layers();

@@ -80,7 +80,8 @@ class StepPlanner {
   void set_placement(Placement p);
   // Routed (token, expert) pairs served at each precision since the start (quality proxy).
   [[nodiscard]] const QualityProxy& quality() const { return quality_; }
-  // Largest routed-expert HBM bytes of any GPU (at each copy's precision; replicas included).
+  // Largest routed-expert HBM bytes of any GPU (at each copy's precision; replicas included; a GPU of an
+  // expert-TP rank holds 1/expert_tp of each copy).
   [[nodiscard]] double routed_expert_bytes_per_gpu() const;
   [[nodiscard]] std::uint64_t drift_updates() const { return drift_updates_; }
 
@@ -89,6 +90,9 @@ class StepPlanner {
   // One GPU's routed experts of one layer as one grouped launch (deployment.engine's grouped kernels):
   // `experts` with tokens, `pairs` routed (token, expert) pairs.
   [[nodiscard]] Duration grouped_time(std::int32_t experts, double pairs) const;
+  // The all-reduce that sums an expert-TP rank's partial outputs for `rank_tokens` tokens (zero without
+  // expert TP, and under pure TP where the attention group's all-reduce does it).
+  [[nodiscard]] Duration expert_tp_reduce(double rank_tokens) const;
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
   Duration expert_time(std::int64_t tokens, Precision p) const;
@@ -130,9 +134,11 @@ class StepPlanner {
   int gpus_;
   int groups_;
   int tp_;
+  int etp_;    // expert tensor parallelism: GPUs that share every expert of a rank
+  int ranks_;  // expert-parallel ranks (gpus_ / etp_); the placement is over ranks
   Placement placement_;
   int nodes_;
-  std::vector<double> touch_gpu_;               // [layer][gpu]
+  std::vector<double> touch_gpu_;               // [layer][rank]
   std::vector<double> touch_node_;              // [layer][node]
   std::vector<char> touch_valid_;               // [layer]
   std::vector<RoutingSampler::Layer> routing_;  // per layer, from the popularity
@@ -144,20 +150,23 @@ class StepPlanner {
   std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;  // under quantisation
   std::unique_ptr<ExpertLoop> loop_;                                     // null when every mechanism is off
   QualityProxy quality_;
+  int inter_;  // expert intermediate columns per GPU (expert_inter / expert_tp)
   double expert_flops_per_token_;
   double expert_bytes_;
 
   // Scratch, reused every step.
   StepPlan plan_;
   std::vector<std::int32_t> counts_;
+  // Per expert-parallel rank (a GPU unless expert_tp > 1): routed pairs, expert time, weight bytes read.
   std::vector<double> gpu_pairs_;
   std::vector<Duration> gpu_expert_time_;
+  std::vector<double> rank_bytes_;
   std::vector<double> gpu_tokens_;
   std::vector<Duration> pre_moe_;          // per group: attention + shared + gate (+ all-reduce), one layer
   std::vector<Duration> small_moe_;        // per group: small kernels of one MoE layer
   std::vector<Duration> small_dense_;      // per group: small kernels of one dense layer
-  std::vector<std::int32_t> gpu_touched_;  // [gpu][half]: experts with tokens (grouped launches)
-  std::vector<double> gpu_half_pairs_;     // [gpu][half]: routed pairs (half 1 only under two-batch overlap)
+  std::vector<std::int32_t> gpu_touched_;  // [rank][half]: experts with tokens (grouped launches)
+  std::vector<double> gpu_half_pairs_;     // [rank][half]: routed pairs (half 1 only under two-batch overlap)
   LayerKernelShape kernel_shape_;
   bool grouped_ = true;
   std::vector<Duration> dense_layer_;      // per group: attention + dense FFN (+ all-reduce), one layer
