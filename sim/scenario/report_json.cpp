@@ -12,6 +12,8 @@ Json step_shares(const Report& r) {
   Json j = Json::object();
   for (std::size_t i = 0; i < kStepParts; ++i) j[std::string(kStepPartInfo[i].key)] = r.part_share[i];
   j["comm_hidden_by_overlap"] = r.comm_hidden_share;
+  j["comm_exposed"] = r.all_to_all_share();
+  j["comm_sm_contention"] = r.comm_sm_contention_share;
   j["all_to_all"] = r.all_to_all_share();
   return j;
 }

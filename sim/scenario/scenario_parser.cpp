@@ -192,6 +192,7 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   g.hbm_bytes = r.number_in("hbm_gb", 0.1, 1e5) * 1e9;
   g.hbm_bytes_per_s = r.number_in("hbm_tb_per_s", 0.01, 1e3) * 1e12;
   g.l2_bytes = r.bounded("l2_mib", 0, 0, 1e5) * 1024.0 * 1024.0;
+  g.sms = r.int_in("sms", g.sms, 1, 1 << 16);
   g.bf16_flops_per_s = r.number_in("bf16_tflops", 0.1, 1e6) * 1e12;
   g.fp8_flops_per_s = r.bounded("fp8_tflops", 0, 0, 1e6) * 1e12;
   g.int8_ops_per_s = r.bounded("int8_tops", 0, 0, 1e6) * 1e12;
@@ -390,6 +391,10 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
              "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
     }
     dep.two_batch_overlap = d.boolean("two_batch_overlap", false);
+    if (d.has("comm_sms")) {
+      dep.comm_sms = d.int_in("comm_sms", 0, s.cluster.gpu.sms - 1);
+      if (!dep.two_batch_overlap) d.fail("comm_sms", "only matters with deployment.two_batch_overlap");
+    }
     const std::string engine = d.string("engine", "vllm");
     const auto kind = parse_engine(engine);
     if (!kind) {

@@ -148,6 +148,8 @@ struct Report {
   std::array<double, kStepParts> part_share{};
   [[nodiscard]] double share(StepPart p) const { return part_share[static_cast<std::size_t>(p)]; }
   double comm_hidden_share = 0;
+  // Of the exposed All-to-All under two-batch overlap: compute slowed by the SMs communication held.
+  double comm_sm_contention_share = 0;
   // Exposed All-to-All: dispatch and combine time on the critical path.
   [[nodiscard]] double all_to_all_share() const {
     return share(StepPart::kDispatch) + share(StepPart::kCombine);

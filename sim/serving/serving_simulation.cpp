@@ -241,6 +241,7 @@ Report Cluster::build_report() const {
   if (metrics_.step_s > 0) {
     const double total = metrics_.step_s;
     r.comm_hidden_share = metrics_.comm_hidden_s / total;
+    r.comm_sm_contention_share = metrics_.comm_sm_contention_s / total;
     for (std::size_t p = 0; p < kStepParts; ++p) r.part_share[p] = metrics_.part_s.s[p] / total;
   }
   const GpuSpec& gpu = s_.cluster.gpu;

@@ -35,6 +35,16 @@ struct ExpertLoop {
   std::vector<char> loaded;        // per GPU: a load or a not-yet-ready copy in this layer
 };
 
+OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
+  const double held = std::clamp(held_share, 0.0, 1.0);
+  OverlapStage o;
+  o.time = max(comm, work + comm.scaled(held));
+  o.exposed = o.time - work;
+  o.hidden = comm - o.exposed;
+  o.contention = o.time - max(comm, work);
+  return o;
+}
+
 namespace {
 
 std::vector<double> flat_probs(int layers, int experts, auto&& probs) {
@@ -119,6 +129,8 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   small_dense_.resize(static_cast<std::size_t>(groups_));
   gpu_touched_.resize(2 * ranks);
   gpu_half_pairs_.resize(2 * ranks);
+  half_time_.resize(2 * ranks);
+  half_tokens_.resize(2 * g);
   grouped_ = s.deployment.engine.experts == ExpertKernel::kGrouped;
   // Under attention TP the KV heads (GQA) are split over the group's GPUs; activations are whole.
   kernel_shape_ = LayerKernelShape{.hidden = m.hidden,
@@ -288,6 +300,96 @@ Duration StepPlanner::expert_tp_reduce(double rank_tokens) const {
   if (etp_ == 1 || (ranks_ == 1 && tp_ == etp_) || rank_tokens <= 0) return Duration::zero();
   const double bytes = rank_tokens * double(s_.model.hidden) * bytes_per_element(s_.precision.combine);
   return fabric_.all_reduce(bytes, etp_, true);
+}
+
+// A group's batch as two micro-batches by sequences, as SGLang's two-batch overlap splits it: A takes the
+// larger half of the decode sequences and of the prefill tokens; context and attention pairs follow.
+std::pair<GroupBatch, GroupBatch> StepPlanner::split_batch(const GroupBatch& b) {
+  GroupBatch a;
+  GroupBatch c;
+  a.decode_seqs = (b.decode_seqs + 1) / 2;
+  c.decode_seqs = b.decode_seqs - a.decode_seqs;
+  const double da = b.decode_seqs > 0 ? double(a.decode_seqs) / double(b.decode_seqs) : 0.0;
+  a.decode_context_tokens = b.decode_context_tokens * da;
+  c.decode_context_tokens = b.decode_context_tokens - a.decode_context_tokens;
+  a.prefill_tokens = (b.prefill_tokens + 1) / 2;
+  c.prefill_tokens = b.prefill_tokens - a.prefill_tokens;
+  const double pa = b.prefill_tokens > 0 ? double(a.prefill_tokens) / double(b.prefill_tokens) : 0.0;
+  a.prefill_pairs = b.prefill_pairs * pa;
+  c.prefill_pairs = b.prefill_pairs - a.prefill_pairs;
+  a.prefill_kv_tokens = b.prefill_kv_tokens * pa;
+  c.prefill_kv_tokens = b.prefill_kv_tokens - a.prefill_kv_tokens;
+  return {a, c};
+}
+
+Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, int comm_sms, StepPart part) {
+  const OverlapStage o = moesim::overlap_stage(work, comm, double(comm_sms) / double(s_.cluster.gpu.sms));
+  plan_.parts[part] += o.exposed;
+  plan_.comm_hidden += o.hidden;
+  plan_.comm_sm_contention += o.contention;
+  return o.time;
+}
+
+// Dispatch and combine of one layer for `src_tokens` tokens on each GPU (the whole batch or one
+// micro-batch; `pairs` routed (token, expert) pairs of the whole batch), with the expert-TP sum of
+// partial outputs added to the combine.
+StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double> src_tokens, double pairs) {
+  LayerComm out;
+  double sent = 0;
+  for (const double t : src_tokens) sent += t;
+  double rank_tokens_max = sent;  // one rank: every token
+  if (ranks_ > 1 && sent > 0) {
+    // Dedup'd dispatch: a token is sent once to each rank (node) holding at least one of its k
+    // experts, with the expected touch fractions of this layer's popularity and placement; the
+    // per-pair traffic of low-latency kernels follows this step's sampled counts. Under expert TP a
+    // rank's GPUs each receive 1/expert_tp of its tokens (then all-gathered inside the rank).
+    ensure_touch(layer);
+    const int k = s_.model.top_k;
+    const double* touch_gpu =
+        touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(ranks_);
+    const double* touch_node =
+        touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
+    for (int src = 0; src < gpus_; ++src) {
+      const double t = src_tokens[static_cast<std::size_t>(src)];
+      for (int node = 0; node < nodes_; ++node) {
+        traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
+      }
+      for (int d = 0; d < gpus_; ++d) {
+        const auto i = static_cast<std::size_t>(src * gpus_ + d);
+        const auto r = static_cast<std::size_t>(d / etp_);
+        traffic_.tokens_to_rank[i] = t * touch_gpu[r] / etp_;
+        traffic_.pairs_to_rank[i] = t * k * gpu_pairs_[r] / pairs / etp_;
+      }
+    }
+    const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);
+    out.dispatch = c.dispatch;
+    out.combine = c.combine;
+    out.comm_sms = comm_sms(c.mode);
+    plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
+    plan_.dispatch_nic_bytes += c.nic_bytes;
+    rank_tokens_max = 0;
+    for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
+  }
+  out.combine += expert_tp_reduce(rank_tokens_max);
+  return out;
+}
+
+// SMs the All-to-All kernels hold while they run (deployment.comm_sms overrides): DeepEP V1 normal
+// kernels as configured in its usage example, Buffer.set_num_sms(24) (docs/legacy.md); low-latency
+// kernels with the receive hook move the RDMA traffic "without any SM occupation" (docs/legacy.md,
+// two-micro-batch overlapping); NVLink-domain kernels at the 24 SMs of DeepEP V2's minimum-SM NVLink
+// row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
+int StepPlanner::comm_sms(AllToAllMode mode) const {
+  if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms;
+  switch (mode) {
+    case AllToAllMode::kLowLatency:
+      return 0;
+    case AllToAllMode::kHighThroughput:
+    case AllToAllMode::kNvlinkDomain:
+    case AllToAllMode::kAuto:
+      return 24;
+  }
+  return 24;
 }
 
 Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
@@ -541,10 +643,13 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
     if (quant) quality_.add(p, c);
     auto copy = [&](int gpu, std::int32_t share) {
       const auto g = static_cast<std::size_t>(gpu);
-      // Under two-batch overlap each half runs the expert on its own share of the tokens.
-      const Duration t = s_.deployment.two_batch_overlap && ranks_ > 1
-                             ? expert_time(share / 2, p) + expert_time(share - share / 2, p)
-                             : expert_time(share, p);
+      // Under two-batch overlap each micro-batch runs the expert on its own share of the tokens.
+      const std::int32_t first = first_half(share);
+      const Duration ta = expert_time(first, p);
+      const Duration tb = first < share ? expert_time(share - first, p) : Duration::zero();
+      const Duration t = ta + tb;
+      half_time_[2 * g] += ta;
+      half_time_[2 * g + 1] += tb;
       gpu_pairs_[g] += share;
       gpu_expert_time_[g] += t;
       rank_bytes_[g] += double(L.copy_bytes[i]) / etp_;
@@ -808,35 +913,41 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   double expert_imb_sum = 0;
   const double mean_pairs_gpu = slots / ranks_;
   const double mean_pairs_expert = slots / m.routed_experts;
-  // Two-batch overlap: each micro-batch carries half of every group's work; its attention is costed at
-  // half size, its experts on half of each expert's tokens, its All-to-All on half the traffic. Per
-  // layer the two computes and the two communications each run back to back and overlap each other:
-  // layer = max(compute, comm) (steady state; the pipeline fill of the first layer is neglected).
+  // Two-batch overlap: every group's batch is split into two micro-batches by sequences (A takes the
+  // odd one: halves are unequal), each costed at its own size (its own launches, GEMMs, All-to-All).
   const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
-  Duration pre_half_max = Duration::zero();
+  Duration pre_a = Duration::zero();
+  Duration pre_b = Duration::zero();
+  half_a_ = 1.0;
   if (tbo) {
-    for (const GroupBatch& b : groups) {
-      GroupBatch h;
-      h.decode_seqs = (b.decode_seqs + 1) / 2;
-      h.decode_context_tokens = b.decode_context_tokens / 2;
-      h.prefill_tokens = (b.prefill_tokens + 1) / 2;
-      h.prefill_pairs = b.prefill_pairs / 2;
-      h.prefill_kv_tokens = b.prefill_kv_tokens / 2;
-      pre_half_max = max(pre_half_max, group_pre_moe(h) + small_kernels(h.tokens(), true));
+    double tokens_a = 0;
+    for (int r = 0; r < groups_; ++r) {
+      const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
+      if (a.tokens() > 0) pre_a = max(pre_a, group_pre_moe(a) + small_kernels(a.tokens(), true));
+      if (b.tokens() > 0) pre_b = max(pre_b, group_pre_moe(b) + small_kernels(b.tokens(), true));
+      tokens_a += double(a.tokens());
+      for (int t = 0; t < tp_; ++t) {
+        const auto gi = static_cast<std::size_t>(r * tp_ + t);
+        half_tokens_[gi] = double(a.tokens()) / tp_;
+        half_tokens_[static_cast<std::size_t>(gpus_) + gi] = double(b.tokens()) / tp_;
+      }
     }
-    // Under two-batch overlap each half runs the layer's small kernels: they are part of its compute.
+    half_a_ = tokens_a / double(total_tokens);
+    // Under two-batch overlap each micro-batch runs the layer's small kernels: part of its compute.
     small_max = Duration::zero();
     plan_.parts[StepPart::kAttention] =
-        pre_half_max * 2 * m.moe_layers() + dense_attention * m.num_dense_layers;
+        (pre_a + pre_b) * m.moe_layers() + dense_attention * m.num_dense_layers;
     plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
   }
-  const double traffic_scale = tbo ? 0.5 : 1.0;
+  const std::span<const double> tokens_a(half_tokens_.data(), static_cast<std::size_t>(gpus_));
+  const std::span<const double> tokens_b(half_tokens_.data() + gpus_, static_cast<std::size_t>(gpus_));
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
     sample_layer(layer, total_tokens);
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
     std::fill(gpu_touched_.begin(), gpu_touched_.end(), 0);
     std::fill(gpu_half_pairs_.begin(), gpu_half_pairs_.end(), 0.0);
+    std::fill(half_time_.begin(), half_time_.end(), Duration::zero());
     std::int32_t max_count = 0;
     const auto replicas = placement_.replicas(layer);
     const int* single =
@@ -852,11 +963,15 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       auto use = [&](std::size_t g, std::int32_t n) {
         gpu_pairs_[g] += n;
         rank_bytes_[g] += (tbo ? 2 * expert_bytes_ : expert_bytes_) / etp_;
+        const std::int32_t first = first_half(n);
         if (!grouped_) {
-          gpu_expert_time_[g] += tbo ? expert_time(n / 2) + expert_time(n - n / 2) : expert_time(n);
+          const Duration ta = expert_time(first);
+          const Duration tb = first < n ? expert_time(n - first) : Duration::zero();
+          half_time_[2 * g] += ta;
+          half_time_[2 * g + 1] += tb;
+          gpu_expert_time_[g] += ta + tb;
           return;
         }
-        const std::int32_t first = tbo ? n / 2 : n;
         gpu_touched_[2 * g] += first > 0 ? 1 : 0;
         gpu_half_pairs_[2 * g] += first;
         gpu_touched_[2 * g + 1] += n - first > 0 ? 1 : 0;
@@ -877,8 +992,9 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     }
     if (grouped_ && !per_copy) {
       for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
-        gpu_expert_time_[g] = grouped_time(gpu_touched_[2 * g], gpu_half_pairs_[2 * g]) +
-                              grouped_time(gpu_touched_[2 * g + 1], gpu_half_pairs_[2 * g + 1]);
+        half_time_[2 * g] = grouped_time(gpu_touched_[2 * g], gpu_half_pairs_[2 * g]);
+        half_time_[2 * g + 1] = grouped_time(gpu_touched_[2 * g + 1], gpu_half_pairs_[2 * g + 1]);
+        gpu_expert_time_[g] = half_time_[2 * g] + half_time_[2 * g + 1];
       }
     }
     Duration experts_max = Duration::zero();
@@ -895,71 +1011,37 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     gpu_imb_sum += max_pairs / mean_pairs_gpu;
     expert_imb_sum += max_count / mean_pairs_expert;
 
-    Duration dispatch = Duration::zero();
-    Duration combine = Duration::zero();
-    double rank_tokens_max = static_cast<double>(total_tokens) * traffic_scale;  // one rank: every token
-    if (ranks_ > 1) {
-      // Dedup'd dispatch: a token is sent once to each rank (node) holding at least one of its k
-      // experts, with the expected touch fractions of this layer's popularity and placement; the
-      // per-pair traffic of low-latency kernels follows this step's sampled counts. Under expert TP a
-      // rank's GPUs each receive 1/expert_tp of its tokens (then all-gathered inside the rank).
-      ensure_touch(layer);
-      const double* touch_gpu =
-          touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(ranks_);
-      const double* touch_node =
-          touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
-      double sent = 0;
-      for (int src = 0; src < gpus_; ++src) {
-        const double t = gpu_tokens_[static_cast<std::size_t>(src)] * traffic_scale;
-        sent += t;
-        for (int node = 0; node < nodes_; ++node) {
-          traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
-        }
-        for (int d = 0; d < gpus_; ++d) {
-          const auto i = static_cast<std::size_t>(src * gpus_ + d);
-          const auto r = static_cast<std::size_t>(d / etp_);
-          traffic_.tokens_to_rank[i] = t * touch_gpu[r] / etp_;
-          traffic_.pairs_to_rank[i] = t * k * gpu_pairs_[r] / slots / etp_;
-        }
-      }
-      const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);
-      dispatch = c.dispatch;
-      combine = c.combine;
-      plan_.dispatch_nvlink_bytes += c.nvlink_bytes / traffic_scale;
-      plan_.dispatch_nic_bytes += c.nic_bytes / traffic_scale;
-      rank_tokens_max = 0;
-      for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
-    }
-    combine += expert_tp_reduce(rank_tokens_max);
-    // Exposed communication: under two-batch overlap the part hidden behind the other micro-batch's
-    // compute is taken from dispatch and combine in proportion.
-    Duration dispatch_exposed = dispatch;
-    Duration combine_exposed = combine;
-    if (tbo) {
-      dispatch = dispatch * 2;
-      combine = combine * 2;
-      const Duration compute = pre_half_max * 2 + experts_max;
-      const Duration comm = dispatch + combine;
-      const Duration hidden = min(compute, comm);
-      plan_.comm_hidden += hidden;
-      const Duration exposed = comm - hidden;
-      dispatch_exposed =
-          comm > Duration::zero()
-              ? dispatch.scaled(static_cast<double>(exposed.ps()) / static_cast<double>(comm.ps()))
-              : Duration::zero();
-      combine_exposed = exposed - dispatch_exposed;
-    }
     Duration stall = Duration::zero();
-    if (tiers) stall = layer_stall(request + dispatch, experts_max);
-    plan_.parts[StepPart::kDispatch] += dispatch_exposed;
-    plan_.parts[StepPart::kCombine] += combine_exposed;
-    plan_.parts[StepPart::kExperts] += experts_max;
+    if (!tbo) {
+      const LayerComm c = layer_comm(layer, gpu_tokens_, slots);
+      if (tiers) stall = layer_stall(request + c.dispatch, experts_max);
+      plan_.parts[StepPart::kDispatch] += c.dispatch;
+      plan_.parts[StepPart::kCombine] += c.combine;
+      plan_.parts[StepPart::kExperts] += experts_max;
+      layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
+          pre_moe_max + small_max + c.dispatch + experts_max + c.combine + stall;
+    } else {
+      // Each micro-batch's experts wait for its slowest rank.
+      Duration experts_a = Duration::zero();
+      Duration experts_b = Duration::zero();
+      for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
+        experts_a = max(experts_a, half_time_[2 * g]);
+        experts_b = max(experts_b, half_time_[2 * g + 1]);
+      }
+      const LayerComm a = layer_comm(layer, tokens_a, slots);
+      const LayerComm b = layer_comm(layer, tokens_b, slots);
+      if (tiers) stall = layer_stall(request + a.dispatch, experts_max);
+      // DeepEP's two-micro-batch schedule (docs/legacy.md, its overlap figure): four stages per layer,
+      // each one micro-batch's communication beside the other's compute. Stage time and what of it is
+      // exposed communication: overlap_stage().
+      const Duration layer_time = add_overlap_stage(pre_b, a.dispatch, a.comm_sms, StepPart::kDispatch) +
+                                  add_overlap_stage(experts_a, b.dispatch, b.comm_sms, StepPart::kDispatch) +
+                                  add_overlap_stage(experts_b, a.combine, a.comm_sms, StepPart::kCombine) +
+                                  add_overlap_stage(pre_a, b.combine, b.comm_sms, StepPart::kCombine);
+      plan_.parts[StepPart::kExperts] += experts_a + experts_b;
+      layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] = layer_time + stall;
+    }
     plan_.parts[StepPart::kExpertStall] += stall;
-    const Duration layer_pre = tbo ? pre_half_max * 2 : pre_moe_max + small_max;
-    layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
-        (tbo ? max(layer_pre + experts_max, dispatch + combine)
-             : layer_pre + dispatch + experts_max + combine) +
-        stall;
     // The next layer starts when this one ends on the critical path (under two-batch overlap the halves
     // overlap), so loads are queued in time order and never after the step's end.
     cursor += layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)];
@@ -1020,6 +1102,7 @@ void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
     plan_.parts[p] = plan_.parts[p].scaled(work);
   }
   plan_.comm_hidden = plan_.comm_hidden.scaled(work);
+  plan_.comm_sm_contention = plan_.comm_sm_contention.scaled(work);
   plan_.parts[StepPart::kPipelineSend] = send * (stages - 1);
   const Duration parts = plan_.parts.sum();
   // The bubble is what the schedule adds to the stages' average work; it cannot be negative because
