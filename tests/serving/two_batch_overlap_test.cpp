@@ -1,11 +1,13 @@
 // Two-micro-batch overlap: per layer, the two halves' communication runs while the other half computes.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
+#include "sim/serving/serving_simulation.h"
 #include "sim/serving/step_planner.h"
 
 using namespace moesim;
@@ -127,4 +129,27 @@ TEST_CASE("overlap pays off when a large batch crosses nodes and costs compute e
   REQUIRE(on_small.part(StepPart::kExperts) > off_small.part(StepPart::kExperts));
   // One sequence per group: micro-batch B is empty and the experts cost what the whole batch costs.
   REQUIRE(plan(true, 1).part(StepPart::kExperts) == plan(false, 1).part(StepPart::kExperts));
+}
+
+TEST_CASE("a run's report gives hidden and exposed communication and the SM contention within the exposed") {
+  const auto run = [](const char* overlap, const char* sms) {
+    const LoadedScenario sc =
+        load_scenario(std::string(MOESIM_SOURCE_DIR) + "/scenarios/tiny/tiny_poisson_ep4.json",
+                      {std::string("deployment.two_batch_overlap=") + overlap, sms});
+    const RooflineCostModel gpu(sc.spec.cluster.gpu);
+    return simulate(sc.spec, gpu);
+  };
+  const Report off = run("false", "run.seed=1");
+  const Report on = run("true", "deployment.comm_sms=24");
+  CHECK(off.comm_hidden_share == 0.0);
+  CHECK(off.comm_sm_contention_share == 0.0);
+  REQUIRE(on.comm_hidden_share > 0.0);
+  REQUIRE(on.all_to_all_share() > 0.0);  // the exposed rest
+  REQUIRE(on.comm_sm_contention_share > 0.0);
+  REQUIRE(on.comm_sm_contention_share <= on.all_to_all_share());
+  double parts = 0;
+  for (const double x : on.part_share) parts += x;
+  REQUIRE(parts == Approx(1.0));
+  // No SMs held (low-latency kernels with the receive hook): nothing is lost to contention.
+  REQUIRE(run("true", "deployment.comm_sms=0").comm_sm_contention_share == 0.0);
 }
