@@ -17,6 +17,7 @@ struct GpuSpec {
   double hbm_bytes = 0;
   double hbm_bytes_per_s = 0;
   double l2_bytes = 0;  // last-level cache (0: unknown; small-kernel gathers then count every read)
+  int sms = 132;        // streaming multiprocessors (H100/H200/H800 SXM: 132)
   // Dense tensor-core peak (no sparsity) by compute format.
   double bf16_flops_per_s = 0;
   double fp8_flops_per_s = 0;

@@ -132,19 +132,44 @@ void parse_quantization(JsonReader r, QuantizationSpec& q) {
 ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
   ExpertsSpec x;
   const int experts = s.model.routed_experts;
-  const int ep = s.deployment.ep_size;
+  // Expert-parallel ranks: GPUs, or groups of deployment.expert_tp_size GPUs sharing every expert.
+  const int ep = s.deployment.expert_ranks();
+  const bool etp = s.deployment.expert_tp > 1;
+  const std::string ep_name = etp ? "deployment.ep_size / expert_tp_size = " + std::to_string(ep) + " ranks"
+                                  : "deployment.ep_size = " + std::to_string(ep) + " GPUs";
   x.placement = placement_key(r);
-  if (x.placement != PlacementPolicy::kContiguous && experts % ep != 0) {
-    r.fail("placement", "needs deployment.ep_size (" + std::to_string(ep) + ") to divide the " +
-                            std::to_string(experts) + " routed experts");
-  }
   if (x.placement == PlacementPolicy::kCoactivation && !s.workload.coactivation) {
     r.fail("placement", "\"coactivation\" needs workload.expert_popularity.coactivation (groups and rho)");
   }
-  // At most one replica of every expert on each GPU.
-  x.redundant_slots_per_gpu = r.int_in("redundant_slots_per_gpu", 0, 0, experts);
-  if (x.redundant_slots_per_gpu > 0 && x.placement != PlacementPolicy::kEplb) {
-    r.fail("redundant_slots_per_gpu", "replicas need placement \"eplb\"");
+  // Redundant slots, per GPU or in total (DeepSeek-V3: 32 redundant experts over the EP group); at most
+  // one replica of every expert on each GPU.
+  if (r.has("redundant_slots_per_gpu") && r.has("redundant_experts")) {
+    r.fail("redundant_experts", "give redundant_experts (in total) or redundant_slots_per_gpu, not both");
+  }
+  const char* redundant_key =
+      r.has("redundant_slots_per_gpu") ? "redundant_slots_per_gpu" : "redundant_experts";
+  if (r.has("redundant_slots_per_gpu")) {
+    x.redundant_experts = r.int_in("redundant_slots_per_gpu", 0, 0, experts) * ep;
+  } else {
+    x.redundant_experts =
+        static_cast<int>(r.integer_in("redundant_experts", 0, 0, std::int64_t{experts} * ep));
+  }
+  if (x.redundant_experts > 0 && x.placement != PlacementPolicy::kEplb) {
+    r.fail(redundant_key, "replicas need placement \"eplb\"");
+  }
+  // EP sizes: every GPU holds the same number of slots (experts + redundant slots, over ep_size).
+  if (x.redundant_experts == 0 && experts % ep != 0) {
+    throw InputError(etp ? "deployment.expert_tp_size" : "deployment.ep_size",
+                     (etp ? ep_name : std::to_string(ep)) + " does not divide " + std::to_string(experts) +
+                         " experts; with placement \"eplb\", experts.redundant_experts can make experts + "
+                         "redundant slots a multiple of it (e.g. " +
+                         std::to_string(ep - experts % ep) + ")");
+  }
+  if ((experts + x.redundant_experts) % ep != 0) {
+    r.fail(redundant_key, std::to_string(experts) + " experts + " + std::to_string(x.redundant_experts) +
+                              " redundant slots = " + std::to_string(experts + x.redundant_experts) +
+                              " slots do not divide over " + ep_name + " (next multiple: " +
+                              std::to_string((experts + x.redundant_experts + ep - 1) / ep * ep) + " slots)");
   }
   x.eplb_groups = r.int_in("eplb_groups", 1, 1, std::max(1, experts));
   if (experts % x.eplb_groups != 0)
@@ -166,7 +191,10 @@ ExpertsSpec parse_experts(JsonReader r, const ScenarioSpec& s) {
     x.stats.warm_share = bounded(*st, "warm_share", x.stats.warm_share, x.stats.hot_share, 1.0);
     st->finish();
   }
-  if (auto t = r.optional_object("tiers")) parse_tiers(*t, x.tiers);
+  if (auto t = r.optional_object("tiers")) {
+    if (etp) r.fail("tiers", "expert tiers do not combine with deployment.expert_tp_size > 1");
+    parse_tiers(*t, x.tiers);
+  }
   if (auto q = r.optional_object("quantization")) {
     x.quantization = true;
     parse_quantization(*q, x.quant);

@@ -12,6 +12,8 @@ Json step_shares(const Report& r) {
   Json j = Json::object();
   for (std::size_t i = 0; i < kStepParts; ++i) j[std::string(kStepPartInfo[i].key)] = r.part_share[i];
   j["comm_hidden_by_overlap"] = r.comm_hidden_share;
+  j["comm_exposed"] = r.all_to_all_share();
+  j["comm_sm_contention"] = r.comm_sm_contention_share;
   j["all_to_all"] = r.all_to_all_share();
   return j;
 }
@@ -27,7 +29,8 @@ Json experts_json(const ExpertLoopReport& x) {
   for (const auto& [name, share] : x.precision_share) shares[name] = share;
   const double uses = x.expert_uses > 0 ? static_cast<double>(x.expert_uses) : 1.0;
   return Json{{"placement", x.placement},
-              {"redundant_slots_per_gpu", x.redundant_slots_per_gpu},
+              {"redundant_experts", x.redundant_experts},
+              {"slots_per_gpu", x.slots_per_gpu},
               {"gpu_max_over_mean_token_weighted", x.gpu_load_imbalance_weighted},
               {"dispatch_bytes_per_token", x.dispatch_bytes_per_token},
               {"rebalance",

@@ -192,6 +192,7 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   g.hbm_bytes = r.number_in("hbm_gb", 0.1, 1e5) * 1e9;
   g.hbm_bytes_per_s = r.number_in("hbm_tb_per_s", 0.01, 1e3) * 1e12;
   g.l2_bytes = r.bounded("l2_mib", 0, 0, 1e5) * 1024.0 * 1024.0;
+  g.sms = r.int_in("sms", g.sms, 1, 1 << 16);
   g.bf16_flops_per_s = r.number_in("bf16_tflops", 0.1, 1e6) * 1e12;
   g.fp8_flops_per_s = r.bounded("fp8_tflops", 0, 0, 1e6) * 1e12;
   g.int8_ops_per_s = r.bounded("int8_tops", 0, 0, 1e6) * 1e12;
@@ -346,10 +347,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide the cluster's " +
                             std::to_string(total) + " GPUs");
     }
-    if (s.model.routed_experts % dep.ep_size != 0) {
-      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide " +
-                            std::to_string(s.model.routed_experts) + " experts");
-    }
+    // Whether the experts (with redundant slots) divide over ep_size is checked with the experts section.
     auto attn = d.optional_object("attention");
     Json empty = Json::object();
     JsonReader a = attn ? *attn : JsonReader(empty, "deployment.attention");
@@ -393,6 +391,10 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
              "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
     }
     dep.two_batch_overlap = d.boolean("two_batch_overlap", false);
+    if (d.has("comm_sms")) {
+      dep.comm_sms = d.int_in("comm_sms", 0, s.cluster.gpu.sms - 1);
+      if (!dep.two_batch_overlap) d.fail("comm_sms", "only matters with deployment.two_batch_overlap");
+    }
     const std::string engine = d.string("engine", "vllm");
     const auto kind = parse_engine(engine);
     if (!kind) {
@@ -410,6 +412,25 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       }
       if (dep.pipeline_microbatches > 1024) pp->fail("microbatches", "must be at most 1024");
       pp->finish();
+    }
+    dep.expert_tp = d.int_in("expert_tp_size", 1, 1, kMaxClusterGpus);
+    if (dep.expert_tp > 1) {
+      const std::string t = std::to_string(dep.expert_tp);
+      if (s.model.routed_experts == 0) d.fail("expert_tp_size", "the model has no routed experts to split");
+      if (dep.ep_size % dep.expert_tp != 0) {
+        d.fail("expert_tp_size", t + " does not divide deployment.ep_size = " + std::to_string(dep.ep_size) +
+                                     " (the GPUs that hold the experts)");
+      }
+      if (s.model.expert_inter % dep.expert_tp != 0) {
+        d.fail("expert_tp_size", t + " does not divide the model's expert_inter (" +
+                                     std::to_string(s.model.expert_inter) +
+                                     "): each rank holds inter / tp columns");
+      }
+      if (s.cluster.gpus_per_node % dep.expert_tp != 0) {
+        d.fail("expert_tp_size",
+               t + " does not divide cluster.gpus_per_node = " + std::to_string(s.cluster.gpus_per_node) +
+                   ": an expert's tensor-parallel group stays inside one NVLink node");
+      }
     }
     const std::string router = d.string("router", "least_loaded");
     if (router == "least_loaded") {

@@ -23,10 +23,12 @@ MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu
   w.shared_experts = m.shared_expert_params() * m.moe_layers() * bytes_per_element(p.shared_experts) / tp;
   w.router = m.router_params() * m.moe_layers() * bytes_per_element(p.router);
   w.embeddings = m.embedding_params() * bytes_per_element(p.embeddings) / tp;
-  // EPLB replicas take redundant slots on every GPU; tiered experts take the HBM set aside for them.
-  plan.experts_per_gpu = (m.routed_experts + d.ep_size - 1) / d.ep_size + s.experts.redundant_slots_per_gpu;
-  w.routed_experts =
-      m.expert_params() * plan.experts_per_gpu * m.moe_layers() * bytes_per_element(p.routed_experts);
+  // Every expert-parallel rank holds (experts + redundant slots) / ranks expert copies per layer (EPLB
+  // fills the redundant slots with replicas), each GPU of a rank 1/expert_tp of every copy's matrices;
+  // tiered experts take the HBM set aside for them.
+  plan.experts_per_gpu = s.experts.slots_per_gpu(m.routed_experts, d.expert_ranks());
+  w.routed_experts = m.expert_params() * plan.experts_per_gpu * m.moe_layers() *
+                     bytes_per_element(p.routed_experts) / d.expert_tp;
   if (s.experts.tiers.enabled)
     w.routed_experts = s.experts.tiers.hbm_expert_bytes + s.experts.tiers.staging_bytes;
   if (routed_expert_bytes_per_gpu >= 0) w.routed_experts = routed_expert_bytes_per_gpu;

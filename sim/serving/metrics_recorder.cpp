@@ -61,6 +61,7 @@ void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner,
     step_s += plan.total.seconds();
     part_s.add(plan.parts);
     comm_hidden_s += plan.comm_hidden.seconds();
+    comm_sm_contention_s += plan.comm_sm_contention.seconds();
     batch_tokens += static_cast<double>(plan.tokens);
     gpu_imbalance += plan.gpu_imbalance * static_cast<double>(plan.tokens);
     expert_imbalance += plan.expert_imbalance * static_cast<double>(plan.tokens);

@@ -73,6 +73,7 @@ class MetricsRecorder {
   double step_s = 0;
   StepSeconds part_s;
   double comm_hidden_s = 0;
+  double comm_sm_contention_s = 0;
   double batch_tokens = 0;
   double gpu_imbalance = 0;     // weighted by each step's tokens
   double expert_imbalance = 0;  // weighted by each step's tokens

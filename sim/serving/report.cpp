@@ -77,7 +77,8 @@ std::string format_experts(const Report& r) {
   const ExpertLoopReport& x = r.experts;
   std::ostringstream o;
   o << "Experts      placement " << x.placement;
-  if (x.redundant_slots_per_gpu > 0) o << " (+" << x.redundant_slots_per_gpu << " redundant slot(s)/GPU)";
+  if (x.redundant_experts > 0)
+    o << " (+" << x.redundant_experts << " redundant slots, " << x.slots_per_gpu << " slots/GPU)";
   o << ", GPU max/mean (token-weighted) " << fmt("%.3f", x.gpu_load_imbalance_weighted) << ", dispatch "
     << fmt("%.0f", x.dispatch_bytes_per_token) << " B/token\n  rebalances " << x.rebalances << " ("
     << gib(x.rebalance_bytes) << " GiB moved, " << fmt("%.3f", x.rebalance_s) << " s paused)\n";
@@ -153,7 +154,10 @@ std::string format_summary(const Report& r) {
   o << "  All-to-All share " << pct(r.all_to_all_share()) << " (target < 20%)";
   if (r.comm_hidden_share > 0) {
     const double comm = r.all_to_all_share() + r.comm_hidden_share;
-    o << "; two-batch overlap hid " << pct(r.comm_hidden_share / comm) << " of it";
+    o << "; two-batch overlap: " << pct(r.comm_hidden_share) << " of step time hidden, "
+      << pct(r.all_to_all_share()) << " exposed (incl. " << pct(r.comm_sm_contention_share)
+      << " of compute slowed by the SMs communication kernels held), " << pct(r.comm_hidden_share / comm)
+      << " of the All-to-All hidden";
   }
   o << "\n";
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "

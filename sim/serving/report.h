@@ -45,8 +45,9 @@ struct MemoryStats {  // per GPU, bytes
 // quality proxy over the whole run). Every field is zero when its mechanism is off.
 struct ExpertLoopReport {
   bool enabled = false;
-  std::string placement;  // contiguous, round_robin, coactivation, eplb
-  int redundant_slots_per_gpu = 0;
+  std::string placement;      // contiguous, round_robin, coactivation, eplb
+  int redundant_experts = 0;  // redundant slots over the EP group
+  int slots_per_gpu = 0;
   std::int64_t rebalances = 0;
   double rebalance_bytes = 0;  // expert weights moved between GPUs
   double rebalance_s = 0;      // replica time paused for rebalances (summed over replicas)
@@ -147,6 +148,8 @@ struct Report {
   std::array<double, kStepParts> part_share{};
   [[nodiscard]] double share(StepPart p) const { return part_share[static_cast<std::size_t>(p)]; }
   double comm_hidden_share = 0;
+  // Of the exposed All-to-All under two-batch overlap: compute slowed by the SMs communication held.
+  double comm_sm_contention_share = 0;
   // Exposed All-to-All: dispatch and combine time on the critical path.
   [[nodiscard]] double all_to_all_share() const {
     return share(StepPart::kDispatch) + share(StepPart::kCombine);

@@ -60,6 +60,10 @@ struct DeploymentSpec {
   // Two-micro-batch overlap: the batch runs as two halves so that one half's All-to-All hides behind
   // the other half's compute (DeepSeek's inference overlap), at the cost of smaller GEMMs.
   bool two_batch_overlap = false;
+  // SMs the All-to-All kernels hold while they run beside the other micro-batch's compute; -1: by
+  // All-to-All mode (StepPlanner::comm_sms: 24 for DeepEP normal and NVLink kernels, 0 for low-latency
+  // kernels with the receive hook).
+  int comm_sms = -1;
   // The serving engine whose kernels a layer runs (grouped or looped experts, fused small kernels);
   // docs/engines.md.
   EngineProfile engine = engine_profile(EngineKind::kVllm);
@@ -67,6 +71,12 @@ struct DeploymentSpec {
   // ep_size GPUs; a step's batch flows through them as `pipeline_microbatches` micro-batches.
   int pipeline_stages = 1;
   int pipeline_microbatches = 1;
+  // Expert tensor parallelism: each routed expert's matrices are split over `expert_tp` GPUs (column-wise
+  // up/gate, row-wise down, Megatron-LM style), whose partial outputs are summed by an all-reduce. The
+  // ep_size GPUs form ep_size / expert_tp expert-parallel ranks of expert_tp consecutive GPUs each; vLLM's
+  // default for MoE under --tensor-parallel-size 8 is expert_tp 8 (one rank, no All-to-All).
+  int expert_tp = 1;
+  [[nodiscard]] int expert_ranks() const { return ep_size / expert_tp; }
   // Layers held by the busiest stage (the memory of a GPU is set by it).
   [[nodiscard]] int max_stage_layers(int layers) const {
     return (layers + pipeline_stages - 1) / pipeline_stages;
@@ -130,9 +140,12 @@ struct TiersSpec {
 
 struct ExpertsSpec {
   PlacementPolicy placement = PlacementPolicy::kContiguous;
-  int redundant_slots_per_gpu = 0;  // EPLB: extra slots per GPU for replicas of hot experts
-  int eplb_groups = 1;              // expert groups for the hierarchical EPLB policy
-  PartitionSpec partition;          // co-activation placement
+  // EPLB: physical slots beyond one per expert, for replicas of hot experts, over the whole EP group
+  // (DeepSeek-V3 serves 256 experts in 288 slots: 32 redundant). Legal when routed experts + redundant
+  // slots divide by deployment.ep_size; each GPU then holds (experts + redundant) / ep_size slots.
+  int redundant_experts = 0;
+  int eplb_groups = 1;      // expert groups for the hierarchical EPLB policy
+  PartitionSpec partition;  // co-activation placement
   RebalanceSpec rebalance;
   ExpertStatsSpec stats;
   TiersSpec tiers;
@@ -140,9 +153,14 @@ struct ExpertsSpec {
   QuantizationSpec quant;
   double reroute_threshold = 0;       // router post-processing above threshold x mean per GPU (0: off)
   bool load_aware_admission = false;  // new requests avoid DP ranks whose GPUs were busiest
+  // Expert slots on each expert-parallel rank of an EP group of `ranks` ranks (`experts` routed experts);
+  // a rank is one GPU, or expert_tp GPUs that each hold 1/expert_tp of every slot's expert.
+  [[nodiscard]] int slots_per_gpu(int experts, int ranks) const {
+    return (experts + redundant_experts + ranks - 1) / ranks;
+  }
   [[nodiscard]] bool needs_stats() const { return rebalance.enabled() || tiers.enabled || quantization; }
   [[nodiscard]] bool any() const {
-    return placement != PlacementPolicy::kContiguous || redundant_slots_per_gpu > 0 || needs_stats() ||
+    return placement != PlacementPolicy::kContiguous || redundant_experts > 0 || needs_stats() ||
            reroute_threshold > 0 || load_aware_admission;
   }
 };

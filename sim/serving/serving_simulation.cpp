@@ -241,6 +241,7 @@ Report Cluster::build_report() const {
   if (metrics_.step_s > 0) {
     const double total = metrics_.step_s;
     r.comm_hidden_share = metrics_.comm_hidden_s / total;
+    r.comm_sm_contention_share = metrics_.comm_sm_contention_s / total;
     for (std::size_t p = 0; p < kStepParts; ++p) r.part_share[p] = metrics_.part_s.s[p] / total;
   }
   const GpuSpec& gpu = s_.cluster.gpu;
@@ -309,7 +310,8 @@ void Cluster::fill_experts(Report& r) const {
   e.enabled = true;
   static constexpr const char* kNames[] = {"contiguous", "round_robin", "coactivation", "eplb"};
   e.placement = kNames[static_cast<int>(x.placement)];
-  e.redundant_slots_per_gpu = x.redundant_slots_per_gpu;
+  e.redundant_experts = x.redundant_experts;
+  e.slots_per_gpu = x.slots_per_gpu(s_.model.routed_experts, s_.deployment.expert_ranks());
   e.tiers = x.tiers.enabled;
   e.stall_share = metrics_.step_s > 0 ? metrics_.loop.stall_s / metrics_.step_s : 0.0;
   e.rerouting = x.reroute_threshold > 0;

@@ -21,7 +21,7 @@ enum class StepPart : std::size_t {
   kDispatch,        // All-to-All dispatch, exposed
   kExperts,         // routed expert FFNs (slowest GPU)
   kExpertStall,     // waiting for expert loads beyond the FFN compute (tiers)
-  kCombine,         // All-to-All combine, exposed
+  kCombine,         // All-to-All combine (and the expert-TP all-reduce of partial outputs), exposed
   kLmHead,          // LM head of the sampled sequences
   kPipelineSend,    // activations between pipeline stages
   kPipelineBubble,  // pipeline stages idle during fill and drain

@@ -35,6 +35,16 @@ struct ExpertLoop {
   std::vector<char> loaded;        // per GPU: a load or a not-yet-ready copy in this layer
 };
 
+OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
+  const double held = std::clamp(held_share, 0.0, 1.0);
+  OverlapStage o;
+  o.time = max(comm, work + comm.scaled(held));
+  o.exposed = o.time - work;
+  o.hidden = comm - o.exposed;
+  o.contention = o.time - max(comm, work);
+  return o;
+}
+
 namespace {
 
 std::vector<double> flat_probs(int layers, int experts, auto&& probs) {
@@ -44,6 +54,23 @@ std::vector<double> flat_probs(int layers, int experts, auto&& probs) {
     std::copy(p.begin(), p.end(), w.begin() + static_cast<std::ptrdiff_t>(l) * experts);
   }
   return w;
+}
+
+// Contiguous when the experts divide over the EP group; else (redundant slots make the EP size legal, and
+// EPLB fills them in setup_loop) slot s holds expert s mod E until then.
+Placement first_placement(const ScenarioSpec& s) {
+  const int layers = s.model.moe_layers();
+  const int experts = s.model.routed_experts;
+  const int ep = s.deployment.expert_ranks();
+  if (experts % ep == 0) return contiguous_placement(layers, experts, ep);
+  Placement p(layers, experts, ep, s.experts.slots_per_gpu(experts, ep));
+  for (int l = 0; l < layers; ++l) {
+    const auto slots = p.mutable_phy2log(l);
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      slots[i] = static_cast<int>(i % static_cast<std::size_t>(experts));
+  }
+  p.finalize();
+  return p;
 }
 
 }  // namespace
@@ -62,7 +89,9 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       gpus_(s.deployment.ep_size),
       groups_(s.deployment.attention_dp),
       tp_(s.deployment.attention_tp),
-      placement_(contiguous_placement(s.model.moe_layers(), s.model.routed_experts, s.deployment.ep_size)),
+      etp_(s.deployment.expert_tp),
+      ranks_(s.deployment.expert_ranks()),
+      placement_(first_placement(s)),
       nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
@@ -71,14 +100,19 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   // larger counts are costed directly). Filled on first use: grouped engines cost the loop rarely, and a
   // cluster builds one planner per replica (65,537 profile evaluations each were 19% of a 1,024-GPU run).
   const auto max_tokens = std::min<std::int64_t>(s.deployment.max_batched_tokens * groups_, 1 << 16);
+  // Under expert TP each GPU runs every local expert with inter / expert_tp columns (Megatron-LM's split:
+  // gate/up by columns, down by rows), so its FLOPs and weight bytes are 1/expert_tp of the expert's.
+  inter_ = static_cast<int>(m.expert_inter / etp_);
   ffn_table_.assign(static_cast<std::size_t>(max_tokens + 1), kUncosted);
-  expert_flops_per_token_ = 6.0 * double(m.hidden) * double(m.expert_inter);
+  expert_flops_per_token_ = 6.0 * double(m.hidden) * double(inter_);
   expert_bytes_ = m.expert_params() * bytes_per_element(s.precision.routed_experts);
 
   const auto g = static_cast<std::size_t>(gpus_);
+  const auto ranks = static_cast<std::size_t>(ranks_);
   counts_.resize(static_cast<std::size_t>(m.routed_experts));
-  gpu_pairs_.resize(g);
-  gpu_expert_time_.resize(g);
+  gpu_pairs_.resize(ranks);
+  gpu_expert_time_.resize(ranks);
+  rank_bytes_.resize(ranks);
   gpu_tokens_.resize(g);
   busy_s_.resize(g);
   flops_.resize(g);
@@ -86,8 +120,10 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   pre_moe_.resize(static_cast<std::size_t>(groups_));
   small_moe_.resize(static_cast<std::size_t>(groups_));
   small_dense_.resize(static_cast<std::size_t>(groups_));
-  gpu_touched_.resize(2 * g);
-  gpu_half_pairs_.resize(2 * g);
+  gpu_touched_.resize(2 * ranks);
+  gpu_half_pairs_.resize(2 * ranks);
+  half_time_.resize(2 * ranks);
+  half_tokens_.resize(2 * g);
   grouped_ = s.deployment.engine.experts == ExpertKernel::kGrouped;
   // Under attention TP the KV heads (GQA) are split over the group's GPUs; activations are whole.
   kernel_shape_ = LayerKernelShape{.hidden = m.hidden,
@@ -108,7 +144,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   traffic_.pairs_to_rank.assign(g * g, 0.0);
   traffic_.tokens_to_node.assign(g * static_cast<std::size_t>(nodes_), 0.0);
   const auto layers = static_cast<std::size_t>(m.moe_layers());
-  touch_gpu_.assign(layers * g, 0.0);
+  touch_gpu_.assign(layers * ranks, 0.0);
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
   touch_valid_.assign(layers, 0);
   if (drift_ != nullptr) drift_version_ = drift_->version();
@@ -137,30 +173,29 @@ void StepPlanner::setup_loop() {
   const auto le = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
   if (coact_ != nullptr) {
     L.group_tokens.resize(static_cast<std::size_t>(coact_->groups()));
-    L.touch_scratch.resize(touch_scratch_size(coact_->groups(), std::max(gpus_, nodes_)));
+    L.touch_scratch.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
   }
   const auto by_layer = [this](int l) { return probs(l); };
   switch (x.placement) {
     case PlacementPolicy::kContiguous:
       break;
     case PlacementPolicy::kRoundRobin:
-      placement_ = round_robin_placement(layers, experts, gpus_);
+      placement_ = round_robin_placement(layers, experts, ranks_);
       break;
     case PlacementPolicy::kEplb:
-      placement_ =
-          eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
-                         EplbSpec{.physical_slots = gpus_ * (experts / gpus_ + x.redundant_slots_per_gpu),
-                                  .groups = x.eplb_groups,
-                                  .nodes = nodes_,
-                                  .gpus = gpus_});
+      placement_ = eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
+                                  EplbSpec{.physical_slots = experts + x.redundant_experts,
+                                           .groups = x.eplb_groups,
+                                           .nodes = nodes_,
+                                           .gpus = ranks_});
       break;
     case PlacementPolicy::kCoactivation:
       MOESIM_CHECK(coact_ != nullptr, "co-activation placement needs a co-activation model");
-      placement_ =
-          coactivation_placement(*coact_, flat_probs(layers, experts, by_layer), m.top_k, gpus_, x.partition);
+      placement_ = coactivation_placement(*coact_, flat_probs(layers, experts, by_layer), m.top_k, ranks_,
+                                          x.partition);
       break;
   }
-  if (x.reroute_threshold > 0) L.rerouter = std::make_unique<Rerouter>(gpus_, placement_.slots_per_gpu());
+  if (x.reroute_threshold > 0) L.rerouter = std::make_unique<Rerouter>(ranks_, placement_.slots_per_gpu());
   L.hotness.assign(le, Hotness::kHot);
   L.precision.assign(le, s_.precision.routed_experts);
   L.copy_bytes.assign(le, static_cast<std::int64_t>(expert_bytes_));
@@ -188,7 +223,7 @@ void StepPlanner::setup_loop() {
 }
 
 void StepPlanner::set_placement(Placement p) {
-  MOESIM_CHECK(p.gpus() == gpus_ && p.experts() == s_.model.routed_experts,
+  MOESIM_CHECK(p.gpus() == ranks_ && p.experts() == s_.model.routed_experts,
                "placement does not match the replica");
   placement_ = std::move(p);
   std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
@@ -209,13 +244,13 @@ void StepPlanner::ensure_touch(int layer) {
   if (touch_valid_[l] != 0) return;
   const auto layer_probs = probs(layer);
   const int k = s_.model.top_k;
-  const auto g = static_cast<std::size_t>(gpus_);
+  const auto g = static_cast<std::size_t>(ranks_);
   const auto n = static_cast<std::size_t>(nodes_);
   const SlotMap map = placement_.slot_map(layer);
   // GPUs and nodes at once (the draw counts are solved once for both).
   const TouchBins bins[] = {
       {.slots_per_bin = map.slots_per_bin, .touch = std::span<double>(touch_gpu_).subspan(l * g, g)},
-      {.slots_per_bin = placement_.slots_per_gpu() * (gpus_ / nodes_),
+      {.slots_per_bin = placement_.slots_per_gpu() * (ranks_ / nodes_),
        .touch = std::span<double>(touch_node_).subspan(l * n, n)}};
   if (coact_ != nullptr) {
     touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, loop_->touch_scratch, bins);
@@ -232,14 +267,14 @@ Duration StepPlanner::expert_time(std::int64_t tokens) const {
     if (d == kUncosted) {
       d = gpu_.expert_ffn(ExpertFfnWork{.tokens = tokens,
                                         .hidden = m.hidden,
-                                        .inter = m.expert_inter,
+                                        .inter = inter_,
                                         .weights = s_.precision.routed_experts,
                                         .in_loop = true});
     }
     return d;
   }
   return gpu_.expert_ffn(ExpertFfnWork{
-      .tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = s_.precision.routed_experts});
+      .tokens = tokens, .hidden = m.hidden, .inter = inter_, .weights = s_.precision.routed_experts});
 }
 
 Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
@@ -247,8 +282,109 @@ Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
   return gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
                                                  .tokens = static_cast<std::int64_t>(std::lround(pairs)),
                                                  .hidden = m.hidden,
-                                                 .inter = m.expert_inter,
+                                                 .inter = inter_,
                                                  .weights = s_.precision.routed_experts});
+}
+
+// The sum of an expert-TP rank's partial expert outputs: the ring all-reduce (a reduce-scatter and an
+// all-gather, NCCL's algorithm; Fabric::all_reduce) of the rank's received tokens x hidden at the combine
+// precision over its expert_tp GPUs; the all-gather half stands for gathering the dispatched tokens onto
+// every GPU of the rank. Under pure TP (one rank whose GPUs are the attention TP group) the tokens are
+// already on every GPU and the sum is the attention group's post-FFN all-reduce (group_attention).
+Duration StepPlanner::expert_tp_reduce(double rank_tokens) const {
+  if (etp_ == 1 || (ranks_ == 1 && tp_ == etp_) || rank_tokens <= 0) return Duration::zero();
+  const double bytes = rank_tokens * double(s_.model.hidden) * bytes_per_element(s_.precision.combine);
+  return fabric_.all_reduce(bytes, etp_, true);
+}
+
+// A group's batch as two micro-batches by sequences, as SGLang's two-batch overlap splits it: A takes the
+// larger half of the decode sequences and of the prefill tokens; context and attention pairs follow.
+std::pair<GroupBatch, GroupBatch> StepPlanner::split_batch(const GroupBatch& b) {
+  GroupBatch a;
+  GroupBatch c;
+  a.decode_seqs = (b.decode_seqs + 1) / 2;
+  c.decode_seqs = b.decode_seqs - a.decode_seqs;
+  const double da = b.decode_seqs > 0 ? double(a.decode_seqs) / double(b.decode_seqs) : 0.0;
+  a.decode_context_tokens = b.decode_context_tokens * da;
+  c.decode_context_tokens = b.decode_context_tokens - a.decode_context_tokens;
+  a.prefill_tokens = (b.prefill_tokens + 1) / 2;
+  c.prefill_tokens = b.prefill_tokens - a.prefill_tokens;
+  const double pa = b.prefill_tokens > 0 ? double(a.prefill_tokens) / double(b.prefill_tokens) : 0.0;
+  a.prefill_pairs = b.prefill_pairs * pa;
+  c.prefill_pairs = b.prefill_pairs - a.prefill_pairs;
+  a.prefill_kv_tokens = b.prefill_kv_tokens * pa;
+  c.prefill_kv_tokens = b.prefill_kv_tokens - a.prefill_kv_tokens;
+  return {a, c};
+}
+
+Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, int comm_sms, StepPart part) {
+  const OverlapStage o = moesim::overlap_stage(work, comm, double(comm_sms) / double(s_.cluster.gpu.sms));
+  plan_.parts[part] += o.exposed;
+  plan_.comm_hidden += o.hidden;
+  plan_.comm_sm_contention += o.contention;
+  return o.time;
+}
+
+// Dispatch and combine of one layer for `src_tokens` tokens on each GPU (the whole batch or one
+// micro-batch; `pairs` routed (token, expert) pairs of the whole batch), with the expert-TP sum of
+// partial outputs added to the combine.
+StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double> src_tokens, double pairs) {
+  LayerComm out;
+  double sent = 0;
+  for (const double t : src_tokens) sent += t;
+  double rank_tokens_max = sent;  // one rank: every token
+  if (ranks_ > 1 && sent > 0) {
+    // Dedup'd dispatch: a token is sent once to each rank (node) holding at least one of its k
+    // experts, with the expected touch fractions of this layer's popularity and placement; the
+    // per-pair traffic of low-latency kernels follows this step's sampled counts. Under expert TP a
+    // rank's GPUs each receive 1/expert_tp of its tokens (then all-gathered inside the rank).
+    ensure_touch(layer);
+    const int k = s_.model.top_k;
+    const double* touch_gpu =
+        touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(ranks_);
+    const double* touch_node =
+        touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
+    for (int src = 0; src < gpus_; ++src) {
+      const double t = src_tokens[static_cast<std::size_t>(src)];
+      for (int node = 0; node < nodes_; ++node) {
+        traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
+      }
+      for (int d = 0; d < gpus_; ++d) {
+        const auto i = static_cast<std::size_t>(src * gpus_ + d);
+        const auto r = static_cast<std::size_t>(d / etp_);
+        traffic_.tokens_to_rank[i] = t * touch_gpu[r] / etp_;
+        traffic_.pairs_to_rank[i] = t * k * gpu_pairs_[r] / pairs / etp_;
+      }
+    }
+    const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);
+    out.dispatch = c.dispatch;
+    out.combine = c.combine;
+    out.comm_sms = comm_sms(c.mode);
+    plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
+    plan_.dispatch_nic_bytes += c.nic_bytes;
+    rank_tokens_max = 0;
+    for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
+  }
+  out.combine += expert_tp_reduce(rank_tokens_max);
+  return out;
+}
+
+// SMs the All-to-All kernels hold while they run (deployment.comm_sms overrides): DeepEP V1 normal
+// kernels as configured in its usage example, Buffer.set_num_sms(24) (docs/legacy.md); low-latency
+// kernels with the receive hook move the RDMA traffic "without any SM occupation" (docs/legacy.md,
+// two-micro-batch overlapping); NVLink-domain kernels at the 24 SMs of DeepEP V2's minimum-SM NVLink
+// row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
+int StepPlanner::comm_sms(AllToAllMode mode) const {
+  if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms;
+  switch (mode) {
+    case AllToAllMode::kLowLatency:
+      return 0;
+    case AllToAllMode::kHighThroughput:
+    case AllToAllMode::kNvlinkDomain:
+    case AllToAllMode::kAuto:
+      return 24;
+  }
+  return 24;
 }
 
 Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
@@ -262,9 +398,7 @@ Duration StepPlanner::expert_time(std::int64_t tokens, Precision p) const {
   if (table.empty()) return expert_time(tokens);
   const ModelSpec& m = s_.model;
   const auto cost = [&] {
-    return gpu_
-        .expert_ffn(
-            ExpertFfnWork{.tokens = tokens, .hidden = m.hidden, .inter = m.expert_inter, .weights = p})
+    return gpu_.expert_ffn(ExpertFfnWork{.tokens = tokens, .hidden = m.hidden, .inter = inter_, .weights = p})
         .scaled(dequant_factor(s_.experts.quant, p));
   };
   if (tokens >= static_cast<std::int64_t>(table.size())) return cost();
@@ -278,7 +412,7 @@ double StepPlanner::routed_expert_bytes_per_gpu() const {
   if (t.enabled) return t.hbm_expert_bytes + t.staging_bytes;
   double most = 0;
   const int experts = s_.model.routed_experts;
-  for (int g = 0; g < gpus_; ++g) {
+  for (int g = 0; g < ranks_; ++g) {
     double sum = 0;
     for (int l = 0; l < placement_.layers(); ++l) {
       const auto slots =
@@ -288,7 +422,7 @@ double StepPlanner::routed_expert_bytes_per_gpu() const {
         sum += loop_ ? double(loop_->copy_bytes[static_cast<std::size_t>(l * experts + e)]) : expert_bytes_;
       }
     }
-    most = std::max(most, sum);
+    most = std::max(most, sum / etp_);
   }
   return most;
 }
@@ -440,19 +574,19 @@ void StepPlanner::rebalance() {
     next = eplb_placement(
         flat_probs(layers, experts, [&](int l) { return L.stats->load(l); }), layers, experts,
         EplbSpec{
-            .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = gpus_});
+            .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = ranks_});
   } else if (x.placement == PlacementPolicy::kCoactivation && coact_ != nullptr) {
     std::vector<double> affinity(static_cast<std::size_t>(experts) * static_cast<std::size_t>(experts));
     for (int l = 0; l < layers; ++l) {
       L.stats->coactivation(l, *coact_, s_.model.top_k, true, affinity);
-      partition_layer(L.stats->load(l), affinity, gpus_, x.partition, next.mutable_phy2log(l));
+      partition_layer(L.stats->load(l), affinity, ranks_, x.partition, next.mutable_phy2log(l));
     }
     next.finalize();
   } else {
     return;
   }
-  const auto g = static_cast<std::size_t>(gpus_);
-  std::vector<double> bytes_from(g * g, 0.0);  // [dst][src]
+  const auto g = static_cast<std::size_t>(ranks_);
+  std::vector<double> bytes_from(g * g, 0.0);  // [dst][src] ranks
   double moved = 0;
   for (int l = 0; l < layers; ++l) {
     const auto slots = next.phy2log(l);
@@ -473,12 +607,13 @@ void StepPlanner::rebalance() {
   if (x.rebalance.cost == RebalanceSpec::Cost::kPause) {
     pause = x.rebalance.pause;
   } else {
-    // Each GPU receives its new copies one source after another; GPUs receive in parallel.
-    for (int dst = 0; dst < gpus_; ++dst) {
+    // Each GPU receives its new copies one source after another; GPUs receive in parallel (under
+    // expert TP, GPU i of a rank receives its 1/expert_tp shard from GPU i of the source rank).
+    for (int dst = 0; dst < ranks_; ++dst) {
       Duration in = Duration::zero();
-      for (int src = 0; src < gpus_; ++src) {
+      for (int src = 0; src < ranks_; ++src) {
         const double b = bytes_from[static_cast<std::size_t>(dst) * g + static_cast<std::size_t>(src)];
-        if (b > 0) in += fabric_.transfer(b, src, dst);
+        if (b > 0) in += fabric_.transfer(b / etp_, src * etp_, dst * etp_);
       }
       pause = max(pause, in);
     }
@@ -508,13 +643,16 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
     if (quant) quality_.add(p, c);
     auto copy = [&](int gpu, std::int32_t share) {
       const auto g = static_cast<std::size_t>(gpu);
-      // Under two-batch overlap each half runs the expert on its own share of the tokens.
-      const Duration t = s_.deployment.two_batch_overlap && gpus_ > 1
-                             ? expert_time(share / 2, p) + expert_time(share - share / 2, p)
-                             : expert_time(share, p);
+      // Under two-batch overlap each micro-batch runs the expert on its own share of the tokens.
+      const std::int32_t first = first_half(share);
+      const Duration ta = expert_time(first, p);
+      const Duration tb = first < share ? expert_time(share - first, p) : Duration::zero();
+      const Duration t = ta + tb;
+      half_time_[2 * g] += ta;
+      half_time_[2 * g + 1] += tb;
       gpu_pairs_[g] += share;
       gpu_expert_time_[g] += t;
-      bytes_[g] += double(L.copy_bytes[i]);
+      rank_bytes_[g] += double(L.copy_bytes[i]) / etp_;
       if (tiers) access_copy(gpu, layer, e, share, t, request);
     };
     if (const int single = single_gpu_[i]; single >= 0) {  // the common case: one copy takes every token
@@ -536,7 +674,7 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
 Duration StepPlanner::layer_stall(Time experts_start, Duration experts_max) {
   ExpertLoop& L = *loop_;
   Duration with_loads = experts_max;
-  for (int g = 0; g < gpus_; ++g) {
+  for (int g = 0; g < ranks_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
     if (L.loaded[gi] == 0) continue;
     L.loaded[gi] = 0;
@@ -728,6 +866,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
   std::fill(flops_.begin(), flops_.end(), 0.0);
   std::fill(bytes_.begin(), bytes_.end(), 0.0);
+  std::fill(rank_bytes_.begin(), rank_bytes_.end(), 0.0);
   cost_groups(groups);
 
   std::int64_t total_tokens = 0;
@@ -772,37 +911,43 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   const double slots = double(total_tokens) * k;
   double gpu_imb_sum = 0;
   double expert_imb_sum = 0;
-  const double mean_pairs_gpu = slots / gpus_;
+  const double mean_pairs_gpu = slots / ranks_;
   const double mean_pairs_expert = slots / m.routed_experts;
-  // Two-batch overlap: each micro-batch carries half of every group's work; its attention is costed at
-  // half size, its experts on half of each expert's tokens, its All-to-All on half the traffic. Per
-  // layer the two computes and the two communications each run back to back and overlap each other:
-  // layer = max(compute, comm) (steady state; the pipeline fill of the first layer is neglected).
-  const bool tbo = s_.deployment.two_batch_overlap && gpus_ > 1;
-  Duration pre_half_max = Duration::zero();
+  // Two-batch overlap: every group's batch is split into two micro-batches by sequences (A takes the
+  // odd one: halves are unequal), each costed at its own size (its own launches, GEMMs, All-to-All).
+  const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
+  Duration pre_a = Duration::zero();
+  Duration pre_b = Duration::zero();
+  half_a_ = 1.0;
   if (tbo) {
-    for (const GroupBatch& b : groups) {
-      GroupBatch h;
-      h.decode_seqs = (b.decode_seqs + 1) / 2;
-      h.decode_context_tokens = b.decode_context_tokens / 2;
-      h.prefill_tokens = (b.prefill_tokens + 1) / 2;
-      h.prefill_pairs = b.prefill_pairs / 2;
-      h.prefill_kv_tokens = b.prefill_kv_tokens / 2;
-      pre_half_max = max(pre_half_max, group_pre_moe(h) + small_kernels(h.tokens(), true));
+    double tokens_a = 0;
+    for (int r = 0; r < groups_; ++r) {
+      const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
+      if (a.tokens() > 0) pre_a = max(pre_a, group_pre_moe(a) + small_kernels(a.tokens(), true));
+      if (b.tokens() > 0) pre_b = max(pre_b, group_pre_moe(b) + small_kernels(b.tokens(), true));
+      tokens_a += double(a.tokens());
+      for (int t = 0; t < tp_; ++t) {
+        const auto gi = static_cast<std::size_t>(r * tp_ + t);
+        half_tokens_[gi] = double(a.tokens()) / tp_;
+        half_tokens_[static_cast<std::size_t>(gpus_) + gi] = double(b.tokens()) / tp_;
+      }
     }
-    // Under two-batch overlap each half runs the layer's small kernels: they are part of its compute.
+    half_a_ = tokens_a / double(total_tokens);
+    // Under two-batch overlap each micro-batch runs the layer's small kernels: part of its compute.
     small_max = Duration::zero();
     plan_.parts[StepPart::kAttention] =
-        pre_half_max * 2 * m.moe_layers() + dense_attention * m.num_dense_layers;
+        (pre_a + pre_b) * m.moe_layers() + dense_attention * m.num_dense_layers;
     plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
   }
-  const double traffic_scale = tbo ? 0.5 : 1.0;
+  const std::span<const double> tokens_a(half_tokens_.data(), static_cast<std::size_t>(gpus_));
+  const std::span<const double> tokens_b(half_tokens_.data() + gpus_, static_cast<std::size_t>(gpus_));
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
     sample_layer(layer, total_tokens);
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
     std::fill(gpu_touched_.begin(), gpu_touched_.end(), 0);
     std::fill(gpu_half_pairs_.begin(), gpu_half_pairs_.end(), 0.0);
+    std::fill(half_time_.begin(), half_time_.end(), Duration::zero());
     std::int32_t max_count = 0;
     const auto replicas = placement_.replicas(layer);
     const int* single =
@@ -817,12 +962,16 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       // launch, costed after the loop from its touched experts and pairs.
       auto use = [&](std::size_t g, std::int32_t n) {
         gpu_pairs_[g] += n;
-        bytes_[g] += tbo ? 2 * expert_bytes_ : expert_bytes_;
+        rank_bytes_[g] += (tbo ? 2 * expert_bytes_ : expert_bytes_) / etp_;
+        const std::int32_t first = first_half(n);
         if (!grouped_) {
-          gpu_expert_time_[g] += tbo ? expert_time(n / 2) + expert_time(n - n / 2) : expert_time(n);
+          const Duration ta = expert_time(first);
+          const Duration tb = first < n ? expert_time(n - first) : Duration::zero();
+          half_time_[2 * g] += ta;
+          half_time_[2 * g + 1] += tb;
+          gpu_expert_time_[g] += ta + tb;
           return;
         }
-        const std::int32_t first = tbo ? n / 2 : n;
         gpu_touched_[2 * g] += first > 0 ? 1 : 0;
         gpu_half_pairs_[2 * g] += first;
         gpu_touched_[2 * g + 1] += n - first > 0 ? 1 : 0;
@@ -842,80 +991,57 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       }
     }
     if (grouped_ && !per_copy) {
-      for (std::size_t g = 0; g < static_cast<std::size_t>(gpus_); ++g) {
-        gpu_expert_time_[g] = grouped_time(gpu_touched_[2 * g], gpu_half_pairs_[2 * g]) +
-                              grouped_time(gpu_touched_[2 * g + 1], gpu_half_pairs_[2 * g + 1]);
+      for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
+        half_time_[2 * g] = grouped_time(gpu_touched_[2 * g], gpu_half_pairs_[2 * g]);
+        half_time_[2 * g + 1] = grouped_time(gpu_touched_[2 * g + 1], gpu_half_pairs_[2 * g + 1]);
+        gpu_expert_time_[g] = half_time_[2 * g] + half_time_[2 * g + 1];
       }
     }
     Duration experts_max = Duration::zero();
     double max_pairs = 0;
-    for (int g = 0; g < gpus_; ++g) {
+    for (int g = 0; g < ranks_; ++g) {
       const auto gi = static_cast<std::size_t>(g);
       experts_max = max(experts_max, gpu_expert_time_[gi]);
       max_pairs = std::max(max_pairs, gpu_pairs_[gi]);
-      busy_s_[gi] += gpu_expert_time_[gi].seconds();
-      flops_[gi] += gpu_pairs_[gi] * expert_flops_per_token_;
+      for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
+        busy_s_[static_cast<std::size_t>(i)] += gpu_expert_time_[gi].seconds();
+        flops_[static_cast<std::size_t>(i)] += gpu_pairs_[gi] * expert_flops_per_token_;
+      }
     }
     gpu_imb_sum += max_pairs / mean_pairs_gpu;
     expert_imb_sum += max_count / mean_pairs_expert;
 
-    Duration dispatch = Duration::zero();
-    Duration combine = Duration::zero();
-    if (gpus_ > 1) {
-      // Dedup'd dispatch: a token is sent once to each GPU (node) holding at least one of its k
-      // experts, with the expected touch fractions of this layer's popularity and placement; the
-      // per-pair traffic of low-latency kernels follows this step's sampled counts.
-      ensure_touch(layer);
-      const double* touch_gpu =
-          touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(gpus_);
-      const double* touch_node =
-          touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
-      for (int src = 0; src < gpus_; ++src) {
-        const double t = gpu_tokens_[static_cast<std::size_t>(src)] * traffic_scale;
-        for (int node = 0; node < nodes_; ++node) {
-          traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
-        }
-        for (int d = 0; d < gpus_; ++d) {
-          const auto i = static_cast<std::size_t>(src * gpus_ + d);
-          traffic_.tokens_to_rank[i] = t * touch_gpu[d];
-          traffic_.pairs_to_rank[i] = t * k * gpu_pairs_[static_cast<std::size_t>(d)] / slots;
-        }
-      }
-      const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);
-      dispatch = c.dispatch;
-      combine = c.combine;
-      plan_.dispatch_nvlink_bytes += c.nvlink_bytes / traffic_scale;
-      plan_.dispatch_nic_bytes += c.nic_bytes / traffic_scale;
-    }
-    // Exposed communication: under two-batch overlap the part hidden behind the other micro-batch's
-    // compute is taken from dispatch and combine in proportion.
-    Duration dispatch_exposed = dispatch;
-    Duration combine_exposed = combine;
-    if (tbo) {
-      dispatch = dispatch * 2;
-      combine = combine * 2;
-      const Duration compute = pre_half_max * 2 + experts_max;
-      const Duration comm = dispatch + combine;
-      const Duration hidden = min(compute, comm);
-      plan_.comm_hidden += hidden;
-      const Duration exposed = comm - hidden;
-      dispatch_exposed =
-          comm > Duration::zero()
-              ? dispatch.scaled(static_cast<double>(exposed.ps()) / static_cast<double>(comm.ps()))
-              : Duration::zero();
-      combine_exposed = exposed - dispatch_exposed;
-    }
     Duration stall = Duration::zero();
-    if (tiers) stall = layer_stall(request + dispatch, experts_max);
-    plan_.parts[StepPart::kDispatch] += dispatch_exposed;
-    plan_.parts[StepPart::kCombine] += combine_exposed;
-    plan_.parts[StepPart::kExperts] += experts_max;
+    if (!tbo) {
+      const LayerComm c = layer_comm(layer, gpu_tokens_, slots);
+      if (tiers) stall = layer_stall(request + c.dispatch, experts_max);
+      plan_.parts[StepPart::kDispatch] += c.dispatch;
+      plan_.parts[StepPart::kCombine] += c.combine;
+      plan_.parts[StepPart::kExperts] += experts_max;
+      layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
+          pre_moe_max + small_max + c.dispatch + experts_max + c.combine + stall;
+    } else {
+      // Each micro-batch's experts wait for its slowest rank.
+      Duration experts_a = Duration::zero();
+      Duration experts_b = Duration::zero();
+      for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
+        experts_a = max(experts_a, half_time_[2 * g]);
+        experts_b = max(experts_b, half_time_[2 * g + 1]);
+      }
+      const LayerComm a = layer_comm(layer, tokens_a, slots);
+      const LayerComm b = layer_comm(layer, tokens_b, slots);
+      if (tiers) stall = layer_stall(request + a.dispatch, experts_max);
+      // DeepEP's two-micro-batch schedule (docs/legacy.md, its overlap figure): four stages per layer,
+      // each one micro-batch's communication beside the other's compute. Stage time and what of it is
+      // exposed communication: overlap_stage().
+      const Duration layer_time = add_overlap_stage(pre_b, a.dispatch, a.comm_sms, StepPart::kDispatch) +
+                                  add_overlap_stage(experts_a, b.dispatch, b.comm_sms, StepPart::kDispatch) +
+                                  add_overlap_stage(experts_b, a.combine, a.comm_sms, StepPart::kCombine) +
+                                  add_overlap_stage(pre_a, b.combine, b.comm_sms, StepPart::kCombine);
+      plan_.parts[StepPart::kExperts] += experts_a + experts_b;
+      layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] = layer_time + stall;
+    }
     plan_.parts[StepPart::kExpertStall] += stall;
-    const Duration layer_pre = tbo ? pre_half_max * 2 : pre_moe_max + small_max;
-    layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
-        (tbo ? max(layer_pre + experts_max, dispatch + combine)
-             : layer_pre + dispatch + experts_max + combine) +
-        stall;
     // The next layer starts when this one ends on the critical path (under two-batch overlap the halves
     // overlap), so loads are queued in time order and never after the step's end.
     cursor += layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)];
@@ -923,6 +1049,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   for (int g = 0; g < gpus_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
     const auto ri = static_cast<std::size_t>(g / tp_);
+    bytes_[gi] += rank_bytes_[static_cast<std::size_t>(g / etp_)];
     busy_s_[gi] += (pre_moe_[ri] + small_moe_[ri]).seconds() * m.moe_layers();
     flops_[gi] += group_flops_moe_[ri] * m.moe_layers();
     bytes_[gi] += group_bytes_moe_[ri] * m.moe_layers();
@@ -975,6 +1102,7 @@ void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
     plan_.parts[p] = plan_.parts[p].scaled(work);
   }
   plan_.comm_hidden = plan_.comm_hidden.scaled(work);
+  plan_.comm_sm_contention = plan_.comm_sm_contention.scaled(work);
   plan_.parts[StepPart::kPipelineSend] = send * (stages - 1);
   const Duration parts = plan_.parts.sum();
   // The bubble is what the schedule adds to the stages' average work; it cannot be negative because

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -33,6 +34,9 @@ struct StepPlan {
   // Under two-batch overlap: All-to-All time that ran while the other micro-batch computed (not a part;
   // the exposed rest is in parts[kDispatch] and parts[kCombine]).
   Duration comm_hidden;
+  // Of the exposed dispatch and combine under two-batch overlap: the time the other micro-batch's
+  // compute lost to the SMs the communication kernels held (beyond max(compute, communication)).
+  Duration comm_sm_contention;
   [[nodiscard]] Duration part(StepPart p) const { return parts[p]; }
   double rebalance_bytes = 0;
   int rebalances = 0;
@@ -51,6 +55,20 @@ struct StepPlan {
   double expert_imbalance = 1;  // mean over MoE layers of max/mean routed pairs per expert
   std::int64_t tokens = 0;
 };
+
+// One stage of the two-micro-batch schedule: the compute `work` of one micro-batch beside the
+// communication `comm` of the other, whose kernels hold `held_share` of the GPU's SMs while they run.
+// The compute runs at (1 - held_share) of its speed while the communication lasts (a kernel's throughput
+// follows the SMs it has: SM partitioning), so the stage lasts max(comm, work + comm x held_share).
+// Beyond `work` the stage is exposed communication; the rest of `comm` is hidden; `contention` is what
+// the held SMs add to the plain overlap max(comm, work).
+struct OverlapStage {
+  Duration time;
+  Duration exposed;
+  Duration hidden;
+  Duration contention;
+};
+[[nodiscard]] OverlapStage overlap_stage(Duration work, Duration comm, double held_share);
 
 struct ExpertLoop;  // experts-in-the-loop state (placement policy, statistics, tiers, quantisation)
 
@@ -80,7 +98,8 @@ class StepPlanner {
   void set_placement(Placement p);
   // Routed (token, expert) pairs served at each precision since the start (quality proxy).
   [[nodiscard]] const QualityProxy& quality() const { return quality_; }
-  // Largest routed-expert HBM bytes of any GPU (at each copy's precision; replicas included).
+  // Largest routed-expert HBM bytes of any GPU (at each copy's precision; replicas included; a GPU of an
+  // expert-TP rank holds 1/expert_tp of each copy).
   [[nodiscard]] double routed_expert_bytes_per_gpu() const;
   [[nodiscard]] std::uint64_t drift_updates() const { return drift_updates_; }
 
@@ -89,6 +108,23 @@ class StepPlanner {
   // One GPU's routed experts of one layer as one grouped launch (deployment.engine's grouped kernels):
   // `experts` with tokens, `pairs` routed (token, expert) pairs.
   [[nodiscard]] Duration grouped_time(std::int32_t experts, double pairs) const;
+  // The all-reduce that sums an expert-TP rank's partial outputs for `rank_tokens` tokens (zero without
+  // expert TP, and under pure TP where the attention group's all-reduce does it).
+  [[nodiscard]] Duration expert_tp_reduce(double rank_tokens) const;
+  struct LayerComm {
+    Duration dispatch;
+    Duration combine;
+    int comm_sms = 0;  // SMs the kernels hold while they run
+  };
+  [[nodiscard]] LayerComm layer_comm(int layer, std::span<const double> src_tokens, double pairs);
+  [[nodiscard]] int comm_sms(AllToAllMode mode) const;
+  // Adds one two-batch-overlap stage's exposed and hidden communication to the plan; returns its time.
+  Duration add_overlap_stage(Duration work, Duration comm, int comm_sms, StepPart part);
+  [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
+  // Pairs of `n` that micro-batch A carries (its share of the step's tokens; all of them without overlap).
+  [[nodiscard]] std::int32_t first_half(std::int32_t n) const {
+    return static_cast<std::int32_t>(std::lround(double(n) * half_a_));
+  }
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
   Duration expert_time(std::int64_t tokens, Precision p) const;
@@ -130,9 +166,11 @@ class StepPlanner {
   int gpus_;
   int groups_;
   int tp_;
+  int etp_;    // expert tensor parallelism: GPUs that share every expert of a rank
+  int ranks_;  // expert-parallel ranks (gpus_ / etp_); the placement is over ranks
   Placement placement_;
   int nodes_;
-  std::vector<double> touch_gpu_;               // [layer][gpu]
+  std::vector<double> touch_gpu_;               // [layer][rank]
   std::vector<double> touch_node_;              // [layer][node]
   std::vector<char> touch_valid_;               // [layer]
   std::vector<RoutingSampler::Layer> routing_;  // per layer, from the popularity
@@ -147,20 +185,26 @@ class StepPlanner {
   mutable std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;
   std::unique_ptr<ExpertLoop> loop_;  // null when every mechanism is off
   QualityProxy quality_;
+  int inter_;  // expert intermediate columns per GPU (expert_inter / expert_tp)
   double expert_flops_per_token_;
   double expert_bytes_;
 
   // Scratch, reused every step.
   StepPlan plan_;
   std::vector<std::int32_t> counts_;
+  // Per expert-parallel rank (a GPU unless expert_tp > 1): routed pairs, expert time, weight bytes read.
   std::vector<double> gpu_pairs_;
   std::vector<Duration> gpu_expert_time_;
+  std::vector<double> rank_bytes_;
   std::vector<double> gpu_tokens_;
   std::vector<Duration> pre_moe_;          // per group: attention + shared + gate (+ all-reduce), one layer
   std::vector<Duration> small_moe_;        // per group: small kernels of one MoE layer
   std::vector<Duration> small_dense_;      // per group: small kernels of one dense layer
-  std::vector<std::int32_t> gpu_touched_;  // [gpu][half]: experts with tokens (grouped launches)
-  std::vector<double> gpu_half_pairs_;     // [gpu][half]: routed pairs (half 1 only under two-batch overlap)
+  std::vector<std::int32_t> gpu_touched_;  // [rank][half]: experts with tokens (grouped launches)
+  std::vector<double> gpu_half_pairs_;     // [rank][half]: routed pairs (half 1 only under two-batch overlap)
+  std::vector<Duration> half_time_;        // [rank][half]: expert time of each micro-batch
+  std::vector<double> half_tokens_;        // [half][gpu]: tokens each GPU dispatches per micro-batch
+  double half_a_ = 1.0;                    // micro-batch A's share of the step's tokens
   LayerKernelShape kernel_shape_;
   bool grouped_ = true;
   std::vector<Duration> dense_layer_;      // per group: attention + dense FFN (+ all-reduce), one layer

@@ -39,7 +39,7 @@ TEST_CASE("every experts key is read into the typed spec with units converted") 
     "rerouting": {"threshold": 1.5}, "admission": "gpu_load_aware"})");
   const ExpertsSpec x = parse_scenario(j, "").spec.experts;
   REQUIRE(x.placement == PlacementPolicy::kEplb);
-  REQUIRE(x.redundant_slots_per_gpu == 1);
+  REQUIRE(x.redundant_experts == 4);  // one per GPU of the EP4 group
   REQUIRE(x.rebalance.every_steps == 1000);
   REQUIRE(x.rebalance.imbalance_threshold == 1.3);
   REQUIRE(x.stats.window_batches == 2000);
@@ -98,4 +98,39 @@ TEST_CASE("drift and co-activation sit under workload.expert_popularity") {
   REQUIRE(w.coactivation_spec.rho == 0.5);
   j["workload"]["expert_popularity"]["coactivation"]["group_size"] = 7;
   REQUIRE_THAT(error_of(j), Catch::Contains("workload.expert_popularity.coactivation.group_size"));
+}
+
+TEST_CASE("an EP size is legal when experts plus redundant slots divide by it") {
+  // qwen3-30b-a3b: 128 experts. On 12 GPUs, 128 does not divide by 12 but 128 + 4 = 132 does.
+  Json j = base();
+  j["cluster"]["gpus_per_node"] = 12;
+  j["deployment"]["ep_size"] = 12;
+  REQUIRE_THAT(error_of(j), Catch::StartsWith("deployment.ep_size: 12 does not divide 128 experts") &&
+                                Catch::Contains("experts.redundant_experts") && Catch::Contains("e.g. 4"));
+  j["experts"] = Json::parse(R"({"placement": "eplb", "redundant_experts": 4})");
+  const ScenarioSpec s = parse_scenario(j, "").spec;
+  REQUIRE(s.experts.redundant_experts == 4);
+  REQUIRE(s.experts.slots_per_gpu(128, 12) == 11);  // 132 / 12
+  j["experts"] = Json::parse(R"({"placement": "eplb", "redundant_experts": 5})");
+  REQUIRE(error_of(j) ==
+          "experts.redundant_experts: 128 experts + 5 redundant slots = 133 slots do not divide over "
+          "deployment.ep_size = 12 GPUs (next multiple: 144 slots)");
+  // Per GPU: 12 x 1 = 12 redundant slots, 140 in all, not a multiple of 12.
+  j["experts"] = Json::parse(R"({"placement": "eplb", "redundant_slots_per_gpu": 1})");
+  REQUIRE_THAT(error_of(j), Catch::StartsWith("experts.redundant_slots_per_gpu: 128 experts + 12 redundant"));
+  j["experts"] = Json::parse(R"({"placement": "round_robin", "redundant_experts": 4})");
+  REQUIRE(error_of(j) == "experts.redundant_experts: replicas need placement \"eplb\"");
+  j["experts"] =
+      Json::parse(R"({"placement": "eplb", "redundant_experts": 4, "redundant_slots_per_gpu": 1})");
+  REQUIRE_THAT(error_of(j), Catch::StartsWith("experts.redundant_experts: give redundant_experts"));
+  j["experts"] = Json::parse(R"({"placement": "eplb", "redundant_experts": -4})");
+  REQUIRE_THAT(error_of(j), Catch::StartsWith("experts.redundant_experts:"));
+}
+
+TEST_CASE("redundant slots per GPU are the total over the EP group") {
+  Json j = base();  // EP4, 128 experts
+  j["experts"] = Json::parse(R"({"placement": "eplb", "redundant_slots_per_gpu": 2})");
+  const ScenarioSpec s = parse_scenario(j, "").spec;
+  REQUIRE(s.experts.redundant_experts == 8);
+  REQUIRE(s.experts.slots_per_gpu(128, 4) == 34);
 }

@@ -2,7 +2,10 @@
 // transcribed in shared/reference/COMPONENT_FIGURES.md section 3.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "sim/serving/placement.h"
@@ -99,6 +102,41 @@ TEST_CASE("the global EPLB policy never does worse on the heaviest GPU than no r
     CHECK(peak <= total / 8.0 + largest);
     // Without replication the heaviest GPU carries at least the heaviest expert (183 / 197).
     CHECK(peak < (l == 0 ? 183.0 : 197.0));
+  }
+}
+
+TEST_CASE("DeepSeek-V3's 32 redundant experts on EP72 and EP144 go to the hottest experts") {
+  // 256 experts with Zipf loads 1 / (rank + 1)^1.1, the hot ones spread over the ids.
+  constexpr int kExperts = 256;
+  constexpr int kRedundant = 32;
+  std::vector<double> load(kExperts);
+  for (int e = 0; e < kExperts; ++e)
+    load[static_cast<std::size_t>((e * 37) % kExperts)] = std::pow(e + 1.0, -1.1);
+  // Independent computation: adding a replica to the expert with the highest load per replica, R times,
+  // takes the R largest of all load / c (c = 1, 2, ...) beyond the first copy of each expert, since each
+  // expert's sequence load / c decreases. Expected replica count = 1 + how many of its load / c, c >= 1,
+  // are among the R largest.
+  std::vector<std::pair<double, int>> marginal;
+  for (int e = 0; e < kExperts; ++e) {
+    for (int c = 1; c <= kRedundant; ++c) marginal.emplace_back(load[static_cast<std::size_t>(e)] / c, e);
+  }
+  std::sort(marginal.begin(), marginal.end(), std::greater<>());
+  std::vector<int> want(kExperts, 1);
+  for (int i = 0; i < kRedundant; ++i)
+    ++want[static_cast<std::size_t>(marginal[static_cast<std::size_t>(i)].second)];
+  for (const auto& [gpus, nodes] : {std::pair{72, 9}, std::pair{144, 18}}) {
+    const Placement p =
+        eplb_placement(load, 1, kExperts,
+                       {.physical_slots = kExperts + kRedundant, .groups = 1, .nodes = nodes, .gpus = gpus});
+    REQUIRE(p.slots_per_gpu() == (kExperts + kRedundant) / gpus);
+    int slots = 0;
+    for (int e = 0; e < kExperts; ++e) {
+      const int got = p.replicas(0)[static_cast<std::size_t>(e)];
+      CHECK(got >= 1);
+      CHECK(got == want[static_cast<std::size_t>(e)]);
+      slots += got;
+    }
+    CHECK(slots == kExperts + kRedundant);
   }
 }
 

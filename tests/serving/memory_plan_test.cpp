@@ -1,6 +1,9 @@
 #include "sim/serving/memory_plan.h"
 
 #include <catch2/catch.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/scenario/scenario_parser.h"
 
@@ -45,4 +48,19 @@ TEST_CASE("the KV pool is what the memory fraction leaves after weights, activat
   const double expected = 141e9 * 0.9 - m.weights_per_gpu.total() - 4 * kGiB - 2 * kGiB;
   REQUIRE(m.kv_pool_bytes_per_gpu == Approx(expected));
   REQUIRE(m.kv_tokens_per_group == (static_cast<std::int64_t>(expected / 70272.0) / 16) * 16);
+}
+
+TEST_CASE("redundant slots make EP72 and EP144 legal for DeepSeek-V3 and their weights are counted") {
+  const double expert = 3.0 * 7168 * 2048;  // parameters per expert, FP8: one byte each
+  for (const auto& [ep, nodes] : {std::pair{72, 9}, std::pair{144, 18}}) {
+    const std::vector<std::string> sets = {"cluster.nodes=" + std::to_string(nodes),
+                                           "deployment.ep_size=" + std::to_string(ep),
+                                           "deployment.attention.dp=" + std::to_string(ep),
+                                           "experts.placement=eplb", "experts.redundant_experts=32"};
+    const ScenarioSpec s = load_scenario("", sets).spec;
+    const MemoryPlan m = plan_memory(s);
+    // (256 experts + 32 redundant) / EP: 288 / 72 = 4, 288 / 144 = 2 slots on every GPU.
+    REQUIRE(m.experts_per_gpu == 288 / ep);
+    REQUIRE(m.weights_per_gpu.routed_experts == Approx(expert * (288.0 / ep) * 58));
+  }
 }

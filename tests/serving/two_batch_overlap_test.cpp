@@ -1,9 +1,13 @@
 // Two-micro-batch overlap: per layer, the two halves' communication runs while the other half computes.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
+#include "sim/serving/serving_simulation.h"
 #include "sim/serving/step_planner.h"
 
 using namespace moesim;
@@ -51,13 +55,65 @@ TEST_CASE("without overlap nothing is hidden and the step is the sum of its part
                          p.part(StepPart::kLmHead));
 }
 
-TEST_CASE("with overlap each layer costs the larger of its compute and its communication") {
+TEST_CASE("one overlapped layer by hand: four stages, compute slowed by the SMs communication holds") {
+  // Micro-batch A (the larger half) and B; times in microseconds: attention P, dispatch D, experts E,
+  // combine M. DeepEP normal kernels hold 24 of the 132 SMs of an H800 while they run.
+  const auto us = [](double x) { return Duration::from_us(x); };
+  const double held = 24.0 / 132.0;
+  const double pa = 120, pb = 100, da = 90, db = 75, ea = 140, eb = 110, ma = 160, mb = 130;
+  // Stage by stage: (P_B beside D_A), (E_A beside D_B), (E_B beside M_A), (next P_A beside M_B); each
+  // lasts max(comm, work + comm x 24/132).
+  const auto stage = [&](double w, double c) { return std::max(c, w + c * held); };
+  const double s1 = stage(pb, da), s2 = stage(ea, db), s3 = stage(eb, ma), s4 = stage(pa, mb);
+  CHECK(s1 == Approx(100 + 90 * held));  // compute-bound: slowed by the held SMs
+  CHECK(s3 == Approx(160));              // 110 + 160 x 24/132 = 139.1 < 160: communication-bound
+  const double layer = s1 + s2 + s3 + s4;
+  double exposed = 0;
+  double hidden = 0;
+  double got = 0;
+  for (const auto& [w, c] : {std::pair{pb, da}, std::pair{ea, db}, std::pair{eb, ma}, std::pair{pa, mb}}) {
+    const OverlapStage o = overlap_stage(us(w), us(c), held);
+    CHECK(o.time.us() == Approx(stage(w, c)).epsilon(1e-6));
+    CHECK(o.exposed + o.hidden == us(c));
+    exposed += o.exposed.us();
+    hidden += o.hidden.us();
+    got += o.time.us();
+  }
+  CHECK(got == Approx(layer).epsilon(1e-6));
+  // The parts add up: compute at full speed plus exposed communication.
+  CHECK(pa + pb + ea + eb + exposed == Approx(layer).epsilon(1e-6));
+  CHECK(hidden == Approx(da + db + ma + mb - exposed).epsilon(1e-6));
+  // Above the perfect-overlap bound max(compute, communication) = max(470, 455) = 470.
+  CHECK(layer > std::max(pa + pb + ea + eb, da + db + ma + mb));
+  // Without held SMs (low-latency kernels with the receive hook) only the stage imbalance remains.
+  const double free_layer = std::max(da, pb) + std::max(db, ea) + std::max(ma, eb) + std::max(mb, pa);
+  double got_free = 0;
+  for (const auto& [w, c] : {std::pair{pb, da}, std::pair{ea, db}, std::pair{eb, ma}, std::pair{pa, mb}})
+    got_free += overlap_stage(us(w), us(c), 0.0).time.us();
+  CHECK(got_free == Approx(free_layer).epsilon(1e-6));
+  CHECK(free_layer < layer);
+}
+
+TEST_CASE("with overlap the step's parts add up and the gain stays below the perfect-overlap bound") {
   const StepPlan p = plan(true, 256);
-  // Identical layers: the hidden time summed over layers is min(total compute, total communication).
   const Duration compute = p.part(StepPart::kAttention) + p.part(StepPart::kExperts);
-  const Duration comm = p.part(StepPart::kDispatch) + p.part(StepPart::kCombine) + p.comm_hidden;  // issued
-  REQUIRE(p.comm_hidden == min(compute, comm));
-  REQUIRE(p.total == max(compute, comm) + p.part(StepPart::kDenseFfn) + p.part(StepPart::kLmHead));
+  const Duration exposed = p.part(StepPart::kDispatch) + p.part(StepPart::kCombine);
+  const Duration comm = exposed + p.comm_hidden;  // issued
+  REQUIRE(p.comm_hidden > Duration::zero());
+  REQUIRE(p.total == compute + exposed + p.part(StepPart::kDenseFfn) + p.part(StepPart::kLmHead));
+  // Perfect overlap would take max(compute, comm) per layer; SM sharing and unequal stages cost more.
+  REQUIRE(p.total > max(compute, comm) + p.part(StepPart::kDenseFfn) + p.part(StepPart::kLmHead));
+  REQUIRE(p.comm_sm_contention > Duration::zero());
+  REQUIRE(p.comm_sm_contention <= exposed);
+}
+
+TEST_CASE("odd sequence counts make unequal micro-batches") {
+  // 3 sequences per group: A takes 2, B 1. A's experts see twice B's tokens, so the step costs more than
+  // with 4 sequences split 2 + 2 minus one sequence's share would suggest; B still runs its own kernels.
+  const StepPlan odd = plan(true, 3);
+  const StepPlan even = plan(true, 4);
+  REQUIRE(odd.total < even.total);
+  REQUIRE(odd.part(StepPart::kExperts) > plan(false, 3).part(StepPart::kExperts));
 }
 
 TEST_CASE("overlap pays off when a large batch crosses nodes and costs compute efficiency at a small one") {
@@ -68,7 +124,32 @@ TEST_CASE("overlap pays off when a large batch crosses nodes and costs compute e
   // Halves read every expert's weights twice: the expert FFN time of the two halves is never less than
   // that of the whole batch.
   REQUIRE(on_large.part(StepPart::kExperts) >= off_large.part(StepPart::kExperts));
-  const StepPlan off_small = plan(false, 1);
-  const StepPlan on_small = plan(true, 1);
+  const StepPlan off_small = plan(false, 2);
+  const StepPlan on_small = plan(true, 2);
   REQUIRE(on_small.part(StepPart::kExperts) > off_small.part(StepPart::kExperts));
+  // One sequence per group: micro-batch B is empty and the experts cost what the whole batch costs.
+  REQUIRE(plan(true, 1).part(StepPart::kExperts) == plan(false, 1).part(StepPart::kExperts));
+}
+
+TEST_CASE("a run's report gives hidden and exposed communication and the SM contention within the exposed") {
+  const auto run = [](const char* overlap, const char* sms) {
+    const LoadedScenario sc =
+        load_scenario(std::string(MOESIM_SOURCE_DIR) + "/scenarios/tiny/tiny_poisson_ep4.json",
+                      {std::string("deployment.two_batch_overlap=") + overlap, sms});
+    const RooflineCostModel gpu(sc.spec.cluster.gpu);
+    return simulate(sc.spec, gpu);
+  };
+  const Report off = run("false", "run.seed=1");
+  const Report on = run("true", "deployment.comm_sms=24");
+  CHECK(off.comm_hidden_share == 0.0);
+  CHECK(off.comm_sm_contention_share == 0.0);
+  REQUIRE(on.comm_hidden_share > 0.0);
+  REQUIRE(on.all_to_all_share() > 0.0);  // the exposed rest
+  REQUIRE(on.comm_sm_contention_share > 0.0);
+  REQUIRE(on.comm_sm_contention_share <= on.all_to_all_share());
+  double parts = 0;
+  for (const double x : on.part_share) parts += x;
+  REQUIRE(parts == Approx(1.0));
+  // No SMs held (low-latency kernels with the receive hook): nothing is lost to contention.
+  REQUIRE(run("true", "deployment.comm_sms=0").comm_sm_contention_share == 0.0);
 }
