@@ -344,19 +344,33 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
         touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(ranks_);
     const double* touch_node =
         touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
+    // Only the matrices the All-to-All mode reads (high-throughput: tokens to ranks and nodes; low-latency:
+    // pairs; auto: both), filled per layer and step: the divisions were an eighth of a step's cost.
+    const AllToAllMode mode = s_.deployment.all_to_all_mode;
+    const bool fill_tokens = mode != AllToAllMode::kLowLatency;
+    const bool fill_pairs = mode == AllToAllMode::kLowLatency || mode == AllToAllMode::kAuto;
     for (int src = 0; src < gpus_; ++src) {
       const double t = src_tokens[static_cast<std::size_t>(src)];
-      for (int node = 0; node < nodes_; ++node) {
+      for (int node = 0; node < nodes_ && fill_tokens; ++node) {
         traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
       }
+      double* to_rank = traffic_.tokens_to_rank.data() + static_cast<std::ptrdiff_t>(src) * gpus_;
+      double* to_pairs = traffic_.pairs_to_rank.data() + static_cast<std::ptrdiff_t>(src) * gpus_;
+      if (etp_ == 1) {  // the same values as below without the division by 1
+        if (fill_tokens)
+          for (int d = 0; d < gpus_; ++d) to_rank[d] = t * touch_gpu[d];
+        if (fill_pairs)
+          for (int d = 0; d < gpus_; ++d)
+            to_pairs[d] = t * k * gpu_pairs_[static_cast<std::size_t>(d)] / pairs;
+        continue;
+      }
       for (int d = 0; d < gpus_; ++d) {
-        const auto i = static_cast<std::size_t>(src * gpus_ + d);
         const auto r = static_cast<std::size_t>(d / etp_);
-        traffic_.tokens_to_rank[i] = t * touch_gpu[r] / etp_;
-        traffic_.pairs_to_rank[i] = t * k * gpu_pairs_[r] / pairs / etp_;
+        if (fill_tokens) to_rank[d] = t * touch_gpu[r] / etp_;
+        if (fill_pairs) to_pairs[d] = t * k * gpu_pairs_[r] / pairs / etp_;
       }
     }
-    const AllToAllCost c = fabric_.all_to_all(traffic_, s_.deployment.all_to_all_mode);
+    const AllToAllCost c = fabric_.all_to_all(traffic_, mode);
     out.dispatch = c.dispatch;
     out.combine = c.combine;
     out.comm_sms = comm_sms(c.mode);
