@@ -280,7 +280,7 @@ Duration StepPlanner::expert_time(std::int64_t tokens) const {
 Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
   const ModelSpec& m = s_.model;
   return gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
-                                                 .tokens = static_cast<std::int64_t>(std::lround(pairs)),
+                                                 .tokens = round_half_away(pairs),
                                                  .hidden = m.hidden,
                                                  .inter = inter_,
                                                  .weights = s_.precision.routed_experts});
