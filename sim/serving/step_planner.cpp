@@ -968,6 +968,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
         single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(m.routed_experts);
     const Time request = cursor + pre_moe_max + small_max;  // routing is known after the gate
     if (per_copy) max_count = cost_copies(layer, request);
+    const double bytes_per_use = (tbo ? 2 * expert_bytes_ : expert_bytes_) / etp_;  // a rank's shard
     for (int e = 0; e < m.routed_experts && !per_copy; ++e) {
       const std::int32_t c = counts_[static_cast<std::size_t>(e)];
       if (c == 0) continue;
@@ -976,7 +977,7 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
       // launch, costed after the loop from its touched experts and pairs.
       auto use = [&](std::size_t g, std::int32_t n) {
         gpu_pairs_[g] += n;
-        rank_bytes_[g] += (tbo ? 2 * expert_bytes_ : expert_bytes_) / etp_;
+        rank_bytes_[g] += bytes_per_use;
         const std::int32_t first = first_half(n);
         if (!grouped_) {
           const Duration ta = expert_time(first);

@@ -123,7 +123,7 @@ class StepPlanner {
   [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
   // Pairs of `n` that micro-batch A carries (its share of the step's tokens; all of them without overlap).
   [[nodiscard]] std::int32_t first_half(std::int32_t n) const {
-    return static_cast<std::int32_t>(std::lround(double(n) * half_a_));
+    return half_a_ == 1.0 ? n : static_cast<std::int32_t>(round_half_away(double(n) * half_a_));
   }
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;

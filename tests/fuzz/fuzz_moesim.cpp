@@ -57,7 +57,10 @@ struct Options {
   std::uint64_t seed = 1;
   std::size_t cases = 2000;
   unsigned jobs = 2;
-  double timeout_s = 20;
+  // A hang never ends; a valid mutant may simulate for a while (about 1 in 10,000 takes 16 s of an idle
+  // core, and on a loaded machine 20 s was exceeded): the margin keeps slow-but-finite runs from being
+  // reported as hangs.
+  double timeout_s = 60;
   long only = -1;
   fs::path keep;
 };
