@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sim/scenario/scenario_parser.h"
+#include "tests/support/scenario_error.h"
 #include "workloads/skew_calibration.h"
 
 using namespace moesim;
@@ -19,14 +20,7 @@ Json base() {
     "run": {"requests": 1}})");
 }
 
-std::string error_of(const Json& j) {
-  try {
-    (void)parse_scenario(j, "");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using moesim_test::error_of;
 }  // namespace
 
 TEST_CASE("every experts key is read into the typed spec with units converted") {

@@ -7,6 +7,7 @@
 
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/scenario_parser.h"
+#include "tests/support/scenario_error.h"
 
 using namespace moesim;
 
@@ -28,14 +29,7 @@ Json scenario(const Json& cluster, const Json& deployment = Json::object()) {
   return j;
 }
 
-std::string error_of(const Json& j) {
-  try {
-    (void)parse_scenario(j, "");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using moesim_test::error_of;
 
 const Json& catalog_entry(const std::string& name) { return catalog(kFabricsCatalog)[name]; }
 

@@ -8,6 +8,7 @@
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/step_planner.h"
+#include "tests/support/scenario_error.h"
 
 using namespace moesim;
 
@@ -32,14 +33,7 @@ ScenarioSpec spec(int attention_tp, int expert_tp) {
   return parse_scenario(j, "").spec;
 }
 
-std::string error_of(const Json& j) {
-  try {
-    (void)parse_scenario(j, "");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using moesim_test::error_of;
 
 struct Planned {
   StepPlan plan;
