@@ -147,6 +147,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
         {"headroom_bytes", r.memory.headroom()},
         {"used_fraction", r.memory.hbm > 0 ? r.memory.used() / r.memory.hbm : 0.0}}},
       {"alerts", r.alerts},
+      {"limited_by", {{"resource", r.limit.name}, {"why", r.limit.why}}},
       {"scenario", scenario_echo},
   };
   if (r.experts.enabled) out["experts"] = experts_json(r.experts);

@@ -73,6 +73,53 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
   return a;
 }
 
+namespace {
+// The step part that took the largest share, as "attention 38.5% of the step".
+std::string largest_part(const Report& r) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < kStepParts; ++i) {
+    if (r.part_share[i] > r.part_share[best]) best = i;
+  }
+  return std::string(kStepPartInfo[best].label) + " " + pct(r.part_share[best]) + " of the step";
+}
+}  // namespace
+
+LimitingResource limiting_resource(const Report& r) {
+  if (r.requests_measured == 0) return {"none", "no request was measured"};
+  const double kv_peak = r.memory.kv_pool > 0 ? r.memory.kv_peak_used / r.memory.kv_pool : 0.0;
+  const std::string p = fmt("P%g", r.sla_percentile);
+  const std::string step = "mean step " + ms(r.mean_step_s) + " ms over " + fmt("%.0f", r.mean_batch_tokens) +
+                           " tokens, " + largest_part(r);
+  if (r.preemptions > 0 || kv_peak >= 0.95) {
+    return {"kv_cache", "KV-cache memory: the pool's peak use reached " + pct(kv_peak) + " of " +
+                            gib(r.memory.kv_pool) + " GiB per GPU and " + std::to_string(r.preemptions) +
+                            " requests were preempted"};
+  }
+  if (r.overloaded) {
+    return {"gpu_time",
+            "GPU time: the queue grew through the window, the offered load is above capacity (" + step + ")"};
+  }
+  const double tpot = r.sla_tpot_s > 0 ? r.sla_tpot_at_percentile / r.sla_tpot_s : 0.0;
+  const double ttft = r.sla_ttft_s > 0 ? r.sla_ttft_at_percentile / r.sla_ttft_s : 0.0;
+  if (tpot > 1) {
+    return {"step_time", "step time: " + p + " TPOT " + ms(r.sla_tpot_at_percentile) + " ms is over " +
+                             ms(r.sla_tpot_s) + " ms (" + step + ")"};
+  }
+  if (ttft > 1) {
+    return {"first_token", "time to first token: " + p + " TTFT " + ms(r.sla_ttft_at_percentile) +
+                               " ms is over " + ms(r.sla_ttft_s) + " ms (queueing P99 " + ms(r.queueing.p99) +
+                               " ms)"};
+  }
+  const std::string met = "the SLA holds; nearest its limit as the load grows: ";
+  if (kv_peak >= tpot && kv_peak >= ttft) {
+    return {"kv_cache", met + "KV-cache memory (peak " + pct(kv_peak) + " of the pool)"};
+  }
+  if (tpot >= ttft) {
+    return {"step_time", met + "step time (" + p + " TPOT at " + pct(tpot) + " of its limit; " + step + ")"};
+  }
+  return {"first_token", met + "time to first token (" + p + " TTFT at " + pct(ttft) + " of its limit)"};
+}
+
 std::string format_experts(const Report& r) {
   const ExpertLoopReport& x = r.experts;
   std::ostringstream o;
@@ -169,6 +216,7 @@ std::string format_summary(const Report& r) {
     << " (routed experts " << gib(r.memory.routed_expert_weights) << "), activations+overhead "
     << gib(r.memory.activations_and_overhead) << ", KV pool " << gib(r.memory.kv_pool) << " (peak used "
     << gib(r.memory.kv_peak_used) << "), headroom " << gib(r.memory.headroom()) << " GiB\n";
+  o << "Limited by   " << r.limit.why << "\n";
   o << "\nAlerts\n";
   if (r.alerts.empty()) o << "  none\n";
   for (const auto& a : r.alerts) o << "  ! " << a << "\n";

@@ -30,6 +30,13 @@ struct GpuStats {
   double busy = 0;          // share of wall time executing kernels (what nvidia-smi calls utilisation)
 };
 
+// What limits the deployment at this load (limiting_resource): a short name (`kv_cache`, `gpu_time`,
+// `step_time`, `first_token`, `none`) and a sentence with the figures that say so.
+struct LimitingResource {
+  std::string name;
+  std::string why;
+};
+
 struct MemoryStats {  // per GPU, bytes
   double hbm = 0;
   double weights = 0;
@@ -167,6 +174,7 @@ struct Report {
   GpuStats gpu_mean;
   MemoryStats memory;
   std::vector<std::string> alerts;
+  LimitingResource limit;
 };
 
 // The readable summary printed on stdout.
@@ -177,5 +185,13 @@ std::string format_experts(const Report& r);
 // The seed's alert rules (section 8): P99 over SLA, GPU utilisation < 30%, memory > 90%,
 // All-to-All share > 25%.
 std::vector<std::string> evaluate_alerts(const Report& r);
+
+// The resource that limits the deployment, from the report's own figures, in this order: KV-cache memory
+// when requests were preempted or the pool's peak reached 95%; GPU time when the queue grew (overloaded);
+// step time when the SLA's TPOT fails (every decode token waits for a whole step, prefill chunks
+// included); the first token when its TTFT fails (queueing and prefill). When the SLA holds: whichever of
+// TPOT, TTFT (at the SLA percentile, against their limits) and the KV pool's peak is nearest its limit,
+// the one that runs out first as the load grows.
+LimitingResource limiting_resource(const Report& r);
 
 }  // namespace moesim

@@ -274,6 +274,7 @@ Report Cluster::build_report() const {
                               : 0.0;
   fill_experts(r);
   r.alerts = evaluate_alerts(r);
+  r.limit = limiting_resource(r);
   return r;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -16,12 +17,14 @@ namespace moesim_test {
 
 namespace fs = std::filesystem;
 
-// A fresh folder named after the running test case, removed afterwards.
+// A fresh folder named after the running test case and the process, removed afterwards (two builds' test
+// runs on one machine, such as .ci/run beside a developer's ctest, never share it).
 struct TempDir {
   fs::path dir;
   explicit TempDir(const std::string& prefix) {
     dir = fs::temp_directory_path() /
-          (prefix + std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())));
+          (prefix + std::to_string(std::hash<std::string>{}(Catch::getResultCapture().getCurrentTestName())) +
+           "-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
