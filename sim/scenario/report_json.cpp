@@ -150,6 +150,17 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
       {"scenario", scenario_echo},
   };
   if (r.experts.enabled) out["experts"] = experts_json(r.experts);
+  if (r.prefix_cache.enabled) {
+    const PrefixCacheReport& p = r.prefix_cache;
+    out["prefix_cache"] = Json{{"lookups", p.lookups},
+                               {"lookup_blocks", p.lookup_blocks},
+                               {"hit_blocks", p.hit_blocks},
+                               {"lookup_tokens", p.lookup_tokens},
+                               {"prefill_tokens_saved", p.prefill_tokens_saved},
+                               {"evicted_blocks", p.evicted_blocks},
+                               {"block_hit_rate", p.block_hit_rate},
+                               {"token_hit_rate", p.token_hit_rate}};
+  }
   return out;
 }
 

@@ -66,13 +66,15 @@ FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Tim
          static_cast<int>(g.running.size()) < d_.max_batch_size) {
     const RequestIdx idx = g.waiting.front();
     Request& r = requests[idx];
-    const std::int64_t left = r.target - r.computed;
+    // Prefix caching: the cached leading blocks are not recomputed (0 hit tokens without it).
+    const std::int64_t hit = g.kv.lookup_prefix(r);
+    const std::int64_t left = r.target - r.computed - hit;
     if (!d_.chunked_prefill && left > budget) break;
     const std::int64_t tokens = std::min(left, budget);
-    if (!g.kv.can_hold(r, r.computed + tokens)) break;
+    if (!g.kv.can_admit(r, r.computed + hit + tokens)) break;
     g.waiting.pop_front();
     g.running.push_back(idx);
-    g.kv.grow(r, r.computed + tokens);
+    g.kv.admit(r, r.computed + hit + tokens);
     if (r.admitted == Time::never()) r.admitted = now;
     add(idx, tokens, true);
   }

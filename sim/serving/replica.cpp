@@ -10,7 +10,8 @@ Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> pla
   const auto groups = static_cast<std::size_t>(ctx_.s.deployment.attention_dp);
   groups_.reserve(groups);
   for (std::size_t g = 0; g < groups; ++g) {
-    groups_.emplace_back(KvCacheManager(kv_blocks_per_group, ctx_.s.deployment.kv_block_tokens));
+    groups_.emplace_back(KvCacheManager(kv_blocks_per_group, ctx_.s.deployment.kv_block_tokens,
+                                        ctx_.s.deployment.prefix_caching));
   }
   batches_.resize(groups);
 }

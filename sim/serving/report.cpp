@@ -163,6 +163,13 @@ std::string format_summary(const Report& r) {
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
     << fmt("%.2f", r.expert_load_imbalance) << "\n";
   if (r.experts.enabled) o << format_experts(r);
+  if (r.prefix_cache.enabled) {
+    const PrefixCacheReport& p = r.prefix_cache;
+    o << "Prefix cache hit rate " << pct(p.token_hit_rate) << " of prompt tokens, " << pct(p.block_hit_rate)
+      << " of blocks (" << p.hit_blocks << " / " << p.lookup_blocks << " over " << p.lookups
+      << " lookups); prefill saved " << p.prefill_tokens_saved << " tokens; " << p.evicted_blocks
+      << " blocks evicted\n";
+  }
   o << "GPU (mean)   busy " << pct(r.gpu_mean.busy) << ", compute (MFU) " << pct(r.gpu_mean.compute_util)
     << ", HBM bandwidth " << pct(r.gpu_mean.hbm_bw_util) << "\n";
   o << "Memory/GPU   " << gib(r.memory.hbm) << " GiB HBM: weights " << gib(r.memory.weights)
