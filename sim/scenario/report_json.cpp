@@ -150,6 +150,16 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
       {"scenario", scenario_echo},
   };
   if (r.experts.enabled) out["experts"] = experts_json(r.experts);
+  if (r.speculative.enabled) {
+    const SpeculativeReport& x = r.speculative;
+    out["speculative"] = Json{{"draft", x.draft},
+                              {"draft_tokens", x.draft_tokens},
+                              {"expected_tokens_per_step", x.expected_tokens_per_step},
+                              {"acceptance_rate", x.acceptance_rate},
+                              {"sequence_steps", x.sequence_steps},
+                              {"mean_tokens_per_step", x.mean_tokens_per_step},
+                              {"measured_acceptance_rate", x.measured_acceptance_rate}};
+  }
   if (r.prefix_cache.enabled) {
     const PrefixCacheReport& p = r.prefix_cache;
     out["prefix_cache"] = Json{{"lookups", p.lookups},

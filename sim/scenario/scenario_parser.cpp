@@ -448,6 +448,11 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       d.fail("router", "unknown router \"" + router + "\" (known: least_loaded, round_robin, cache_aware)");
     }
     s.production.speculative = parse_speculative(d);
+    if (s.production.speculative && dep.pipeline_stages > 1) {
+      d.fail("speculative",
+             "speculative decoding is not modelled with pipeline parallelism (pipeline.stages " +
+                 std::to_string(dep.pipeline_stages) + "); remove one of them");
+    }
     d.finish();
   }
 

@@ -4,8 +4,8 @@
 
 namespace moesim {
 
-std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d) {
-  return std::make_unique<VllmBatchPolicy>(d);
+std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d, const SpeculativeSpec* speculative) {
+  return std::make_unique<VllmBatchPolicy>(d, speculative ? speculative->draft_tokens : 0);
 }
 
 bool VllmBatchPolicy::allocate(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
@@ -37,9 +37,13 @@ FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Tim
       batch.prefill_kv_tokens += p + c;
       if (r.computed + tokens == r.target) ++batch.sampled_seqs;
     } else {
+      // tokens = 1 + k: the sequence's token and k drafts, each attending to the context before it.
+      const double k = c - 1.0;
       ++batch.decode_seqs;
       batch.decode_context_tokens += p + 1.0;
-      ++batch.sampled_seqs;
+      batch.decode_draft_tokens += tokens - 1;
+      batch.decode_draft_pairs += k * (p + 1.0) + k * (k + 1.0) / 2.0;
+      batch.sampled_seqs += tokens;
     }
     budget -= tokens;
     scheduled.push_back(ScheduledWork{idx, tokens, prefill});
@@ -49,7 +53,7 @@ FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Tim
     const RequestIdx idx = g.running[i];
     Request& r = requests[idx];
     const bool prefill = r.in_prefill();
-    const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : 1;
+    const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : 1 + draft_tokens_;
     const int before = out.preemptions;
     if (!allocate(g, requests, r, r.computed + tokens, out.preemptions)) {
       g.running.erase(g.running.begin() + static_cast<std::ptrdiff_t>(i));

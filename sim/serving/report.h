@@ -93,6 +93,18 @@ struct PrefixCacheReport {
   double token_hit_rate = 0;
 };
 
+// Speculative decoding (deployment.speculative): the drafts verified per decode step and what was accepted.
+struct SpeculativeReport {
+  bool enabled = false;
+  std::string draft;  // "mtp" or the draft model's name
+  int draft_tokens = 0;
+  double expected_tokens_per_step = 0;  // 1 + sum_i prod_{j<=i} a_j, from the acceptance rates
+  double acceptance_rate = 0;           // the rates' mean acceptance, (expected - 1) / k
+  std::int64_t sequence_steps = 0;      // decode steps of one sequence that verified drafts
+  double mean_tokens_per_step = 0;      // tokens those steps emitted, per sequence-step (measured)
+  double measured_acceptance_rate = 0;  // (mean - 1) / k
+};
+
 struct Report {
   std::string scenario;
   std::string version;
@@ -177,6 +189,7 @@ struct Report {
 
   ExpertLoopReport experts;
   PrefixCacheReport prefix_cache;
+  SpeculativeReport speculative;
 
   std::vector<GpuStats> gpu;
   GpuStats gpu_mean;

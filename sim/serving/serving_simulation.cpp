@@ -70,7 +70,8 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
       streams_(s.run.seed),
       models_(s, streams_),
       metrics_(s, observer),
-      policy_(make_batch_policy(s.deployment)),
+      policy_(
+          make_batch_policy(s.deployment, s.production.speculative ? &*s.production.speculative : nullptr)),
       router_(make_router(s)) {
   const RunLimits limits{.max_requests = s.run.requests, .max_arrival_time = s.run.duration};
   if (!s.workload.trace.empty()) {
@@ -99,7 +100,8 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
                            .models = models_,
                            .policy = *policy_,
                            .metrics = metrics_,
-                           .host = *this};
+                           .host = *this,
+                           .streams = streams_};
   for (int i = 0; i < replicas; ++i) {
     replicas_.push_back(std::make_unique<Replica>(i, ctx, std::move(planners[static_cast<std::size_t>(i)]),
                                                   memory_.kv_blocks_per_group));
@@ -313,6 +315,23 @@ Report Cluster::build_report() const {
                               : 0.0;
   fill_experts(r);
   fill_prefix(r);
+  if (const auto& sp = s_.production.speculative) {
+    SpeculativeReport& x = r.speculative;
+    x.enabled = true;
+    x.draft = sp->draft == DraftKind::kMtp ? "mtp" : sp->draft_model_name;
+    x.draft_tokens = sp->draft_tokens;
+    x.expected_tokens_per_step = expected_tokens_per_step(*sp);
+    x.acceptance_rate = mean_acceptance_rate(*sp);
+    std::int64_t tokens = 0;
+    for (const auto& rep : replicas_) {
+      x.sequence_steps += rep->speculative_counts().sequence_steps;
+      tokens += rep->speculative_counts().tokens;
+    }
+    if (x.sequence_steps > 0) {
+      x.mean_tokens_per_step = double(tokens) / double(x.sequence_steps);
+      x.measured_acceptance_rate = (x.mean_tokens_per_step - 1.0) / x.draft_tokens;
+    }
+  }
   r.alerts = evaluate_alerts(r);
   return r;
 }
