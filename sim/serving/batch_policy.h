@@ -36,6 +36,18 @@ class BatchPolicy {
 };
 
 // `speculative` when deployment.speculative is set: each decode sequence then verifies its drafts.
+// Appends `w` to `scheduled` and its work to `batch`: a prefill chunk of w.tokens after r.computed
+// tokens ((query, key) pairs c p + c (c + 1) / 2, KV p + c, a sampled row when it ends the prompt), or a
+// decode step of 1 + k tokens (k verified drafts; k + 1 sampled rows). Call before r.computed advances.
+void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<ScheduledWork>& scheduled);
+
+// Grows `r` to `computed` tokens, preempting (recompute) the newest running requests while blocks are
+// short; false when `r` itself would be next.
+bool preempt_newest_for(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
+                        int& preempted);
+
+// The engine's scheduler (deployment.engine): sglang -> SglangBatchPolicy, trtllm -> TrtllmBatchPolicy,
+// vllm and the plain PyTorch profiles -> VllmBatchPolicy (docs/engines.md).
 std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d,
                                                const SpeculativeSpec* speculative = nullptr);
 
