@@ -65,8 +65,10 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   const std::int64_t step = 1 + draft_tokens_;
   auto short_of_blocks = [&] {
     std::int64_t need = 0;
-    for (const RequestIdx idx : g.running)
-      need += g.kv.blocks_needed(requests[idx], requests[idx].computed + step);
+    for (const RequestIdx idx : g.running) {
+      const Request& r = requests[idx];
+      if (!r.in_prefill()) need += g.kv.blocks_needed(r, r.computed + step);
+    }
     return need > g.kv.free_blocks();
   };
   while (g.running.size() > 1 && short_of_blocks()) {
@@ -84,6 +86,7 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   for (std::size_t i = 0; i < g.running.size(); ++i) {
     const RequestIdx idx = g.running[i];
     Request& r = requests[idx];
+    if (r.in_prefill()) continue;                     // a chunked prompt the pool could not grow this step
     if (!g.kv.can_hold(r, r.computed + step)) break;  // one request that alone outgrows the pool waits
     g.kv.grow(r, r.computed + step);
     add_work(batch, r, ScheduledWork{idx, step, false}, scheduled);
