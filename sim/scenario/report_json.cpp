@@ -166,6 +166,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
                                {"lookup_blocks", p.lookup_blocks},
                                {"hit_blocks", p.hit_blocks},
                                {"lookup_tokens", p.lookup_tokens},
+                               {"hit_tokens", p.hit_tokens},
                                {"prefill_tokens_saved", p.prefill_tokens_saved},
                                {"evicted_blocks", p.evicted_blocks},
                                {"block_hit_rate", p.block_hit_rate},

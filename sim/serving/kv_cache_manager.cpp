@@ -72,11 +72,14 @@ void KvCacheManager::admit(Request& r, std::int64_t computed) {
     r.named_blocks = r.blocks;
     const std::int64_t hit_tokens = r.blocks * block_tokens_;
     r.computed += hit_tokens;
-    ++stats_.lookups;
-    stats_.lookup_blocks += (r.prompt + block_tokens_ - 1) / block_tokens_;
-    stats_.lookup_tokens += r.prompt;
-    stats_.hit_blocks += r.blocks;
-    stats_.hit_tokens += hit_tokens;
+    stats_.saved_tokens += hit_tokens;
+    if (r.preemptions == 0) {
+      ++stats_.lookups;
+      stats_.lookup_blocks += (r.prompt + block_tokens_ - 1) / block_tokens_;
+      stats_.lookup_tokens += r.prompt;
+      stats_.hit_blocks += r.blocks;
+      stats_.hit_tokens += hit_tokens;
+    }
     hit_.clear();
     hit_evictable_ = 0;
   }

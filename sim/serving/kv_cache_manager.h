@@ -16,13 +16,16 @@
 
 namespace moesim {
 
-// Prefix-cache figures of one pool, summed over the run.
+// Prefix-cache figures of one pool, summed over the run. Lookups and hits count first admissions only (a
+// preempted request finds its own blocks again when readmitted), so the hit rate compares with a trace's
+// ideal; the prefill saved counts every admission.
 struct PrefixCacheStats {
-  std::int64_t lookups = 0;        // admissions that looked their prompt up
+  std::int64_t lookups = 0;        // first admissions, each looking its prompt up
   std::int64_t lookup_blocks = 0;  // prompt blocks asked for (the last may be partial)
   std::int64_t lookup_tokens = 0;  // prompt tokens asked for
   std::int64_t hit_blocks = 0;     // leading blocks found cached
-  std::int64_t hit_tokens = 0;     // prefill tokens skipped
+  std::int64_t hit_tokens = 0;     // tokens of those blocks
+  std::int64_t saved_tokens = 0;   // prefill tokens skipped, readmissions included
   std::int64_t evicted_blocks = 0;
   PrefixCacheStats& operator+=(const PrefixCacheStats& o) {
     lookups += o.lookups;
@@ -30,6 +33,7 @@ struct PrefixCacheStats {
     lookup_tokens += o.lookup_tokens;
     hit_blocks += o.hit_blocks;
     hit_tokens += o.hit_tokens;
+    saved_tokens += o.saved_tokens;
     evicted_blocks += o.evicted_blocks;
     return *this;
   }

@@ -179,7 +179,7 @@ std::string format_summary(const Report& r) {
     const PrefixCacheReport& p = r.prefix_cache;
     o << "Prefix cache hit rate " << pct(p.token_hit_rate) << " of prompt tokens, " << pct(p.block_hit_rate)
       << " of blocks (" << p.hit_blocks << " / " << p.lookup_blocks << " over " << p.lookups
-      << " lookups); prefill saved " << p.prefill_tokens_saved << " tokens; " << p.evicted_blocks
+      << " first lookups); prefill saved " << p.prefill_tokens_saved << " tokens; " << p.evicted_blocks
       << " blocks evicted\n";
   }
   o << "GPU (mean)   busy " << pct(r.gpu_mean.busy) << ", compute (MFU) " << pct(r.gpu_mean.compute_util)

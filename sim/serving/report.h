@@ -79,18 +79,20 @@ struct ExpertLoopReport {
   double dispatch_bytes_per_token = 0;  // NVLink + NIC dispatch bytes per token of a step
 };
 
-// Prefix caching (deployment.prefix_caching): lookups at admission (a preempted request looks up again),
-// summed over every attention group's pool.
+// Prefix caching (deployment.prefix_caching), summed over every attention group's pool: lookups and hits
+// at each request's first admission (comparable with a trace's ideal hit rate), and the prefill saved by
+// every admission (a preempted request readmitted finds its own blocks again).
 struct PrefixCacheReport {
   bool enabled = false;
   std::int64_t lookups = 0;
   std::int64_t lookup_blocks = 0;         // prompt KV blocks asked for (the last may be partial)
   std::int64_t hit_blocks = 0;            // leading blocks found cached
   std::int64_t lookup_tokens = 0;         // prompt tokens asked for
-  std::int64_t prefill_tokens_saved = 0;  // tokens of the hit blocks: prefill not computed
+  std::int64_t hit_tokens = 0;            // tokens of the hit blocks
+  std::int64_t prefill_tokens_saved = 0;  // prefill not computed, readmissions included
   std::int64_t evicted_blocks = 0;
   double block_hit_rate = 0;
-  double token_hit_rate = 0;
+  double token_hit_rate = 0;  // hit_tokens / lookup_tokens
 };
 
 // Speculative decoding (deployment.speculative): the drafts verified per decode step and what was accepted.

@@ -416,7 +416,8 @@ void Cluster::fill_prefix(Report& r) const {
   p.lookup_blocks = all.lookup_blocks;
   p.hit_blocks = all.hit_blocks;
   p.lookup_tokens = all.lookup_tokens;
-  p.prefill_tokens_saved = all.hit_tokens;
+  p.hit_tokens = all.hit_tokens;
+  p.prefill_tokens_saved = all.saved_tokens;
   p.evicted_blocks = all.evicted_blocks;
   p.block_hit_rate = all.lookup_blocks > 0 ? double(all.hit_blocks) / double(all.lookup_blocks) : 0.0;
   p.token_hit_rate = all.lookup_tokens > 0 ? double(all.hit_tokens) / double(all.lookup_tokens) : 0.0;
