@@ -192,3 +192,26 @@ TEST_CASE("a Mooncake trace replay carries each request's hash ids in the loaded
 }
 
 }  // namespace moesim
+
+namespace moesim {
+
+TEST_CASE("prefix caching, the cache-aware router and speculative decoding refuse what they cannot model") {
+  CHECK(load(synthetic(), {"deployment.prefix_caching=true"}).spec.deployment.prefix_caching);
+  CHECK_FALSE(load(synthetic(), {}).spec.deployment.prefix_caching);
+  CHECK(starts_with(error_of(synthetic(), {"deployment.prefix_caching=3"}), "deployment.prefix_caching: "));
+  CHECK(starts_with(error_of(synthetic(), {"deployment.router=cache_aware"}),
+                    "deployment.router: cache_aware routes by the groups' prefix caches: set "
+                    "deployment.prefix_caching true"));
+  CHECK(load(synthetic(), {"deployment.router=cache_aware", "deployment.prefix_caching=true"})
+            .spec.deployment.router == RouterPolicy::kCacheAware);
+  // 48-token KV blocks do not split the Mooncake trace's 512-token hash blocks.
+  CHECK(starts_with(error_of(trace(), {"deployment.prefix_caching=true", "deployment.kv_block_tokens=48"}),
+                    "deployment.kv_block_tokens: 48 does not divide the trace's 512-token hash blocks"));
+  CHECK(error_of(trace(), {"deployment.kv_block_tokens=48"}).empty());  // no prefix caching: no constraint
+  CHECK(
+      starts_with(error_of(synthetic(), {"deployment.speculative=deepseek-v3-mtp", "deployment.ep_size=2",
+                                         "deployment.pipeline={\"stages\":2}"}),
+                  "deployment.speculative: speculative decoding is not modelled with pipeline parallelism"));
+}
+
+}  // namespace moesim
