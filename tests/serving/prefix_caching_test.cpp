@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/prefix_hit_analysis.h"
 #include "sim/serving/serving_simulation.h"
+#include "workloads/prefixed_source.h"
 
 using namespace moesim;
 
@@ -131,6 +133,36 @@ TEST_CASE("a system prompt shared by every request is computed once when request
   // Off, the same run computes every prompt token and reports no prefix section.
   j["deployment"]["prefix_caching"] = false;
   CHECK_FALSE(run(j).prefix_cache.enabled);
+}
+
+TEST_CASE("a conversation's next turn finds the full blocks of its previous turn's prompt") {
+  Json j = tiny_model();
+  j["workload"] = Json::parse(R"({"arrival": {"kind": "poisson", "rate_per_s": 0.02},
+      "prompt_tokens": {"kind": "fixed", "tokens": 40}, "output_tokens": {"kind": "fixed", "tokens": 5},
+      "prefix": {"conversation": {"turns_mean": 3, "think_time_s": 200}}})");
+  j["deployment"]["prefix_caching"] = true;
+  j["run"] = Json{{"requests", 30}, {"seed", 5}};
+  const LoadedScenario sc = parse_scenario(j, MOESIM_SOURCE_DIR);
+  const Report r = run(j);
+  REQUIRE(r.requests_finished == 30);
+  // The same requests, from the same source and seed; arrivals tens of seconds apart are served alone.
+  // A follow-up's prompt extends its previous turn's prompt, whose full 16-token blocks were cached; it
+  // computes at least its last token.
+  PrefixedSource src(*sc.spec.production.prefix, sc.spec.workload.arrivals, sc.spec.workload.prompt,
+                     sc.spec.workload.output, RunLimits{.max_requests = 30}, RandomStreams(5));
+  std::map<std::uint32_t, std::int64_t> last_prompt;
+  std::int64_t expected = 0;
+  std::int64_t follow_ups = 0;
+  while (const auto q = src.next()) {
+    const auto it = last_prompt.find(q->prefix_ref);
+    if (it != last_prompt.end()) {
+      expected += std::min(it->second / 16, (q->prompt_tokens - 1) / 16) * 16;
+      ++follow_ups;
+    }
+    last_prompt[q->prefix_ref] = q->prompt_tokens;
+  }
+  REQUIRE(follow_ups > 5);
+  CHECK(r.prefix_cache.hit_tokens == expected);
 }
 
 TEST_CASE("prefix caching off leaves a trace replay's results unchanged by the hash ids") {
