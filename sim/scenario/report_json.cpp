@@ -151,6 +151,28 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
       {"scenario", scenario_echo},
   };
   if (r.experts.enabled) out["experts"] = experts_json(r.experts);
+  if (r.speculative.enabled) {
+    const SpeculativeReport& x = r.speculative;
+    out["speculative"] = Json{{"draft", x.draft},
+                              {"draft_tokens", x.draft_tokens},
+                              {"expected_tokens_per_step", x.expected_tokens_per_step},
+                              {"acceptance_rate", x.acceptance_rate},
+                              {"sequence_steps", x.sequence_steps},
+                              {"mean_tokens_per_step", x.mean_tokens_per_step},
+                              {"measured_acceptance_rate", x.measured_acceptance_rate}};
+  }
+  if (r.prefix_cache.enabled) {
+    const PrefixCacheReport& p = r.prefix_cache;
+    out["prefix_cache"] = Json{{"lookups", p.lookups},
+                               {"lookup_blocks", p.lookup_blocks},
+                               {"hit_blocks", p.hit_blocks},
+                               {"lookup_tokens", p.lookup_tokens},
+                               {"hit_tokens", p.hit_tokens},
+                               {"prefill_tokens_saved", p.prefill_tokens_saved},
+                               {"evicted_blocks", p.evicted_blocks},
+                               {"block_hit_rate", p.block_hit_rate},
+                               {"token_hit_rate", p.token_hit_rate}};
+  }
   return out;
 }
 

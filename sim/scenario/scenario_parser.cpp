@@ -365,6 +365,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     dep.chunked_prefill = d.boolean("chunked_prefill", true);
     dep.kv_cache_memory_fraction = d.fraction("kv_cache_memory_fraction", 0.9);
     dep.kv_block_tokens = d.int_in("kv_block_tokens", 16, 1, 1 << 20);
+    dep.prefix_caching = d.boolean("prefix_caching", false);
     dep.activation_bytes = d.bounded("activation_gib", 4.0, 0.0, 1e6) * kGiB;
     dep.framework_overhead_bytes = d.bounded("framework_overhead_gib", 2.0, 0.0, 1e6) * kGiB;
     if (dep.activation_bytes < 0) d.fail("activation_gib", "must be >= 0");
@@ -437,10 +438,21 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       dep.router = RouterPolicy::kLeastLoaded;
     } else if (router == "round_robin") {
       dep.router = RouterPolicy::kRoundRobin;
+    } else if (router == "cache_aware") {
+      if (!dep.prefix_caching) {
+        d.fail("router",
+               "cache_aware routes by the groups' prefix caches: set deployment.prefix_caching true");
+      }
+      dep.router = RouterPolicy::kCacheAware;
     } else {
-      d.fail("router", "unknown router \"" + router + "\" (known: least_loaded, round_robin)");
+      d.fail("router", "unknown router \"" + router + "\" (known: least_loaded, round_robin, cache_aware)");
     }
-    out.production.speculative = parse_speculative(d);
+    s.production.speculative = parse_speculative(d);
+    if (s.production.speculative && dep.pipeline_stages > 1) {
+      d.fail("speculative",
+             "speculative decoding is not modelled with pipeline parallelism (pipeline.stages " +
+                 std::to_string(dep.pipeline_stages) + "); remove one of them");
+    }
     d.finish();
   }
 
@@ -468,7 +480,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       }
       wl.trace = format == "servegen" ? servegen_trace_rows(a, file, j)
                                       : read_trace(file, format, a.path_of("format"));
-      out.production.trace_keys = attach_trace_keys(wl.trace, file, format);
+      s.production.trace_keys = attach_trace_keys(wl.trace, file, format);
       wl.trace_speedup = a.bounded("speedup", 1.0, 1e-6, 1e6);
     } else {
       a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, closed_loop, trace)");
@@ -483,8 +495,16 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     Json uniform = Json{{"kind", "uniform"}};
     wl.popularity =
         parse_popularity(pop ? *pop : JsonReader(uniform, "workload.expert_popularity"), s.model, wl);
-    out.production.prefix = parse_workload_prefix(w, s, is_trace);
+    s.production.prefix = parse_workload_prefix(w, s, is_trace);
     w.finish();
+    // A trace's keyed blocks (512 tokens in Mooncake) are split into KV blocks for the prefix cache.
+    const std::int64_t keyed = s.production.trace_keys.block_tokens;
+    if (s.deployment.prefix_caching && keyed > 0 && keyed % s.deployment.kv_block_tokens != 0) {
+      throw InputError("deployment.kv_block_tokens",
+                       std::to_string(s.deployment.kv_block_tokens) + " does not divide the trace's " +
+                           std::to_string(keyed) +
+                           "-token hash blocks (prefix caching splits them into KV blocks)");
+    }
   }
 
   {

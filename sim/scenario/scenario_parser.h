@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "sim/scenario/json_reader.h"
-#include "sim/serving/production_spec.h"
 #include "sim/serving/scenario_spec.h"
 
 namespace moesim {
@@ -15,7 +14,6 @@ namespace moesim {
 struct LoadedScenario {
   ScenarioSpec spec;
   Json effective;  // the scenario after overrides, with catalog references resolved (echoed in reports)
-  ProductionSpec production;  // issue 12 keys the runtime does not read yet (moves into spec when wired)
 };
 
 // Applies "path.to.key=value" to `j`. The value is read as JSON when it parses (numbers, true/false,

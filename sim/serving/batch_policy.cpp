@@ -2,14 +2,44 @@
 
 #include <algorithm>
 
+#include "sim/serving/engine_batch_policies.h"
+
 namespace moesim {
 
-std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d) {
-  return std::make_unique<VllmBatchPolicy>(d);
+std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d, const SpeculativeSpec* speculative) {
+  const int k = speculative ? speculative->draft_tokens : 0;
+  switch (d.engine.kind) {
+    case EngineKind::kSglang:
+      return std::make_unique<SglangBatchPolicy>(d, k);
+    case EngineKind::kTrtllm:
+      return std::make_unique<TrtllmBatchPolicy>(d, k);
+    default:
+      return std::make_unique<VllmBatchPolicy>(d, k);
+  }
 }
 
-bool VllmBatchPolicy::allocate(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
-                               int& preempted) {
+void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<ScheduledWork>& scheduled) {
+  const double p = static_cast<double>(r.computed);
+  const double c = static_cast<double>(w.tokens);
+  if (w.prefill) {
+    batch.prefill_tokens += w.tokens;
+    batch.prefill_pairs += c * p + c * (c + 1.0) / 2.0;
+    batch.prefill_kv_tokens += p + c;
+    if (r.computed + w.tokens == r.target) ++batch.sampled_seqs;
+  } else {
+    // tokens = 1 + k: the sequence's token and k drafts, each attending to the context before it.
+    const double k = c - 1.0;
+    ++batch.decode_seqs;
+    batch.decode_context_tokens += p + 1.0;
+    batch.decode_draft_tokens += w.tokens - 1;
+    batch.decode_draft_pairs += k * (p + 1.0) + k * (k + 1.0) / 2.0;
+    batch.sampled_seqs += w.tokens;
+  }
+  scheduled.push_back(w);
+}
+
+bool preempt_newest_for(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
+                        int& preempted) {
   while (!g.kv.can_hold(r, computed)) {
     if (g.running.empty() || &requests[g.running.back()] == &r) return false;
     const RequestIdx victim = g.running.back();
@@ -21,6 +51,11 @@ bool VllmBatchPolicy::allocate(AttentionGroup& g, RequestTable& requests, Reques
   return true;
 }
 
+bool VllmBatchPolicy::allocate(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
+                               int& preempted) {
+  return preempt_newest_for(g, requests, r, computed, preempted);
+}
+
 FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Time now,
                                   std::vector<ScheduledWork>& scheduled) {
   FormedBatch out;
@@ -28,28 +63,15 @@ FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Tim
   std::int64_t budget = d_.max_batched_tokens;
   bool preempted = false;
   auto add = [&](RequestIdx idx, std::int64_t tokens, bool prefill) {
-    const Request& r = requests[idx];
-    const double p = static_cast<double>(r.computed);
-    const double c = static_cast<double>(tokens);
-    if (prefill) {
-      batch.prefill_tokens += tokens;
-      batch.prefill_pairs += c * p + c * (c + 1.0) / 2.0;
-      batch.prefill_kv_tokens += p + c;
-      if (r.computed + tokens == r.target) ++batch.sampled_seqs;
-    } else {
-      ++batch.decode_seqs;
-      batch.decode_context_tokens += p + 1.0;
-      ++batch.sampled_seqs;
-    }
+    add_work(batch, requests[idx], ScheduledWork{idx, tokens, prefill}, scheduled);
     budget -= tokens;
-    scheduled.push_back(ScheduledWork{idx, tokens, prefill});
   };
   // Running requests first, oldest first; the newest are preempted when blocks run out.
   for (std::size_t i = 0; i < g.running.size() && budget > 0; ++i) {
     const RequestIdx idx = g.running[i];
     Request& r = requests[idx];
     const bool prefill = r.in_prefill();
-    const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : 1;
+    const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : 1 + draft_tokens_;
     const int before = out.preemptions;
     if (!allocate(g, requests, r, r.computed + tokens, out.preemptions)) {
       g.running.erase(g.running.begin() + static_cast<std::ptrdiff_t>(i));
@@ -66,13 +88,15 @@ FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Tim
          static_cast<int>(g.running.size()) < d_.max_batch_size) {
     const RequestIdx idx = g.waiting.front();
     Request& r = requests[idx];
-    const std::int64_t left = r.target - r.computed;
+    // Prefix caching: the cached leading blocks are not recomputed (0 hit tokens without it).
+    const std::int64_t hit = g.kv.lookup_prefix(r);
+    const std::int64_t left = r.target - r.computed - hit;
     if (!d_.chunked_prefill && left > budget) break;
     const std::int64_t tokens = std::min(left, budget);
-    if (!g.kv.can_hold(r, r.computed + tokens)) break;
+    if (!g.kv.can_admit(r, r.computed + hit + tokens)) break;
     g.waiting.pop_front();
     g.running.push_back(idx);
-    g.kv.grow(r, r.computed + tokens);
+    g.kv.admit(r, r.computed + hit + tokens);
     if (r.admitted == Time::never()) r.admitted = now;
     add(idx, tokens, true);
   }

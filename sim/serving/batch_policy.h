@@ -35,15 +35,32 @@ class BatchPolicy {
                            std::vector<ScheduledWork>& scheduled) = 0;
 };
 
-std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d);
+// `speculative` when deployment.speculative is set: each decode sequence then verifies its drafts.
+// Appends `w` to `scheduled` and its work to `batch`: a prefill chunk of w.tokens after r.computed
+// tokens ((query, key) pairs c p + c (c + 1) / 2, KV p + c, a sampled row when it ends the prompt), or a
+// decode step of 1 + k tokens (k verified drafts; k + 1 sampled rows). Call before r.computed advances.
+void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<ScheduledWork>& scheduled);
+
+// Grows `r` to `computed` tokens, preempting (recompute) the newest running requests while blocks are
+// short; false when `r` itself would be next.
+bool preempt_newest_for(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
+                        int& preempted);
+
+// The engine's scheduler (deployment.engine): sglang -> SglangBatchPolicy, trtllm -> TrtllmBatchPolicy,
+// vllm and the plain PyTorch profiles -> VllmBatchPolicy (docs/engines.md).
+std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d,
+                                               const SpeculativeSpec* speculative = nullptr);
 
 // vLLM's continuous batching (vllm/core/scheduler.py, V0 default with chunked prefill): running requests
 // first, oldest first, each one decode token or the next prefill chunk within the step's token budget;
 // the newest running requests are preempted (recompute) when blocks run out; then waiting requests are
 // admitted first come first served while sequences, tokens and blocks allow (not after a preemption).
+// Under speculative decoding a decode sequence takes k + 1 tokens of the budget and of KV slots (vLLM's
+// num_lookahead_slots) and verifies k drafts.
 class VllmBatchPolicy final : public BatchPolicy {
  public:
-  explicit VllmBatchPolicy(const DeploymentSpec& d) : d_(d) {}
+  explicit VllmBatchPolicy(const DeploymentSpec& d, int draft_tokens = 0)
+      : d_(d), draft_tokens_(draft_tokens) {}
   FormedBatch form(AttentionGroup& g, RequestTable& requests, Time now,
                    std::vector<ScheduledWork>& scheduled) override;
 
@@ -52,6 +69,7 @@ class VllmBatchPolicy final : public BatchPolicy {
   // false when `r` itself would be next.
   bool allocate(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed, int& preempted);
   DeploymentSpec d_;
+  int draft_tokens_;
 };
 
 }  // namespace moesim

@@ -12,8 +12,12 @@ struct GroupBatch {
   std::int64_t prefill_tokens = 0;
   double prefill_pairs = 0;       // sum over chunks of c*p + c(c+1)/2 (query, key) pairs
   double prefill_kv_tokens = 0;   // sum over chunks of p + c (KV read and written)
-  std::int64_t sampled_seqs = 0;  // sequences that produce a token (LM head rows)
-  [[nodiscard]] std::int64_t tokens() const { return decode_seqs + prefill_tokens; }
+  std::int64_t sampled_seqs = 0;  // LM head rows (sequences that produce a token; k + 1 when verifying)
+  // Speculative decoding: the draft positions each decode sequence verifies beyond its own token (k per
+  // sequence) and their attention pairs beyond one per context token (sum_{i=1..k} (context + i)).
+  std::int64_t decode_draft_tokens = 0;
+  double decode_draft_pairs = 0;
+  [[nodiscard]] std::int64_t tokens() const { return decode_seqs + decode_draft_tokens + prefill_tokens; }
 };
 
 }  // namespace moesim

@@ -111,14 +111,18 @@ void PrefixCache::drop_name(BlockId b) {
   --cached_count_;
 }
 
-PrefixMatch PrefixCache::match(std::span<const BlockHash> hashes, std::int64_t prompt_tokens,
-                               std::vector<BlockId>& blocks_out) {
+void PrefixCache::find_prefix(std::span<const BlockHash> hashes, std::vector<BlockId>& blocks_out) const {
   blocks_out.clear();
   for (const BlockHash h : hashes) {
     const BlockId b = find(h);
     if (b == kNoBlock) break;
     blocks_out.push_back(b);
   }
+}
+
+PrefixMatch PrefixCache::match(std::span<const BlockHash> hashes, std::int64_t prompt_tokens,
+                               std::vector<BlockId>& blocks_out) {
+  find_prefix(hashes, blocks_out);
   PrefixMatch m;
   m.blocks = static_cast<int>(blocks_out.size());
   m.tokens = std::min(prompt_tokens, static_cast<std::int64_t>(m.blocks) * block_tokens_);

@@ -57,6 +57,9 @@ class PrefixCache final {
                     std::vector<BlockId>& blocks_out);
   // Same without counting (a router's probe of several replicas).
   [[nodiscard]] int cached_prefix_blocks(std::span<const BlockHash> hashes) const;
+  // The cached leading blocks' ids into `blocks_out` (resized to the hit count), without counting: a
+  // caller that counts lookups its own way (KvCacheManager counts admitted requests only).
+  void find_prefix(std::span<const BlockHash> hashes, std::vector<BlockId>& blocks_out) const;
 
   // Pins blocks for a running request (reference count + 1); a pinned block is never evicted.
   void acquire(std::span<const BlockId> blocks);

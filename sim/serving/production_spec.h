@@ -1,6 +1,5 @@
-// Scenario sections of the production serving features (issue 12) that the runtime does not read yet:
-// synthetic shared prefixes, speculative decoding, a trace's block keys. The parser fills them into
-// LoadedScenario; the runtime's wiring moves them into ScenarioSpec.
+// Scenario sections of the production serving features (issue 12): synthetic shared prefixes, speculative
+// decoding, a trace's block keys. The parser fills them into ScenarioSpec::production.
 #pragma once
 
 #include <optional>

@@ -6,11 +6,15 @@ namespace moesim {
 
 Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> planner,
                  std::int64_t kv_blocks_per_group)
-    : index_(index), ctx_(ctx), planner_(std::move(planner)) {
+    : index_(index),
+      ctx_(ctx),
+      planner_(std::move(planner)),
+      accept_rng_(ctx.streams.stream("speculative", static_cast<std::uint64_t>(index))) {
   const auto groups = static_cast<std::size_t>(ctx_.s.deployment.attention_dp);
   groups_.reserve(groups);
   for (std::size_t g = 0; g < groups; ++g) {
-    groups_.emplace_back(KvCacheManager(kv_blocks_per_group, ctx_.s.deployment.kv_block_tokens));
+    groups_.emplace_back(KvCacheManager(kv_blocks_per_group, ctx_.s.deployment.kv_block_tokens,
+                                        ctx_.s.deployment.prefix_caching));
   }
   batches_.resize(groups);
 }
@@ -85,7 +89,19 @@ void Replica::on_step_done() {
   bool any_finished = false;
   for (const ScheduledWork& sc : scheduled_) {
     Request& r = ctx_.requests[sc.req];
-    r.computed += sc.tokens;
+    if (!sc.prefill && sc.tokens > 1) {
+      // Speculative decoding: the verified drafts accepted in order plus the target's own token, at most
+      // what the request still asks for; only their KV stays (the rejected positions are overwritten).
+      const auto& spec = *ctx_.s.production.speculative;
+      const int accepted = sample_tokens_per_step(spec, accept_rng_);
+      const std::int64_t n = std::min<std::int64_t>(accepted, r.output - r.generated);
+      ++speculative_.sequence_steps;
+      speculative_.tokens += accepted;  // what the verification accepted, before the request's end cut it
+      r.computed += n;
+      for (std::int64_t i = 1; i < n; ++i) emit_token(r, now);
+    } else {
+      r.computed += sc.tokens;
+    }
     if (sc.prefill && r.in_prefill()) continue;
     if (r.generated == 0) ctx_.metrics.on_prompt_done(r, now);
     emit_token(r, now);

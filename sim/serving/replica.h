@@ -34,6 +34,13 @@ struct ReplicaContext {
   BatchPolicy& policy;
   MetricsRecorder& metrics;
   ReplicaHost& host;
+  const RandomStreams& streams;  // the replica draws accepted drafts from stream ("speculative", index)
+};
+
+// Speculative decoding figures of a replica: decode sequence-steps and the tokens they emitted.
+struct SpeculativeCounts {
+  std::int64_t sequence_steps = 0;
+  std::int64_t tokens = 0;
 };
 
 class Replica {
@@ -48,6 +55,7 @@ class Replica {
   [[nodiscard]] int index() const { return index_; }
   [[nodiscard]] const std::vector<AttentionGroup>& groups() const { return groups_; }
   [[nodiscard]] const StepPlanner& planner() const { return *planner_; }
+  [[nodiscard]] const SpeculativeCounts& speculative_counts() const { return speculative_; }
 
  private:
   void wake();
@@ -62,6 +70,8 @@ class Replica {
   std::vector<AttentionGroup> groups_;
   std::vector<GroupBatch> batches_;
   std::vector<ScheduledWork> scheduled_;
+  Rng accept_rng_;
+  SpeculativeCounts speculative_;
   bool busy_ = false;
   bool decide_pending_ = false;
 };

@@ -66,6 +66,10 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
                 " requests were still in the system when run.max_drain_s stopped the run " +
                 fmt("%.1f", r.drain_s) + " s after the last arrival");
   }
+  if (r.speculative.enabled && r.speculative.acceptance_rate < 0.6) {
+    a.push_back("speculative decoding accepts " + pct(r.speculative.acceptance_rate) +
+                " of its drafts (below 60%: the verify positions and the draft cost more than they return)");
+  }
   if (r.all_to_all_share() > 0.25) {
     a.push_back("All-to-All takes " + pct(r.all_to_all_share()) +
                 " of step time (above 25%: expert load imbalance or batches too small)");
@@ -210,6 +214,21 @@ std::string format_summary(const Report& r) {
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
     << fmt("%.2f", r.expert_load_imbalance) << "\n";
   if (r.experts.enabled) o << format_experts(r);
+  if (r.speculative.enabled) {
+    const SpeculativeReport& x = r.speculative;
+    o << "Speculative  " << x.draft << ", " << x.draft_tokens
+      << " draft tokens: " << fmt("%.3f", x.mean_tokens_per_step)
+      << " tokens per sequence-step measured (expected " << fmt("%.3f", x.expected_tokens_per_step)
+      << "), acceptance " << pct(x.measured_acceptance_rate) << " (rates give " << pct(x.acceptance_rate)
+      << ")\n";
+  }
+  if (r.prefix_cache.enabled) {
+    const PrefixCacheReport& p = r.prefix_cache;
+    o << "Prefix cache hit rate " << pct(p.token_hit_rate) << " of prompt tokens, " << pct(p.block_hit_rate)
+      << " of blocks (" << p.hit_blocks << " / " << p.lookup_blocks << " over " << p.lookups
+      << " first lookups); prefill saved " << p.prefill_tokens_saved << " tokens; " << p.evicted_blocks
+      << " blocks evicted\n";
+  }
   o << "GPU (mean)   busy " << pct(r.gpu_mean.busy) << ", compute (MFU) " << pct(r.gpu_mean.compute_util)
     << ", HBM bandwidth " << pct(r.gpu_mean.hbm_bw_util) << "\n";
   o << "Memory/GPU   " << gib(r.memory.hbm) << " GiB HBM: weights " << gib(r.memory.weights)

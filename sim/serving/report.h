@@ -86,6 +86,34 @@ struct ExpertLoopReport {
   double dispatch_bytes_per_token = 0;  // NVLink + NIC dispatch bytes per token of a step
 };
 
+// Prefix caching (deployment.prefix_caching), summed over every attention group's pool: lookups and hits
+// at each request's first admission (comparable with a trace's ideal hit rate), and the prefill saved by
+// every admission (a preempted request readmitted finds its own blocks again).
+struct PrefixCacheReport {
+  bool enabled = false;
+  std::int64_t lookups = 0;
+  std::int64_t lookup_blocks = 0;         // prompt KV blocks asked for (the last may be partial)
+  std::int64_t hit_blocks = 0;            // leading blocks found cached
+  std::int64_t lookup_tokens = 0;         // prompt tokens asked for
+  std::int64_t hit_tokens = 0;            // tokens of the hit blocks
+  std::int64_t prefill_tokens_saved = 0;  // prefill not computed, readmissions included
+  std::int64_t evicted_blocks = 0;
+  double block_hit_rate = 0;
+  double token_hit_rate = 0;  // hit_tokens / lookup_tokens
+};
+
+// Speculative decoding (deployment.speculative): the drafts verified per decode step and what was accepted.
+struct SpeculativeReport {
+  bool enabled = false;
+  std::string draft;  // "mtp" or the draft model's name
+  int draft_tokens = 0;
+  double expected_tokens_per_step = 0;  // 1 + sum_i prod_{j<=i} a_j, from the acceptance rates
+  double acceptance_rate = 0;           // the rates' mean acceptance, (expected - 1) / k
+  std::int64_t sequence_steps = 0;      // decode steps of one sequence that verified drafts
+  double mean_tokens_per_step = 0;      // tokens those steps emitted, per sequence-step (measured)
+  double measured_acceptance_rate = 0;  // (mean - 1) / k
+};
+
 struct Report {
   std::string scenario;
   std::string version;
@@ -169,6 +197,8 @@ struct Report {
   double expert_load_imbalance = 1;
 
   ExpertLoopReport experts;
+  PrefixCacheReport prefix_cache;
+  SpeculativeReport speculative;
 
   std::vector<GpuStats> gpu;
   GpuStats gpu_mean;

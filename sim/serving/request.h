@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sim/engine/time.h"
+#include "sim/serving/prefix_cache.h"
 
 namespace moesim {
 
@@ -20,6 +21,11 @@ struct Request {
   std::int64_t computed = 0;  // tokens whose KV is in the cache
   std::int64_t generated = 0;
   std::int64_t blocks = 0;  // KV blocks held
+  // Prefix caching only: the chained hashes of the prompt's full KV blocks, the ids of the blocks held (in
+  // token order) and how many leading ones are named in the cache.
+  std::vector<BlockHash> prompt_hashes;
+  std::vector<BlockId> block_ids;
+  std::int64_t named_blocks = 0;
   Time admitted = Time::never();
   Time first_token;
   Time last_token;

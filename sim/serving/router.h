@@ -16,6 +16,11 @@ struct GroupLoad {
   std::int64_t running = 0;
   std::int64_t waiting = 0;
   double busy_s = 0;  // EWMA of its GPUs' busy time per step (0 before its first step)
+  // Filled for the cache-aware router only: the request's full prompt blocks, how many leading ones this
+  // group's prefix cache holds, and how many blocks it caches in all.
+  std::int64_t prompt_blocks = 0;
+  std::int64_t cached_prefix_blocks = 0;
+  std::int64_t cached_blocks = 0;
 };
 
 class Router {
@@ -41,6 +46,20 @@ class RoundRobinRouter final : public Router {
 // The group with the fewest running + waiting requests (first on ties): vLLM/SGLang DP attention.
 class LeastLoadedRouter final : public Router {
  public:
+  int route(std::span<const GroupLoad> groups) override;
+};
+
+// SGLang's cache-aware router (sgl-router src/policies/cache_aware.rs, defaults of CacheAwareConfig in
+// src/policies/mod.rs): when the loads (running + waiting) are imbalanced, max - min > 32 and
+// max > 1.1 x min, the least loaded group; else the group with the longest cached prefix when it covers
+// more than half (cache_threshold 0.5) of the prompt's blocks, else the group that caches the fewest
+// blocks (SGLang: the smallest radix tree, the most room for new prefixes). Ties: the least loaded, then
+// the first. SGLang keeps an approximate tree of what it routed; here the groups' caches are probed.
+class CacheAwareRouter final : public Router {
+ public:
+  static constexpr double kCacheThreshold = 0.5;
+  static constexpr std::int64_t kBalanceAbsThreshold = 32;
+  static constexpr double kBalanceRelThreshold = 1.1;
   int route(std::span<const GroupLoad> groups) override;
 };
 

@@ -13,6 +13,7 @@
 #include "sim/serving/expert_stats.h"
 #include "sim/serving/model_spec.h"
 #include "sim/serving/placement.h"
+#include "sim/serving/production_spec.h"
 #include "sim/serving/quantization_policy.h"
 #include "workloads/coactivation.h"
 #include "workloads/expert_popularity.h"
@@ -41,7 +42,7 @@ struct ClusterSpec {
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
 };
 
-enum class RouterPolicy { kRoundRobin, kLeastLoaded };
+enum class RouterPolicy { kRoundRobin, kLeastLoaded, kCacheAware };
 
 struct DeploymentSpec {
   int ep_size = 8;                         // GPUs per replica; experts are spread over them
@@ -76,6 +77,10 @@ struct DeploymentSpec {
   // ep_size GPUs form ep_size / expert_tp expert-parallel ranks of expert_tp consecutive GPUs each; vLLM's
   // default for MoE under --tensor-parallel-size 8 is expert_tp 8 (one rank, no All-to-All).
   int expert_tp = 1;
+  // Automatic prefix caching (vLLM APC, SGLang RadixAttention): each attention group's KV pool keeps the
+  // blocks of computed prompts, reference counted, evicted least recently used; a request skips the prefill
+  // of its cached leading blocks. Prompts get block identity from the trace's hash_ids or workload.prefix.
+  bool prefix_caching = false;
   [[nodiscard]] int expert_ranks() const { return ep_size / expert_tp; }
   // Layers held by the busiest stage (the memory of a GPU is set by it).
   [[nodiscard]] int max_stage_layers(int layers) const {
@@ -175,6 +180,7 @@ struct ScenarioSpec {
   ExpertsSpec experts;
   SlaSpec sla;
   RunSpec run;
+  ProductionSpec production;  // workload.prefix, deployment.speculative, a trace's block keys
   [[nodiscard]] int gpus_per_replica() const { return deployment.ep_size * deployment.pipeline_stages; }
   [[nodiscard]] int replicas() const { return cluster.total_gpus() / gpus_per_replica(); }
 };

@@ -17,6 +17,7 @@
 #include "sim/serving/replica.h"
 #include "sim/serving/router.h"
 #include "sim/serving/serving_models.h"
+#include "workloads/prefixed_source.h"
 
 namespace moesim {
 
@@ -39,6 +40,9 @@ class Cluster final : public ReplicaHost {
   Report build_report() const;
   void fill_window(Report& r) const;
   void fill_experts(Report& r) const;
+  void fill_prefix(Report& r) const;
+  // Prefix caching: the chained hashes of `spec`'s full prompt KV blocks into `out`.
+  void prompt_hashes(const RequestSpec& spec, std::vector<BlockHash>& out);
 
   const ScenarioSpec& s_;
   const GpuCostModel& gpu_;
@@ -56,6 +60,7 @@ class Cluster final : public ReplicaHost {
   bool arrival_pending_ = false;
   std::int64_t next_id_ = 0;
   std::int64_t max_request_tokens_ = 0;
+  std::vector<std::uint64_t> keys_;  // scratch: a prompt's block keys from the source
 };
 
 Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer)
@@ -65,11 +70,16 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
       streams_(s.run.seed),
       models_(s, streams_),
       metrics_(s, observer),
-      policy_(make_batch_policy(s.deployment)),
+      policy_(
+          make_batch_policy(s.deployment, s.production.speculative ? &*s.production.speculative : nullptr)),
       router_(make_router(s)) {
   const RunLimits limits{.max_requests = s.run.requests, .max_arrival_time = s.run.duration};
   if (!s.workload.trace.empty()) {
-    source_ = std::make_unique<TraceSource>(s.workload.trace, s.workload.trace_speedup, limits);
+    source_ = std::make_unique<TraceSource>(s.workload.trace, s.production.trace_keys,
+                                            s.workload.trace_speedup, limits);
+  } else if (s.production.prefix) {
+    source_ = std::make_unique<PrefixedSource>(*s.production.prefix, s.workload.arrivals, s.workload.prompt,
+                                               s.workload.output, limits, streams_);
   } else {
     source_ = std::make_unique<SyntheticSource>(s.workload.arrivals, s.workload.prompt, s.workload.output,
                                                 limits, streams_);
@@ -90,7 +100,8 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
                            .models = models_,
                            .policy = *policy_,
                            .metrics = metrics_,
-                           .host = *this};
+                           .host = *this,
+                           .streams = streams_};
   for (int i = 0; i < replicas; ++i) {
     replicas_.push_back(std::make_unique<Replica>(i, ctx, std::move(planners[static_cast<std::size_t>(i)]),
                                                   memory_.kv_blocks_per_group));
@@ -132,16 +143,45 @@ void Cluster::end_of_arrivals() {
   }
 }
 
+void Cluster::prompt_hashes(const RequestSpec& spec, std::vector<BlockHash>& out) {
+  out.clear();
+  const std::int64_t keyed = source_->prefix_block_tokens();
+  if (keyed == 0) return;
+  source_->prompt_block_keys(spec, keys_);
+  // A keyed block of `keyed` tokens (512 for Mooncake hash_ids) is `split` KV blocks; each KV block's key
+  // is its keyed block's key and its position inside it. Only full KV blocks are cached.
+  const std::int64_t block = s_.deployment.kv_block_tokens;
+  MOESIM_CHECK(keyed % block == 0, "keyed prompt blocks must split into whole KV blocks");
+  const std::int64_t split = keyed / block;
+  const std::int64_t n =
+      std::min(spec.prompt_tokens / block, static_cast<std::int64_t>(keys_.size()) * split);
+  out.resize(static_cast<std::size_t>(n));
+  BlockHash parent = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t key = keys_[static_cast<std::size_t>(i / split)];
+    const std::uint64_t sub = split == 1 ? key : splitmix64(key ^ static_cast<std::uint64_t>(i % split));
+    out[static_cast<std::size_t>(i)] = parent = chain_block_hash(parent, sub);
+  }
+}
+
 void Cluster::on_arrival(const RequestSpec& spec) {
   arrival_pending_ = false;
   metrics_.on_arrival(sim_.now());
   const std::int64_t id = next_id_++;
   const auto per_replica = static_cast<std::size_t>(s_.deployment.attention_dp);
+  std::vector<BlockHash> hashes;
+  if (s_.deployment.prefix_caching) prompt_hashes(spec, hashes);
+  const bool cache_aware = s_.deployment.router == RouterPolicy::kCacheAware;
   for (std::size_t i = 0; i < loads_.size(); ++i) {
     const AttentionGroup& g = replicas_[i / per_replica]->groups()[i % per_replica];
     loads_[i] = GroupLoad{.running = static_cast<std::int64_t>(g.running.size()),
                           .waiting = static_cast<std::int64_t>(g.waiting.size()),
                           .busy_s = g.busy_ewma_s};
+    if (cache_aware) {
+      loads_[i].prompt_blocks = static_cast<std::int64_t>(hashes.size());
+      loads_[i].cached_prefix_blocks = g.kv.cached_prefix_blocks(hashes);
+      loads_[i].cached_blocks = g.kv.cached_blocks();
+    }
   }
   const auto target = static_cast<std::size_t>(router_->route(loads_));
   Replica& rep = *replicas_[target / per_replica];
@@ -160,6 +200,7 @@ void Cluster::on_arrival(const RequestSpec& spec) {
     r.replica = rep.index();
     r.group = group;
     r.measured = spec.arrival >= metrics_.warmup_end();
+    r.prompt_hashes = std::move(hashes);
     metrics_.on_admitted(r);
     rep.enqueue(group, idx);
   }
@@ -273,6 +314,24 @@ Report Cluster::build_report() const {
                                     static_cast<double>(memory_.kv_blocks_per_group)
                               : 0.0;
   fill_experts(r);
+  fill_prefix(r);
+  if (const auto& sp = s_.production.speculative) {
+    SpeculativeReport& x = r.speculative;
+    x.enabled = true;
+    x.draft = sp->draft == DraftKind::kMtp ? "mtp" : sp->draft_model_name;
+    x.draft_tokens = sp->draft_tokens;
+    x.expected_tokens_per_step = expected_tokens_per_step(*sp);
+    x.acceptance_rate = mean_acceptance_rate(*sp);
+    std::int64_t tokens = 0;
+    for (const auto& rep : replicas_) {
+      x.sequence_steps += rep->speculative_counts().sequence_steps;
+      tokens += rep->speculative_counts().tokens;
+    }
+    if (x.sequence_steps > 0) {
+      x.mean_tokens_per_step = double(tokens) / double(x.sequence_steps);
+      x.measured_acceptance_rate = (x.mean_tokens_per_step - 1.0) / x.draft_tokens;
+    }
+  }
   r.alerts = evaluate_alerts(r);
   r.limit = limiting_resource(r);
   return r;
@@ -344,6 +403,25 @@ void Cluster::fill_experts(Report& r) const {
     }
     e.quality_proxy = all.value(x.quant);
   }
+}
+
+void Cluster::fill_prefix(Report& r) const {
+  if (!s_.deployment.prefix_caching) return;
+  PrefixCacheStats all;
+  for (const auto& rep : replicas_) {
+    for (const AttentionGroup& g : rep->groups()) all += g.kv.prefix_stats();
+  }
+  PrefixCacheReport& p = r.prefix_cache;
+  p.enabled = true;
+  p.lookups = all.lookups;
+  p.lookup_blocks = all.lookup_blocks;
+  p.hit_blocks = all.hit_blocks;
+  p.lookup_tokens = all.lookup_tokens;
+  p.hit_tokens = all.hit_tokens;
+  p.prefill_tokens_saved = all.saved_tokens;
+  p.evicted_blocks = all.evicted_blocks;
+  p.block_hit_rate = all.lookup_blocks > 0 ? double(all.hit_blocks) / double(all.lookup_blocks) : 0.0;
+  p.token_hit_rate = all.lookup_tokens > 0 ? double(all.hit_tokens) / double(all.lookup_tokens) : 0.0;
 }
 
 Report Cluster::run() {

@@ -307,6 +307,10 @@ std::pair<GroupBatch, GroupBatch> StepPlanner::split_batch(const GroupBatch& b) 
   const double da = b.decode_seqs > 0 ? double(a.decode_seqs) / double(b.decode_seqs) : 0.0;
   a.decode_context_tokens = b.decode_context_tokens * da;
   c.decode_context_tokens = b.decode_context_tokens - a.decode_context_tokens;
+  a.decode_draft_tokens = b.decode_seqs > 0 ? b.decode_draft_tokens / b.decode_seqs * a.decode_seqs : 0;
+  c.decode_draft_tokens = b.decode_draft_tokens - a.decode_draft_tokens;
+  a.decode_draft_pairs = b.decode_draft_pairs * da;
+  c.decode_draft_pairs = b.decode_draft_pairs - a.decode_draft_pairs;
   a.prefill_tokens = (b.prefill_tokens + 1) / 2;
   c.prefill_tokens = b.prefill_tokens - a.prefill_tokens;
   const double pa = b.prefill_tokens > 0 ? double(a.prefill_tokens) / double(b.prefill_tokens) : 0.0;
@@ -768,10 +772,14 @@ std::pair<AttentionWork, AttentionWork> StepPlanner::attention_work(const GroupB
   const double kv_elem = m.kv_elements_per_token_per_layer() * bytes_per_element(s_.precision.kv_cache);
   const double shard = m.attention == AttentionKind::kGqa ? 1.0 / tp : 1.0;  // GQA heads split over TP
   const double qo = 2.0 / tp;  // BF16 Q in and O out, heads split over TP
-  const AttentionWork dec{.bytes = b.decode_context_tokens * kv_elem * shard +
-                                   double(b.decode_seqs) * m.attention_qo_elements_per_token(false) * qo,
-                          .flops = b.decode_context_tokens * m.attention_flops_per_pair(false) / tp,
-                          .is_prefill = false};
+  // Verified draft positions read their sequence's KV once with the sequence's own token (one kernel over
+  // k + 1 queries, as FlashMLA and FlashInfer run speculative decoding) and add their Q/O and pairs.
+  const double dec_queries = double(b.decode_seqs + b.decode_draft_tokens);
+  const AttentionWork dec{
+      .bytes = b.decode_context_tokens * kv_elem * shard +
+               dec_queries * m.attention_qo_elements_per_token(false) * qo,
+      .flops = (b.decode_context_tokens + b.decode_draft_pairs) * m.attention_flops_per_pair(false) / tp,
+      .is_prefill = false};
   const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard +
                                    double(b.prefill_tokens) * m.attention_qo_elements_per_token(true) * qo,
                           .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
@@ -1075,10 +1083,37 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     plan_.parts[StepPart::kLmHead] = gpu_.gemm(
         GemmWork{.m = sampled_max, .n = m.vocab / tp_, .k = m.hidden, .weights = s_.precision.embeddings});
   }
+  if (s_.production.speculative) add_draft_work();
   plan_.total = plan_.parts.sum();
   if (stages > 1) finish_pipeline(full);
   if (loop_) end_step(now + plan_.total);
   return plan_;
+}
+
+// The draft's own work, k sequential passes per step (deployment.speculative). MTP (DeepSeek-V3 technical
+// report, section 2.2): each pass is one more transformer block of the target's shape plus the shared
+// output head, costed as one average layer of this step and one LM head. A draft model: each pass is this
+// step scaled by the draft's over the target's active parameters per token (layers and LM head alike).
+// Both cost every pass on the step's whole batch, as vLLM's MTP/EAGLE proposer runs its first pass over
+// every scheduled token; later passes (one token per sequence) are overestimated when prefill is mixed in.
+void StepPlanner::add_draft_work() {
+  const SpeculativeSpec& sp = *s_.production.speculative;
+  const ModelSpec& m = s_.model;
+  const double k = sp.draft_tokens;
+  auto active = [](const ModelSpec& x) { return x.active_params() - x.embedding_params(); };
+  const double layer_share =
+      sp.draft == DraftKind::kMtp ? k / double(m.num_layers) : k * active(sp.draft_model) / active(m);
+  const double head_share = sp.draft == DraftKind::kMtp ? k : layer_share;
+  for (const StepPart p : {StepPart::kAttention, StepPart::kLayerKernels, StepPart::kDenseFfn,
+                           StepPart::kExperts, StepPart::kDispatch, StepPart::kCombine}) {
+    plan_.parts[p] += plan_.parts[p].scaled(layer_share);
+  }
+  plan_.parts[StepPart::kLmHead] += plan_.parts[StepPart::kLmHead].scaled(head_share);
+  for (std::size_t g = 0; g < busy_s_.size(); ++g) {
+    busy_s_[g] *= 1.0 + layer_share;
+    flops_[g] *= 1.0 + layer_share;
+    bytes_[g] *= 1.0 + layer_share;
+  }
 }
 
 // M micro-batches through S stages (GPipe-style schedule, Huang et al., NeurIPS 2019): the first

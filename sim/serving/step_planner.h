@@ -218,6 +218,7 @@ class StepPlanner {
   std::vector<Duration> layer_time_;  // per layer of the last plan (pipeline stages)
   std::vector<GroupBatch> micro_;     // one micro-batch per group (pipeline parallelism)
   std::vector<Duration> stage_time_;  // per pipeline stage, one micro-batch
+  void add_draft_work();
   void finish_pipeline(std::span<const GroupBatch> groups);
 };
 

@@ -80,15 +80,15 @@ TEST_CASE("workload.prefix gives a shared system prompt and conversations with t
       load(synthetic(), {"deployment.kv_block_tokens=32",
                          "workload.prefix={\"system_prompt_tokens\":2000,\"conversation\":"
                          "{\"turns_mean\":3.5,\"think_time_s\":30}}"});
-  REQUIRE(s.production.prefix);
-  const PrefixWorkloadSpec& p = *s.production.prefix;
+  REQUIRE(s.spec.production.prefix);
+  const PrefixWorkloadSpec& p = *s.spec.production.prefix;
   CHECK(p.system_prompt_tokens == 2000);
   CHECK(p.block_tokens == 32);
   CHECK(p.conversations);
   CHECK(p.conversation.turns_mean == 3.5);
   CHECK(p.conversation.think_time_s == 30);
   CHECK(p.conversation.max_prompt_tokens == 32768);
-  CHECK_FALSE(load(synthetic(), {}).production.prefix);
+  CHECK_FALSE(load(synthetic(), {}).spec.production.prefix);
   CHECK(starts_with(error_of(synthetic(), {"workload.prefix.system_prompt_tokns=5"}),
                     "workload.prefix.system_prompt_tokns: unknown key"));
   CHECK(starts_with(error_of(synthetic(), {"workload.prefix.conversation.turns_mean=0.5"}),
@@ -101,18 +101,18 @@ TEST_CASE("workload.prefix gives a shared system prompt and conversations with t
 
 TEST_CASE("deployment.speculative takes the DeepSeek-V3 MTP catalog entry or explicit acceptance rates") {
   const LoadedScenario mtp = load(synthetic(), {"deployment.speculative=deepseek-v3-mtp"});
-  REQUIRE(mtp.production.speculative);
-  CHECK(mtp.production.speculative->draft == DraftKind::kMtp);
-  CHECK(mtp.production.speculative->draft_tokens == 1);
-  CHECK(mtp.production.speculative->acceptance == std::vector<double>{0.85});
+  REQUIRE(mtp.spec.production.speculative);
+  CHECK(mtp.spec.production.speculative->draft == DraftKind::kMtp);
+  CHECK(mtp.spec.production.speculative->draft_tokens == 1);
+  CHECK(mtp.spec.production.speculative->acceptance == std::vector<double>{0.85});
   const LoadedScenario two =
       load(synthetic(),
            {"deployment.speculative={\"draft_tokens\":2,\"acceptance\":[0.8,0.6],\"draft\":{\"model\":"
             "\"qwen3-30b-a3b\"}}"});
-  REQUIRE(two.production.speculative);
-  CHECK(two.production.speculative->draft == DraftKind::kModel);
-  CHECK(two.production.speculative->draft_model.num_layers == 48);
-  CHECK(two.production.speculative->draft_model_name == "qwen3-30b-a3b");
+  REQUIRE(two.spec.production.speculative);
+  CHECK(two.spec.production.speculative->draft == DraftKind::kModel);
+  CHECK(two.spec.production.speculative->draft_model.num_layers == 48);
+  CHECK(two.spec.production.speculative->draft_model_name == "qwen3-30b-a3b");
   CHECK(starts_with(error_of(synthetic(), {"deployment.speculative={\"draft_tokens\":2,\"acceptance\":[0.8],"
                                            "\"draft\":\"mtp\"}"}),
                     "deployment.speculative.acceptance: expected an array of 2 acceptance rates"));
@@ -178,7 +178,7 @@ TEST_CASE("a Mooncake trace replay carries each request's hash ids in the loaded
       "file": "../shared/data/traces/mooncake_fast25_conversation/conversation_trace.jsonl"}},
     "run": {}})");
   const LoadedScenario s = parse_scenario(j, MOESIM_SOURCE_DIR);
-  const TraceBlockKeys& k = s.production.trace_keys;
+  const TraceBlockKeys& k = s.spec.production.trace_keys;
   CHECK(k.block_tokens == 512);
   CHECK(k.keys.size() == 288500);  // the blocks of every prompt (trace README: 36.6% of them reused)
   const RequestSpec& first = s.spec.workload.trace.front();
@@ -189,6 +189,29 @@ TEST_CASE("a Mooncake trace replay carries each request's hash ids in the loaded
   src.prompt_block_keys(first, keys);
   CHECK(keys.front() == 0);
   CHECK(keys.back() == 13);
+}
+
+}  // namespace moesim
+
+namespace moesim {
+
+TEST_CASE("prefix caching, the cache-aware router and speculative decoding refuse what they cannot model") {
+  CHECK(load(synthetic(), {"deployment.prefix_caching=true"}).spec.deployment.prefix_caching);
+  CHECK_FALSE(load(synthetic(), {}).spec.deployment.prefix_caching);
+  CHECK(starts_with(error_of(synthetic(), {"deployment.prefix_caching=3"}), "deployment.prefix_caching: "));
+  CHECK(starts_with(error_of(synthetic(), {"deployment.router=cache_aware"}),
+                    "deployment.router: cache_aware routes by the groups' prefix caches: set "
+                    "deployment.prefix_caching true"));
+  CHECK(load(synthetic(), {"deployment.router=cache_aware", "deployment.prefix_caching=true"})
+            .spec.deployment.router == RouterPolicy::kCacheAware);
+  // 48-token KV blocks do not split the Mooncake trace's 512-token hash blocks.
+  CHECK(starts_with(error_of(trace(), {"deployment.prefix_caching=true", "deployment.kv_block_tokens=48"}),
+                    "deployment.kv_block_tokens: 48 does not divide the trace's 512-token hash blocks"));
+  CHECK(error_of(trace(), {"deployment.kv_block_tokens=48"}).empty());  // no prefix caching: no constraint
+  CHECK(
+      starts_with(error_of(synthetic(), {"deployment.speculative=deepseek-v3-mtp", "deployment.ep_size=2",
+                                         "deployment.pipeline={\"stages\":2}"}),
+                  "deployment.speculative: speculative decoding is not modelled with pipeline parallelism"));
 }
 
 }  // namespace moesim

@@ -1,0 +1,149 @@
+#include "sim/serving/engine_batch_policies.h"
+
+#include <algorithm>
+
+namespace moesim {
+
+namespace {
+
+std::int64_t blocks_for(std::int64_t tokens, std::int64_t block_tokens) {
+  return (tokens + block_tokens - 1) / block_tokens;
+}
+
+}  // namespace
+
+FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Time now,
+                                    std::vector<ScheduledWork>& scheduled) {
+  FormedBatch out;
+  GroupBatch& batch = out.batch;
+  const std::int64_t bt = g.kv.block_tokens();
+  std::int64_t budget = d_.max_batched_tokens;
+  // Prefill batch. The reserve for running requests' remaining output, in tokens (PrefillAdder's
+  // rem_total_token_offset).
+  double reserve = 0;
+  for (const RequestIdx idx : g.running) {
+    const Request& r = requests[idx];
+    reserve += static_cast<double>(std::min(r.output - r.generated, kClipMaxNewTokens)) * kNewTokenRatio;
+  }
+  double rem_total = static_cast<double>(g.kv.free_blocks() * bt) - reserve;
+  // The request being chunked continues first (its blocks were accounted for when it was admitted).
+  for (const RequestIdx idx : g.running) {
+    Request& r = requests[idx];
+    if (!r.in_prefill() || budget <= 0) continue;
+    const std::int64_t tokens = std::min(r.target - r.computed, budget);
+    if (!g.kv.can_hold(r, r.computed + tokens)) break;
+    g.kv.grow(r, r.computed + tokens);
+    add_work(batch, r, ScheduledWork{idx, tokens, true}, scheduled);
+    budget -= tokens;
+    rem_total -= static_cast<double>(tokens);
+  }
+  while (!g.waiting.empty() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
+    const RequestIdx idx = g.waiting.front();
+    Request& r = requests[idx];
+    const std::int64_t hit = g.kv.lookup_prefix(r);
+    const std::int64_t left = r.target - r.computed - hit;
+    const std::int64_t new_tokens = std::min(r.output - r.generated, kClipMaxNewTokens);
+    if (static_cast<double>(left + new_tokens) >= rem_total) break;  // NO_TOKEN
+    if (!d_.chunked_prefill && left > budget) break;
+    const std::int64_t tokens = std::min(left, budget);
+    if (!g.kv.can_admit(r, r.computed + hit + tokens)) break;
+    g.waiting.pop_front();
+    g.running.push_back(idx);
+    g.kv.admit(r, r.computed + hit + tokens);
+    if (r.admitted == Time::never()) r.admitted = now;
+    add_work(batch, r, ScheduledWork{idx, tokens, true}, scheduled);
+    budget -= tokens;
+    // A whole prompt reserves its output; a chunked one only its chunk (it reserves when it completes).
+    rem_total -= static_cast<double>(tokens) +
+                 (tokens == left ? static_cast<double>(new_tokens) * kNewTokenRatio : 0.0);
+  }
+  if (batch.tokens() > 0) {
+    g.kv.note_peak();
+    return out;
+  }
+  // Decode batch: retract until every running request's next tokens fit.
+  const std::int64_t step = 1 + draft_tokens_;
+  auto short_of_blocks = [&] {
+    std::int64_t need = 0;
+    for (const RequestIdx idx : g.running) {
+      const Request& r = requests[idx];
+      if (!r.in_prefill()) need += g.kv.blocks_needed(r, r.computed + step);
+    }
+    return need > g.kv.free_blocks();
+  };
+  while (g.running.size() > 1 && short_of_blocks()) {
+    auto victim = g.running.begin();
+    for (auto it = g.running.begin(); it != g.running.end(); ++it) {
+      const Request& a = requests[*it];
+      const Request& v = requests[*victim];
+      if (a.generated < v.generated || (a.generated == v.generated && a.prompt > v.prompt)) victim = it;
+    }
+    const RequestIdx v = *victim;
+    g.running.erase(victim);
+    g.preempt(requests, v);
+    ++out.preemptions;
+  }
+  for (std::size_t i = 0; i < g.running.size(); ++i) {
+    const RequestIdx idx = g.running[i];
+    Request& r = requests[idx];
+    if (r.in_prefill()) continue;                     // a chunked prompt the pool could not grow this step
+    if (!g.kv.can_hold(r, r.computed + step)) break;  // one request that alone outgrows the pool waits
+    g.kv.grow(r, r.computed + step);
+    add_work(batch, r, ScheduledWork{idx, step, false}, scheduled);
+  }
+  g.kv.note_peak();
+  return out;
+}
+
+FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Time now,
+                                    std::vector<ScheduledWork>& scheduled) {
+  FormedBatch out;
+  GroupBatch& batch = out.batch;
+  const std::int64_t bt = g.kv.block_tokens();
+  std::int64_t budget = d_.max_batched_tokens;
+  const std::int64_t step = 1 + draft_tokens_;
+  // Blocks a request may still need to finish: its prompt, its remaining output and the verify lookahead.
+  auto to_finish = [&](const Request& r, std::int64_t held) {
+    return std::max<std::int64_t>(0,
+                                  blocks_for(r.target + (r.output - r.generated) + draft_tokens_, bt) - held);
+  };
+  std::int64_t reserved = 0;
+  for (const RequestIdx idx : g.running) reserved += to_finish(requests[idx], requests[idx].blocks);
+  // Active requests in arrival order: generation steps and context chunks within max_num_tokens.
+  for (std::size_t i = 0; i < g.running.size() && budget > 0; ++i) {
+    const RequestIdx idx = g.running[i];
+    Request& r = requests[idx];
+    const bool prefill = r.in_prefill();
+    if (prefill && !d_.chunked_prefill && r.target - r.computed > budget) continue;
+    const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : step;
+    const std::int64_t before = r.blocks;
+    if (!preempt_newest_for(g, requests, r, r.computed + tokens, out.preemptions)) break;
+    reserved -= std::min(r.blocks - before, to_finish(r, before));
+    add_work(batch, r, ScheduledWork{idx, tokens, prefill}, scheduled);
+    budget -= tokens;
+  }
+  // GUARANTEED_NO_EVICT admission: the new request's whole prompt and output beside every reservation.
+  while (!g.waiting.empty() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
+    const RequestIdx idx = g.waiting.front();
+    Request& r = requests[idx];
+    const std::int64_t hit = g.kv.lookup_prefix(r);
+    const std::int64_t hit_blocks = hit / bt;
+    const std::int64_t need = to_finish(r, hit_blocks);
+    if (need > g.kv.free_blocks() - reserved) break;
+    const std::int64_t left = r.target - r.computed - hit;
+    if (!d_.chunked_prefill && left > budget) break;
+    const std::int64_t tokens = std::min(left, budget);
+    if (!g.kv.can_admit(r, r.computed + hit + tokens)) break;
+    g.waiting.pop_front();
+    g.running.push_back(idx);
+    g.kv.admit(r, r.computed + hit + tokens);
+    if (r.admitted == Time::never()) r.admitted = now;
+    reserved += need - (r.blocks - hit_blocks);
+    add_work(batch, r, ScheduledWork{idx, tokens, true}, scheduled);
+    budget -= tokens;
+  }
+  g.kv.note_peak();
+  return out;
+}
+
+}  // namespace moesim

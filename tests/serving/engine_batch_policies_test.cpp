@@ -1,0 +1,169 @@
+// The SGLang and TensorRT-LLM batch policies on small hand-built queues and KV pools; each expectation is
+// worked out by hand from the rules in sim/serving/engine_batch_policies.h.
+#include "sim/serving/engine_batch_policies.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+using namespace moesim;
+
+namespace {
+
+struct Fixture {
+  DeploymentSpec d;
+  RequestTable requests;
+  AttentionGroup group;
+  std::vector<ScheduledWork> scheduled;
+  explicit Fixture(std::int64_t blocks, std::int64_t budget = 50) : group(KvCacheManager(blocks, 16)) {
+    d.max_batched_tokens = budget;
+    d.max_batch_size = 8;
+    d.kv_block_tokens = 16;
+  }
+  // A request already decoding: its prompt computed and `generated` tokens out.
+  RequestIdx decoding(std::int64_t prompt, std::int64_t output = 10, std::int64_t generated = 1) {
+    const RequestIdx i = requests.add();
+    Request& r = requests[i];
+    r.prompt = r.target = r.computed = prompt;
+    r.output = output;
+    r.generated = generated;
+    group.kv.grow(r, prompt);
+    group.running.push_back(i);
+    return i;
+  }
+  RequestIdx waiting(std::int64_t prompt, std::int64_t output = 10) {
+    const RequestIdx i = requests.add();
+    Request& r = requests[i];
+    r.prompt = r.target = prompt;
+    r.output = output;
+    group.waiting.push_back(i);
+    return i;
+  }
+  template <class Policy>
+  FormedBatch form() {
+    scheduled.clear();
+    Policy p(d, 0);
+    return p.form(group, requests, Time::at(Duration::from_ms(5)), scheduled);
+  }
+  // What the replica does when the step ends: computed tokens advance (no token bookkeeping needed here).
+  void step_done() {
+    for (const ScheduledWork& w : scheduled) requests[w.req].computed += w.tokens;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("SGLang runs a prefill batch alone, continues its chunked request, then decodes everyone") {
+  Fixture f(100);
+  f.decoding(20);
+  f.decoding(30);
+  const RequestIdx w = f.waiting(100);
+  // Reserve (10 - 1) x 0.7 x 2 = 12.6 tokens; 96 free blocks = 1,536 tokens; 100 + 10 < 1,523.4: admitted,
+  // chunked to the 50-token budget; no decode rides along (prefill first, no mixed chunk).
+  FormedBatch b = f.form<SglangBatchPolicy>();
+  REQUIRE(b.batch.decode_seqs == 0);
+  REQUIRE(b.batch.prefill_tokens == 50);
+  REQUIRE(b.batch.sampled_seqs == 0);
+  REQUIRE(f.scheduled.size() == 1);
+  REQUIRE(f.scheduled[0].req == w);
+  f.step_done();
+  // The chunk continues: 50 more tokens after 50, a prefill batch again, now sampling the first token.
+  b = f.form<SglangBatchPolicy>();
+  REQUIRE(b.batch.decode_seqs == 0);
+  REQUIRE(b.batch.prefill_tokens == 50);
+  REQUIRE(b.batch.prefill_pairs == Approx(50.0 * 50.0 + 50.0 * 51.0 / 2.0));
+  REQUIRE(b.batch.sampled_seqs == 1);
+  f.step_done();
+  // Nothing left to prefill: the three running requests decode together.
+  b = f.form<SglangBatchPolicy>();
+  REQUIRE(b.batch.prefill_tokens == 0);
+  REQUIRE(b.batch.decode_seqs == 3);
+  REQUIRE(b.batch.decode_context_tokens == Approx(21 + 31 + 101));
+}
+
+TEST_CASE("SGLang holds a new request back when the pool less the output reserve cannot take it") {
+  // 10 blocks = 160 tokens; the two decoding requests hold 2 blocks each: 96 tokens free, less the reserve
+  // (10 - 1) x 0.7 x 2 = 12.6: 83.4 tokens.
+  Fixture f(10);
+  f.decoding(20);
+  f.decoding(30);
+  f.waiting(70, 20);  // 70 + 20 = 90 >= 83.4: NO_TOKEN
+  FormedBatch b = f.form<SglangBatchPolicy>();
+  CHECK(b.batch.prefill_tokens == 0);
+  CHECK(b.batch.decode_seqs == 2);
+  // vLLM, which reserves nothing, admits a 48-token chunk (budget 50 less the two decode tokens) into the
+  // 6 free blocks.
+  Fixture v(10);
+  v.decoding(20);
+  v.decoding(30);
+  v.waiting(70, 20);
+  VllmBatchPolicy vllm(v.d);
+  const FormedBatch vb = vllm.form(v.group, v.requests, Time{}, v.scheduled);
+  CHECK(vb.batch.prefill_tokens == 48);
+  // With 10 tokens of output the request fits: 70 + 10 = 80 < 83.4.
+  Fixture g(10);
+  g.decoding(20);
+  g.decoding(30);
+  g.waiting(70, 10);
+  CHECK(g.form<SglangBatchPolicy>().batch.prefill_tokens == 50);
+}
+
+TEST_CASE("SGLang retracts the running request with the fewest output tokens when decode blocks run out") {
+  // Three requests of 16 computed tokens hold a block each; the next token needs a second block each.
+  // 4 blocks: 1 free for 3 needed. Retract the one with 1 output token (the others have 3 and 2): its block
+  // frees, 2 free for 2 needed.
+  Fixture f(4);
+  const RequestIdx a = f.decoding(16, 10, 3);
+  const RequestIdx b = f.decoding(16, 10, 1);
+  const RequestIdx c = f.decoding(16, 10, 2);
+  const FormedBatch out = f.form<SglangBatchPolicy>();
+  CHECK(out.preemptions == 1);
+  CHECK(out.batch.decode_seqs == 2);
+  REQUIRE(f.group.waiting.size() == 1);
+  CHECK(f.group.waiting.front() == b);
+  CHECK(f.group.running == std::vector<RequestIdx>{a, c});
+}
+
+TEST_CASE("TensorRT-LLM batches generation steps and a context chunk within max_num_tokens") {
+  Fixture f(100);
+  f.decoding(20);
+  f.decoding(30);
+  f.waiting(100);
+  const FormedBatch b = f.form<TrtllmBatchPolicy>();
+  // Budget 50: two generation tokens, then a 48-token context chunk in the same batch.
+  CHECK(b.batch.decode_seqs == 2);
+  CHECK(b.batch.prefill_tokens == 48);
+  CHECK(b.preemptions == 0);
+}
+
+TEST_CASE("TensorRT-LLM admits a request only when its prompt and whole output fit beside the reservations") {
+  // 20 blocks. Running: prompt 20, output 100, 1 out: ceil((20 + 99) / 16) = 8 blocks to finish, 2 held:
+  // 6 reserved; prompt 30: ceil(129 / 16) = 9, 2 held: 7 reserved. Free 16 - 13 = 3 blocks.
+  Fixture f(20);
+  f.decoding(20, 100);
+  f.decoding(30, 100);
+  f.waiting(40, 10);  // ceil(50 / 16) = 4 > 3: waits (GUARANTEED_NO_EVICT)
+  FormedBatch b = f.form<TrtllmBatchPolicy>();
+  CHECK(b.batch.prefill_tokens == 0);
+  CHECK(b.batch.decode_seqs == 2);
+  CHECK(f.group.waiting.size() == 1);
+  // A request of 16 + 16 tokens needs 2 blocks <= 3: admitted.
+  Fixture g(20);
+  g.decoding(20, 100);
+  g.decoding(30, 100);
+  g.waiting(16, 16);
+  b = g.form<TrtllmBatchPolicy>();
+  CHECK(b.batch.prefill_tokens == 16);
+  CHECK(g.group.waiting.empty());
+}
+
+TEST_CASE("the engine profile picks the scheduler") {
+  DeploymentSpec d;
+  d.engine = engine_profile(EngineKind::kSglang);
+  CHECK(dynamic_cast<SglangBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
+  d.engine = engine_profile(EngineKind::kTrtllm);
+  CHECK(dynamic_cast<TrtllmBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
+  for (const EngineKind k : {EngineKind::kVllm, EngineKind::kPytorchGraph, EngineKind::kPytorchLoop}) {
+    d.engine = engine_profile(k);
+    CHECK(dynamic_cast<VllmBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
+  }
+}
