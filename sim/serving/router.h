@@ -16,6 +16,7 @@ struct GroupLoad {
   std::int64_t running = 0;
   std::int64_t waiting = 0;
   double busy_s = 0;  // EWMA of its GPUs' busy time per step (0 before its first step)
+  std::int64_t free_kv_blocks = 0;
 };
 
 class Router {
@@ -28,6 +29,8 @@ class Router {
 // The router the scenario names (deployment.router; experts.admission = gpu_load_aware picks the
 // load-aware least-loaded router).
 std::unique_ptr<Router> make_router(const ScenarioSpec& s);
+// The router of a pool with deployment `d` (a decode pool's: deployment.pools[i].router).
+std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_admission);
 
 // Each group in turn.
 class RoundRobinRouter final : public Router {
@@ -40,6 +43,13 @@ class RoundRobinRouter final : public Router {
 
 // The group with the fewest running + waiting requests (first on ties): vLLM/SGLang DP attention.
 class LeastLoadedRouter final : public Router {
+ public:
+  int route(std::span<const GroupLoad> groups) override;
+};
+
+// KV-aware: the group with the most free KV blocks, ties to the fewest running + waiting requests (a
+// decode router: the request arrives with its prompt's KV and needs room for it; Mooncake's conductor).
+class KvAwareRouter final : public Router {
  public:
   int route(std::span<const GroupLoad> groups) override;
 };
