@@ -177,6 +177,10 @@ TEST_CASE("pools take consecutive GPUs and refuse what does not fit, with the JS
   CHECK(ok.spec.pools[1].deployment.ep_size == 4);
   CHECK(ok.spec.pools[1].deployment.attention_dp == 4);  // inherited default dp = ep / tp
 
+  SECTION("one instance unless told") {
+    j["deployment"]["pools"][1].erase("instances");
+    CHECK(parse_scenario(j, "").spec.pools[1].instances == 1);
+  }
   SECTION("more GPUs than the cluster") {
     j["deployment"]["pools"][1]["instances"] = 2;
     const std::string e = error_of(j);
@@ -263,4 +267,32 @@ TEST_CASE("a disaggregated run is deterministic and its seed matters") {
   CHECK(a.disaggregation.kv_bytes == b.disaggregation.kv_bytes);
   j["run"]["seed"] = 4;
   CHECK(run(j).fingerprint != a.fingerprint);
+}
+
+TEST_CASE("a pool that does not fit is refused by validate's check and by run alike, naming the pool") {
+  // DeepSeek-V3 in FP8 (about 671 GB of weights) on one 8 x H800 decode instance (80 GB each) cannot fit.
+  Json j = load_json_file(std::string(MOESIM_SOURCE_DIR) + "/scenarios/reference/dsv3_pd_disagg.json");
+  j["deployment"]["pools"][1]["ep_size"] = 8;
+  j["deployment"]["pools"][1]["attention"] = Json{{"dp", 8}, {"tp", 1}};
+  const LoadedScenario sc = parse_scenario(j, "");
+  const RooflineCostModel gpu(sc.spec.cluster.gpu);
+  const std::vector<MemoryPlan> plans = deployed_memory_plans(sc.spec, gpu);
+  REQUIRE(plans.size() == 2);
+  CHECK(plans[0].fits());
+  CHECK_FALSE(plans[1].fits());
+  std::string validate_error;
+  std::string run_error;
+  try {
+    check_deployment_fits(sc.spec, gpu);
+  } catch (const InputError& e) {
+    validate_error = e.what();
+  }
+  try {
+    (void)simulate(sc.spec, gpu);
+  } catch (const InputError& e) {
+    run_error = e.what();
+  }
+  CHECK(validate_error.rfind("deployment.pools[1]: ", 0) == 0);
+  CHECK(validate_error.find("does not fit") != std::string::npos);
+  CHECK(run_error == validate_error);
 }
