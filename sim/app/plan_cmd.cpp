@@ -4,6 +4,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "sim/app/commands.h"
 #include "sim/engine/check.h"
@@ -12,6 +15,7 @@
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/capacity_plan.h"
 #include "sim/serving/capacity_plan_report.h"
+#include "sim/serving/serving_simulation.h"
 
 namespace moesim {
 
@@ -21,7 +25,22 @@ void execute_plan(const PlanCommandOptions& o) {
   po.context_tokens = o.context;
   po.concurrency = o.concurrency;
   const std::unique_ptr<GpuCostModel> gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
-  CapacityPlan p = plan_capacity(sc.spec, *gpu, po);
+  // With deployment.pools the review covers one pool's deployment: the first that does not fit (what
+  // validate and run refuse), else the first pool; a simulation runs them all.
+  std::optional<ScenarioSpec> pool_view;
+  std::size_t reviewed = 0;
+  if (sc.spec.disaggregated()) {
+    const std::vector<MemoryPlan> plans = deployed_memory_plans(sc.spec, *gpu);
+    while (reviewed + 1 < plans.size() && plans[reviewed].fits()) ++reviewed;
+    if (plans[reviewed].fits()) reviewed = 0;
+    pool_view = sc.spec.pool_view(sc.spec.pools[reviewed]);
+  }
+  CapacityPlan p = plan_capacity(pool_view ? *pool_view : sc.spec, *gpu, po);
+  if (pool_view) {
+    p.notes.push_back("deployment.pools: this review covers pool " + std::to_string(reviewed) + " (" +
+                      to_string(sc.spec.pools[reviewed].role) +
+                      ", its own deployment); validate and run decide the fit of every pool");
+  }
   const bool json_to_stdout = o.json_file == "-";
   if (o.simulate) {
     try {

@@ -124,13 +124,29 @@ void execute_validate(const ValidateOptions& o) {
   const std::string& file = o.file;
   const LoadedScenario sc = load_replicated_scenario(file, effective_overrides(o.scenario)).loaded;
   const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
-  const MemoryPlan m = deployed_memory_plan(sc.spec, *gpu);  // what run decides "fits" from
-  check_fits(sc.spec, m);
+  check_deployment_fits(sc.spec, *gpu);  // every pool, as run decides "fits"
+  const MemoryPlan m = deployed_memory_plan(sc.spec, *gpu);
   const ScenarioSpec& s = sc.spec;
   std::printf("%s: OK\n", file.empty() ? "scenarios/default.json (built in)" : file.c_str());
   std::printf("  model %s: %.1fB total, %.1fB active parameters%s\n", s.model.name.c_str(),
               s.model.total_params() / 1e9, s.model.active_params() / 1e9,
               s.model.architecture_known ? "" : " (architecture ASSUMED)");
+  if (s.disaggregated()) {
+    std::printf("  cluster: %d x %d %s in %zu pools\n", s.cluster.nodes, s.cluster.gpus_per_node,
+                s.cluster.gpu.name.c_str(), s.pools.size());
+    const std::vector<MemoryPlan> plans = deployed_memory_plans(s, *gpu);
+    for (std::size_t i = 0; i < s.pools.size(); ++i) {
+      const PoolSpec& p = s.pools[i];
+      std::printf(
+          "  pool %zu (%s): %d instance(s) of EP%d (attention DP%d x TP%d) on GPUs %d-%d; weights %.1f GiB, "
+          "KV pool %.1f GiB per GPU (%lld tokens per attention group)\n",
+          i, to_string(p.role), p.instances, p.deployment.ep_size, p.deployment.attention_dp,
+          p.deployment.attention_tp, p.first_gpu, p.first_gpu + p.gpus() - 1,
+          plans[i].weights_per_gpu.total() / kGiB, plans[i].kv_pool_bytes_per_gpu / kGiB,
+          static_cast<long long>(plans[i].kv_tokens_per_group));
+    }
+    return;
+  }
   std::printf("  cluster: %d x %d %s, %d replica(s) of EP%d (attention DP%d x TP%d)\n", s.cluster.nodes,
               s.cluster.gpus_per_node, s.cluster.gpu.name.c_str(), s.replicas(), s.deployment.ep_size,
               s.deployment.attention_dp, s.deployment.attention_tp);

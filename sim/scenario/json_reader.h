@@ -41,6 +41,8 @@ class JsonReader {
   [[nodiscard]] const std::string& path() const { return path_; }
   [[nodiscard]] std::string path_of(std::string_view key) const;
   [[nodiscard]] bool has(std::string_view key) const;
+  // The object read (for a merge of objects, as deployment.pools does); marks nothing as read.
+  [[nodiscard]] const Json& json() const { return j_; }
 
   double number(std::string_view key);
   double number(std::string_view key, double fallback);

@@ -173,6 +173,45 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
                                {"block_hit_rate", p.block_hit_rate},
                                {"token_hit_rate", p.token_hit_rate}};
   }
+  if (!r.pools.empty()) {
+    Json pools = Json::array();
+    for (const PoolReport& p : r.pools) {
+      pools.push_back(Json{{"role", p.role},
+                           {"instances", p.instances},
+                           {"gpus", p.gpus},
+                           {"first_gpu", p.first_gpu},
+                           {"ep_size", p.ep_size},
+                           {"steps", p.steps},
+                           {"mean_step_s", p.mean_step_s},
+                           {"busy", p.busy},
+                           {"tokens_per_s", p.tokens_per_s},
+                           {"kv_pool_bytes_per_gpu", p.kv_pool_bytes_per_gpu},
+                           {"kv_peak_used_share", p.kv_peak_used_share},
+                           {"sla",
+                            {{"metric", p.sla_metric},
+                             {"limit_s", p.sla_limit_s},
+                             {"at_percentile_s", p.sla_at_percentile_s},
+                             {"met", p.sla_met}}}});
+    }
+    out["pools"] = pools;
+  }
+  if (r.disaggregation.enabled) {
+    const DisaggregationReport& d = r.disaggregation;
+    out["disaggregation"] =
+        Json{{"ttft_definition", "arrival to the decode instance's admission, which streams the first token"},
+             {"ttft_split",
+              {{"prefill_queue", latency(d.prefill_queue)},
+               {"prefill", latency(d.prefill)},
+               {"kv_transfer", latency(d.kv_transfer)},
+               {"decode_queue", latency(d.decode_queue)}}},
+             {"kv_transfers", d.kv_transfers},
+             {"kv_bytes", d.kv_bytes},
+             {"kv_transfer_s", d.kv_transfer_s}};
+  }
+  if (r.migration.enabled) {
+    out["kv_migration"] = Json{
+        {"requests", r.migration.count}, {"bytes", r.migration.bytes}, {"transfer_s", r.migration.seconds}};
+  }
   return out;
 }
 

@@ -245,6 +245,223 @@ void apply_override(Json& j, std::string_view assignment) {
   }
 }
 
+KvMigrationSpec parse_kv_migration(JsonReader& d) {
+  KvMigrationSpec m;
+  auto r = d.optional_object("kv_migration");
+  if (!r) return m;
+  m.imbalance_ratio = r->number_in("imbalance_ratio", 1.0, 1e6);
+  if (m.imbalance_ratio <= 1.0) r->fail("imbalance_ratio", "must be above 1 (most / least loaded instance)");
+  m.check_every = Duration::from_seconds(r->bounded("check_every_s", 1.0, 1e-6, kMaxSeconds));
+  if (m.check_every <= Duration::zero()) r->fail("check_every_s", "must be positive");
+  m.max_requests_per_check = r->int_in("max_requests_per_check", 8, 1, 1 << 20);
+  r->finish();
+  return m;
+}
+
+// One deployment: the top-level `deployment` (whole_cluster: its instances fill the cluster) or a pool's
+// (its keys merged over the top-level ones). Reads every key but `pools` and `speculative`.
+DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole_cluster) {
+  DeploymentSpec dep;
+  const int total = s.cluster.total_gpus();
+  dep.ep_size = d.positive_int("ep_size", total);
+  if (whole_cluster && total % dep.ep_size != 0) {
+    d.fail("ep_size",
+           std::to_string(dep.ep_size) + " does not divide the cluster's " + std::to_string(total) + " GPUs");
+  }
+  // Whether the experts (with redundant slots) divide over ep_size is checked with the experts section.
+  auto attn = d.optional_object("attention");
+  Json empty = Json::object();
+  JsonReader a = attn ? *attn : JsonReader(empty, d.path_of("attention"));
+  dep.attention_tp = a.positive_int("tp", 1);
+  dep.attention_dp = a.positive_int("dp", dep.ep_size / dep.attention_tp);
+  if (dep.attention_dp * dep.attention_tp != dep.ep_size) {
+    a.fail("dp", "dp x tp = " + std::to_string(dep.attention_dp * dep.attention_tp) +
+                     " must equal deployment.ep_size = " + std::to_string(dep.ep_size));
+  }
+  a.finish();
+  dep.max_batch_size = d.positive_int("max_batch_size", 256);
+  if (dep.max_batch_size > (1 << 20)) d.fail("max_batch_size", "must be at most 1048576");
+  dep.max_batched_tokens = d.positive_integer("max_batched_tokens", 8192);
+  if (dep.max_batched_tokens > (1 << 20)) d.fail("max_batched_tokens", "must be at most 1048576");
+  dep.chunked_prefill = d.boolean("chunked_prefill", true);
+  dep.kv_cache_memory_fraction = d.fraction("kv_cache_memory_fraction", 0.9);
+  dep.kv_block_tokens = d.int_in("kv_block_tokens", 16, 1, 1 << 20);
+  dep.prefix_caching = d.boolean("prefix_caching", false);
+  dep.activation_bytes = d.bounded("activation_gib", 4.0, 0.0, 1e6) * kGiB;
+  dep.framework_overhead_bytes = d.bounded("framework_overhead_gib", 2.0, 0.0, 1e6) * kGiB;
+  if (dep.activation_bytes < 0) d.fail("activation_gib", "must be >= 0");
+  if (dep.framework_overhead_bytes < 0) d.fail("framework_overhead_gib", "must be >= 0");
+  dep.max_waiting_requests = d.integer_in("max_waiting_requests", 0, 0, kMaxInteger);
+  if (dep.max_waiting_requests < 0) d.fail("max_waiting_requests", "must be >= 0 (0 = unlimited)");
+  const std::string mode = d.string("all_to_all", "high_throughput");
+  if (mode == "high_throughput") {
+    dep.all_to_all_mode = AllToAllMode::kHighThroughput;
+  } else if (mode == "low_latency") {
+    dep.all_to_all_mode = AllToAllMode::kLowLatency;
+  } else if (mode == "nvlink_domain") {
+    // One-sided NVLink kernels need every rank of the EP group in one NVLink domain.
+    if (dep.ep_size > s.cluster.gpus_per_node) {
+      d.fail("all_to_all", "nvlink_domain needs the EP group (ep_size " + std::to_string(dep.ep_size) +
+                               ") inside one NVLink domain of " + std::to_string(s.cluster.gpus_per_node) +
+                               " GPUs (cluster.gpus_per_node); use high_throughput, low_latency or auto");
+    }
+    dep.all_to_all_mode = AllToAllMode::kNvlinkDomain;
+  } else if (mode == "auto") {
+    dep.all_to_all_mode = AllToAllMode::kAuto;
+  } else {
+    d.fail("all_to_all",
+           "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
+  }
+  dep.two_batch_overlap = d.boolean("two_batch_overlap", false);
+  if (d.has("comm_sms")) {
+    dep.comm_sms = d.int_in("comm_sms", 0, s.cluster.gpu.sms - 1);
+    if (!dep.two_batch_overlap) d.fail("comm_sms", "only matters with deployment.two_batch_overlap");
+  }
+  const std::string engine = d.string("engine", "vllm");
+  const auto kind = parse_engine(engine);
+  if (!kind) {
+    d.fail("engine", "unknown engine \"" + engine +
+                         "\" (known: pytorch_graph, pytorch_loop, vllm, sglang, trtllm; docs/engines.md)");
+  }
+  dep.engine = engine_profile(*kind);
+  if (auto pp = d.optional_object("pipeline")) {
+    dep.pipeline_stages = pp->positive_int("stages", 1);
+    dep.pipeline_microbatches = pp->positive_int("microbatches", dep.pipeline_stages);
+    if (dep.pipeline_stages > s.model.num_layers) pp->fail("stages", "cannot exceed the model's layers");
+    if (whole_cluster && total % (dep.ep_size * dep.pipeline_stages) != 0) {
+      pp->fail("stages", "ep_size x stages = " + std::to_string(dep.ep_size * dep.pipeline_stages) +
+                             " does not divide the cluster's " + std::to_string(total) + " GPUs");
+    }
+    if (dep.pipeline_microbatches > 1024) pp->fail("microbatches", "must be at most 1024");
+    pp->finish();
+  }
+  dep.expert_tp = d.int_in("expert_tp_size", 1, 1, kMaxClusterGpus);
+  if (dep.expert_tp > 1) {
+    const std::string t = std::to_string(dep.expert_tp);
+    if (s.model.routed_experts == 0) d.fail("expert_tp_size", "the model has no routed experts to split");
+    if (dep.ep_size % dep.expert_tp != 0) {
+      d.fail("expert_tp_size", t + " does not divide deployment.ep_size = " + std::to_string(dep.ep_size) +
+                                   " (the GPUs that hold the experts)");
+    }
+    if (s.model.expert_inter % dep.expert_tp != 0) {
+      d.fail("expert_tp_size", t + " does not divide the model's expert_inter (" +
+                                   std::to_string(s.model.expert_inter) +
+                                   "): each rank holds inter / tp columns");
+    }
+    if (s.cluster.gpus_per_node % dep.expert_tp != 0) {
+      d.fail("expert_tp_size",
+             t + " does not divide cluster.gpus_per_node = " + std::to_string(s.cluster.gpus_per_node) +
+                 ": an expert's tensor-parallel group stays inside one NVLink node");
+    }
+  }
+  const std::string router = d.string("router", "least_loaded");
+  if (router == "least_loaded") {
+    dep.router = RouterPolicy::kLeastLoaded;
+  } else if (router == "round_robin") {
+    dep.router = RouterPolicy::kRoundRobin;
+  } else if (router == "kv_aware") {
+    dep.router = RouterPolicy::kKvAware;
+  } else if (router == "cache_aware") {
+    if (!dep.prefix_caching) {
+      d.fail("router", "cache_aware routes by the groups' prefix caches: set deployment.prefix_caching true");
+    }
+    dep.router = RouterPolicy::kCacheAware;
+  } else {
+    d.fail("router",
+           "unknown router \"" + router + "\" (known: least_loaded, round_robin, kv_aware, cache_aware)");
+  }
+  dep.kv_migration = parse_kv_migration(d);
+  return dep;
+}
+
+// deployment.pools: each entry's keys over the top-level deployment's; pools take consecutive GPUs of the
+// cluster in order. Either every pool prefills and decodes (role "both") or there are prefill and decode
+// pools (disaggregation).
+std::vector<PoolSpec> parse_pools(JsonReader& d, const ScenarioSpec& s) {
+  std::vector<PoolSpec> pools;
+  if (!d.has("pools")) {
+    (void)d.optional_object("pools");  // marks the key known
+    return pools;
+  }
+  const Json& arr = d.raw("pools");
+  const std::string path = d.path_of("pools");
+  if (!arr.is_array() || arr.empty()) {
+    throw InputError(path, "expected a non-empty array of pools, got " + json_type_name(arr));
+  }
+  if (arr.size() > 64) throw InputError(path, "at most 64 pools");
+  Json base = Json::object();
+  for (auto it = d.json().begin(); it != d.json().end(); ++it) {
+    if (it.key() != "pools" && it.key() != "speculative") base[it.key()] = it.value();
+  }
+  const int total = s.cluster.total_gpus();
+  const int per_node = s.cluster.gpus_per_node;
+  int next_gpu = 0;
+  bool both = false;
+  bool prefill = false;
+  bool decode = false;
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (!arr[i].is_object()) throw InputError(at, "expected an object, got " + json_type_name(arr[i]));
+    Json merged = base;
+    for (auto it = arr[i].begin(); it != arr[i].end(); ++it) merged[it.key()] = it.value();
+    JsonReader r(merged, at);
+    PoolSpec p;
+    const std::string role = r.string("role");
+    if (role == "prefill") {
+      p.role = PoolRole::kPrefill;
+    } else if (role == "decode") {
+      p.role = PoolRole::kDecode;
+    } else if (role == "both") {
+      p.role = PoolRole::kBoth;
+    } else {
+      r.fail("role", "unknown role \"" + role + "\" (known: prefill, decode, both)");
+    }
+    p.instances = r.int_in("instances", 1, 1, 1 << 20);
+    p.deployment = parse_deployment(r, s, false);
+    if (p.role == PoolRole::kDecode && p.deployment.prefix_caching) {
+      r.fail(
+          "prefix_caching",
+          "a decode pool receives each request's whole KV cache from its prefill instance: prefix caching "
+          "applies where prompts are prefilled; set it on the prefill pool only (not at deployment level)");
+    }
+    r.finish();
+    p.first_gpu = next_gpu;
+    const std::int64_t end =
+        std::int64_t{next_gpu} + std::int64_t{p.instances} * p.deployment.gpus_per_instance();
+    if (end > total) {
+      throw InputError(at, "needs GPUs " + std::to_string(next_gpu) + " to " + std::to_string(end - 1) +
+                               " (" + std::to_string(p.instances) + " instances x " +
+                               std::to_string(p.deployment.gpus_per_instance()) +
+                               " GPUs after the pools before it) but the cluster has " +
+                               std::to_string(total) + " GPUs");
+    }
+    // An instance inside one node or on whole nodes: the step planner places its GPUs from a node start.
+    const int size = p.deployment.gpus_per_instance();
+    const bool fits_nodes =
+        size % per_node == 0 ? next_gpu % per_node == 0 : per_node % size == 0 && next_gpu % size == 0;
+    if (!fits_nodes) {
+      throw InputError(at,
+                       "its instances of " + std::to_string(size) + " GPUs would start at GPU " +
+                           std::to_string(next_gpu) + " and straddle nodes of " + std::to_string(per_node) +
+                           " GPUs; an instance must lie in one node or on whole nodes (reorder the pools or "
+                           "change their sizes)");
+    }
+    next_gpu = static_cast<int>(end);
+    both = both || p.role == PoolRole::kBoth;
+    prefill = prefill || p.role == PoolRole::kPrefill;
+    decode = decode || p.role == PoolRole::kDecode;
+    pools.push_back(std::move(p));
+  }
+  if (both && (prefill || decode)) {
+    throw InputError(path, "pools of role \"both\" do not mix with prefill and decode pools");
+  }
+  if (prefill != decode) {
+    throw InputError(path, std::string("a ") + (prefill ? "prefill" : "decode") + " pool needs a " +
+                               (prefill ? "decode" : "prefill") + " pool to hand requests to");
+  }
+  return pools;
+}
+
 LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
   LoadedScenario out;
   ScenarioSpec& s = out.spec;
@@ -340,118 +557,15 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
   // Deployment.
   {
     JsonReader d = root.object("deployment");
-    DeploymentSpec& dep = s.deployment;
-    const int total = s.cluster.total_gpus();
-    dep.ep_size = d.positive_int("ep_size", total);
-    if (total % dep.ep_size != 0) {
-      d.fail("ep_size", std::to_string(dep.ep_size) + " does not divide the cluster's " +
-                            std::to_string(total) + " GPUs");
-    }
-    // Whether the experts (with redundant slots) divide over ep_size is checked with the experts section.
-    auto attn = d.optional_object("attention");
-    Json empty = Json::object();
-    JsonReader a = attn ? *attn : JsonReader(empty, "deployment.attention");
-    dep.attention_tp = a.positive_int("tp", 1);
-    dep.attention_dp = a.positive_int("dp", dep.ep_size / dep.attention_tp);
-    if (dep.attention_dp * dep.attention_tp != dep.ep_size) {
-      a.fail("dp", "dp x tp = " + std::to_string(dep.attention_dp * dep.attention_tp) +
-                       " must equal deployment.ep_size = " + std::to_string(dep.ep_size));
-    }
-    a.finish();
-    dep.max_batch_size = d.positive_int("max_batch_size", 256);
-    if (dep.max_batch_size > (1 << 20)) d.fail("max_batch_size", "must be at most 1048576");
-    dep.max_batched_tokens = d.positive_integer("max_batched_tokens", 8192);
-    if (dep.max_batched_tokens > (1 << 20)) d.fail("max_batched_tokens", "must be at most 1048576");
-    dep.chunked_prefill = d.boolean("chunked_prefill", true);
-    dep.kv_cache_memory_fraction = d.fraction("kv_cache_memory_fraction", 0.9);
-    dep.kv_block_tokens = d.int_in("kv_block_tokens", 16, 1, 1 << 20);
-    dep.prefix_caching = d.boolean("prefix_caching", false);
-    dep.activation_bytes = d.bounded("activation_gib", 4.0, 0.0, 1e6) * kGiB;
-    dep.framework_overhead_bytes = d.bounded("framework_overhead_gib", 2.0, 0.0, 1e6) * kGiB;
-    if (dep.activation_bytes < 0) d.fail("activation_gib", "must be >= 0");
-    if (dep.framework_overhead_bytes < 0) d.fail("framework_overhead_gib", "must be >= 0");
-    dep.max_waiting_requests = d.integer_in("max_waiting_requests", 0, 0, kMaxInteger);
-    if (dep.max_waiting_requests < 0) d.fail("max_waiting_requests", "must be >= 0 (0 = unlimited)");
-    const std::string mode = d.string("all_to_all", "high_throughput");
-    if (mode == "high_throughput") {
-      dep.all_to_all_mode = AllToAllMode::kHighThroughput;
-    } else if (mode == "low_latency") {
-      dep.all_to_all_mode = AllToAllMode::kLowLatency;
-    } else if (mode == "nvlink_domain") {
-      // One-sided NVLink kernels need every rank of the EP group in one NVLink domain.
-      if (dep.ep_size > s.cluster.gpus_per_node) {
-        d.fail("all_to_all", "nvlink_domain needs the EP group (ep_size " + std::to_string(dep.ep_size) +
-                                 ") inside one NVLink domain of " + std::to_string(s.cluster.gpus_per_node) +
-                                 " GPUs (cluster.gpus_per_node); use high_throughput, low_latency or auto");
-      }
-      dep.all_to_all_mode = AllToAllMode::kNvlinkDomain;
-    } else if (mode == "auto") {
-      dep.all_to_all_mode = AllToAllMode::kAuto;
-    } else {
-      d.fail("all_to_all",
-             "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
-    }
-    dep.two_batch_overlap = d.boolean("two_batch_overlap", false);
-    if (d.has("comm_sms")) {
-      dep.comm_sms = d.int_in("comm_sms", 0, s.cluster.gpu.sms - 1);
-      if (!dep.two_batch_overlap) d.fail("comm_sms", "only matters with deployment.two_batch_overlap");
-    }
-    const std::string engine = d.string("engine", "vllm");
-    const auto kind = parse_engine(engine);
-    if (!kind) {
-      d.fail("engine", "unknown engine \"" + engine +
-                           "\" (known: pytorch_graph, pytorch_loop, vllm, sglang, trtllm; docs/engines.md)");
-    }
-    dep.engine = engine_profile(*kind);
-    if (auto pp = d.optional_object("pipeline")) {
-      dep.pipeline_stages = pp->positive_int("stages", 1);
-      dep.pipeline_microbatches = pp->positive_int("microbatches", dep.pipeline_stages);
-      if (dep.pipeline_stages > s.model.num_layers) pp->fail("stages", "cannot exceed the model's layers");
-      if (total % (dep.ep_size * dep.pipeline_stages) != 0) {
-        pp->fail("stages", "ep_size x stages = " + std::to_string(dep.ep_size * dep.pipeline_stages) +
-                               " does not divide the cluster's " + std::to_string(total) + " GPUs");
-      }
-      if (dep.pipeline_microbatches > 1024) pp->fail("microbatches", "must be at most 1024");
-      pp->finish();
-    }
-    dep.expert_tp = d.int_in("expert_tp_size", 1, 1, kMaxClusterGpus);
-    if (dep.expert_tp > 1) {
-      const std::string t = std::to_string(dep.expert_tp);
-      if (s.model.routed_experts == 0) d.fail("expert_tp_size", "the model has no routed experts to split");
-      if (dep.ep_size % dep.expert_tp != 0) {
-        d.fail("expert_tp_size", t + " does not divide deployment.ep_size = " + std::to_string(dep.ep_size) +
-                                     " (the GPUs that hold the experts)");
-      }
-      if (s.model.expert_inter % dep.expert_tp != 0) {
-        d.fail("expert_tp_size", t + " does not divide the model's expert_inter (" +
-                                     std::to_string(s.model.expert_inter) +
-                                     "): each rank holds inter / tp columns");
-      }
-      if (s.cluster.gpus_per_node % dep.expert_tp != 0) {
-        d.fail("expert_tp_size",
-               t + " does not divide cluster.gpus_per_node = " + std::to_string(s.cluster.gpus_per_node) +
-                   ": an expert's tensor-parallel group stays inside one NVLink node");
-      }
-    }
-    const std::string router = d.string("router", "least_loaded");
-    if (router == "least_loaded") {
-      dep.router = RouterPolicy::kLeastLoaded;
-    } else if (router == "round_robin") {
-      dep.router = RouterPolicy::kRoundRobin;
-    } else if (router == "cache_aware") {
-      if (!dep.prefix_caching) {
-        d.fail("router",
-               "cache_aware routes by the groups' prefix caches: set deployment.prefix_caching true");
-      }
-      dep.router = RouterPolicy::kCacheAware;
-    } else {
-      d.fail("router", "unknown router \"" + router + "\" (known: least_loaded, round_robin, cache_aware)");
-    }
+    s.deployment = parse_deployment(d, s, !d.has("pools"));
+    s.pools = parse_pools(d, s);
     s.production.speculative = parse_speculative(d);
-    if (s.production.speculative && dep.pipeline_stages > 1) {
+    int stages = s.deployment.pipeline_stages;
+    for (const PoolSpec& pool : s.pools) stages = std::max(stages, pool.deployment.pipeline_stages);
+    if (s.production.speculative && stages > 1) {
       d.fail("speculative",
              "speculative decoding is not modelled with pipeline parallelism (pipeline.stages " +
-                 std::to_string(dep.pipeline_stages) + "); remove one of them");
+                 std::to_string(stages) + "); remove one of them");
     }
     d.finish();
   }
@@ -511,6 +625,15 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     auto ex = root.optional_object("experts");
     Json empty = Json::object();
     s.experts = parse_experts(ex ? *ex : JsonReader(empty, "experts"), s);
+    // Every pool holds the experts over its own EP group.
+    for (std::size_t i = 0; i < s.pools.size(); ++i) {
+      try {
+        (void)parse_experts(ex ? JsonReader(j.at("experts"), "experts") : JsonReader(empty, "experts"),
+                            s.pool_view(s.pools[i]));
+      } catch (const InputError& e) {
+        throw InputError("deployment.pools[" + std::to_string(i) + "]", std::string(e.what()));
+      }
+    }
   }
 
   // SLA.
@@ -564,6 +687,14 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
   }
   root.finish();
   check_consistency(s);
+  // Per pool (a pool's view holds no trace rows: the rules on a trace's lengths do not apply to it).
+  for (std::size_t i = 0; i < s.pools.size() && s.workload.trace.empty(); ++i) {
+    try {
+      check_consistency(s.pool_view(s.pools[i]));
+    } catch (const InputError& e) {
+      throw InputError("deployment.pools[" + std::to_string(i) + "]", std::string(e.what()));
+    }
+  }
   return out;
 }
 

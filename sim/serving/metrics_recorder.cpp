@@ -8,7 +8,19 @@ MetricsRecorder::MetricsRecorder(const ScenarioSpec& s, SimulationObserver* obse
       warmup_end_(Time::at(s.run.warmup)),
       loop_on_(s.experts.any() || s.workload.drift || s.workload.coactivation) {
   loop.gpu_load_imbalance_weighted = 0;
-  const auto gpus = static_cast<std::size_t>(s.replicas() * s.deployment.ep_size);
+  // Each replica reports its EP group's GPUs (ep_size of them), replica after replica.
+  int slots = 0;
+  for (const PoolSpec& p : s.pool_specs()) {
+    pool_first_slot.push_back(slots);
+    for (int i = 0; i < p.instances; ++i) {
+      replica_slot_.push_back(slots);
+      replica_pool_.push_back(static_cast<int>(pools.size()));
+      slots += p.deployment.ep_size;
+    }
+    pool_slots.push_back(slots - pool_first_slot.back());
+    pools.emplace_back();
+  }
+  const auto gpus = static_cast<std::size_t>(slots);
   gpu_busy.assign(gpus, 0.0);
   gpu_flops.assign(gpus, 0.0);
   gpu_bytes.assign(gpus, 0.0);
@@ -85,7 +97,11 @@ void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner,
       loop.gpu_load_imbalance_weighted += plan.gpu_imbalance * static_cast<double>(plan.tokens);
       loop.dispatch_bytes_per_token += plan.dispatch_nvlink_bytes + plan.dispatch_nic_bytes;
     }
-    const auto base = static_cast<std::size_t>(rec.replica * s_.deployment.ep_size);
+    PoolCounters& pool = pools[static_cast<std::size_t>(rec.pool)];
+    ++pool.steps;
+    pool.step_s += plan.total.seconds();
+    pool.tokens += static_cast<double>(plan.tokens);
+    const auto base = static_cast<std::size_t>(replica_slot_[static_cast<std::size_t>(rec.replica)]);
     const auto busy = planner.gpu_busy_s();
     const auto flops = planner.gpu_flops();
     const auto bytes = planner.gpu_bytes();
@@ -96,6 +112,18 @@ void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner,
     }
   }
   if (observer_ != nullptr) observer_->on_step(rec);
+}
+
+void MetricsRecorder::on_kv_transfer(double bytes, Duration took, bool migration) {
+  if (migration) {
+    ++migrations;
+    migration_bytes += bytes;
+    migration_s += took.seconds();
+  } else {
+    ++kv_transfers;
+    kv_transfer_bytes += bytes;
+    kv_transfer_s += took.seconds();
+  }
 }
 
 void MetricsRecorder::on_token(const Request& r, Time now) {
@@ -113,7 +141,10 @@ void MetricsRecorder::on_finished(const Request& r, Time now) {
   const double e2e_s = (now - r.arrival).seconds();
   const double tpot_s =
       r.output > 1 ? (r.last_token - r.first_token).seconds() / static_cast<double>(r.output - 1) : 0.0;
-  const double queueing_s = (r.admitted - r.arrival).seconds();
+  const bool split = r.prefill_replica >= 0;
+  // Disaggregated: the prefill queue and the decode queue.
+  const double queueing_s = split ? (r.prefill_admitted - r.arrival + (r.admitted - r.kv_arrived)).seconds()
+                                  : (r.admitted - r.arrival).seconds();
   if (now >= warmup_end_) {
     ++run_finished;
     if (now <= arrivals_end_) ++window_finished;
@@ -124,6 +155,16 @@ void MetricsRecorder::on_finished(const Request& r, Time now) {
     e2e.add(e2e_s);
     queueing.add(queueing_s);
     if (r.output > 1) tpot.add(tpot_s);
+    const int entry = split ? r.prefill_replica : r.replica;
+    pools[static_cast<std::size_t>(replica_pool_[static_cast<std::size_t>(entry)])].ttft.add(ttft_s);
+    if (r.output > 1)
+      pools[static_cast<std::size_t>(replica_pool_[static_cast<std::size_t>(r.replica)])].tpot.add(tpot_s);
+    if (split) {
+      prefill_queue.add((r.prefill_admitted - r.arrival).seconds());
+      prefill.add((r.prefill_done - r.prefill_admitted).seconds());
+      kv_transfer.add((r.kv_arrived - r.prefill_done).seconds());
+      decode_queue.add((r.first_token - r.kv_arrived).seconds());
+    }
     const bool violates = ttft_s > s_.sla.ttft.seconds() || (r.output > 1 && tpot_s > s_.sla.tpot.seconds());
     if (violates) {
       ++sla_violations;

@@ -37,6 +37,9 @@ class MetricsRecorder {
     if (now <= arrivals_end_) window_prompt_tokens += r.prompt;
   }
   void on_finished(const Request& r, Time now);
+  // A KV cache of `bytes` (on the wire) moved between instances in `took`: prefill -> decode, or a
+  // migration between instances of a pool. Counted over the whole run.
+  void on_kv_transfer(double bytes, Duration took, bool migration);
 
   [[nodiscard]] Time warmup_end() const { return warmup_end_; }
   [[nodiscard]] Time arrivals_end() const { return arrivals_end_; }
@@ -84,7 +87,34 @@ class MetricsRecorder {
   std::vector<double> gpu_flops;
   std::vector<double> gpu_bytes;
 
+  // Disaggregation: TTFT split of the measured requests that were prefilled on a prefill instance and
+  // decoded on a decode instance (their TTFT is the sum of the four).
+  LatencyHistogram prefill_queue;
+  LatencyHistogram prefill;
+  LatencyHistogram kv_transfer;
+  LatencyHistogram decode_queue;
+  std::int64_t kv_transfers = 0;
+  double kv_transfer_bytes = 0;
+  double kv_transfer_s = 0;
+  std::int64_t migrations = 0;
+  double migration_bytes = 0;
+  double migration_s = 0;
+  // Per pool (ScenarioSpec::pool_specs): its steps in the window, their seconds and tokens; the TTFT of
+  // the measured requests it prefilled and the TPOT of those it decoded.
+  struct PoolCounters {
+    std::int64_t steps = 0;
+    double step_s = 0;
+    double tokens = 0;
+    LatencyHistogram ttft;
+    LatencyHistogram tpot;
+  };
+  std::vector<PoolCounters> pools;
+  std::vector<int> pool_first_slot;  // per pool: its first entry in gpu_busy (each replica has ep_size)
+  std::vector<int> pool_slots;
+
  private:
+  std::vector<int> replica_slot_;  // per replica: its first entry in gpu_busy
+  std::vector<int> replica_pool_;
   const ScenarioSpec& s_;
   SimulationObserver* observer_;
   Time warmup_end_;

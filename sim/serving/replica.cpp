@@ -5,11 +5,12 @@
 namespace moesim {
 
 Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> planner,
-                 std::int64_t kv_blocks_per_group)
+                 std::int64_t kv_blocks_per_group, int first_gpu)
     : index_(index),
       ctx_(ctx),
       planner_(std::move(planner)),
-      accept_rng_(ctx.streams.stream("speculative", static_cast<std::uint64_t>(index))) {
+      accept_rng_(ctx.streams.stream("speculative", static_cast<std::uint64_t>(index))),
+      first_gpu_(first_gpu) {
   const auto groups = static_cast<std::size_t>(ctx_.s.deployment.attention_dp);
   groups_.reserve(groups);
   for (std::size_t g = 0; g < groups; ++g) {
@@ -19,9 +20,50 @@ Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> pla
   batches_.resize(groups);
 }
 
-void Replica::enqueue(int group, RequestIdx idx) {
-  groups_[static_cast<std::size_t>(group)].waiting.push_back(idx);
+void Replica::enqueue(int group, RequestIdx idx, bool front) {
+  auto& waiting = groups_[static_cast<std::size_t>(group)].waiting;
+  if (front) {
+    waiting.push_front(idx);
+  } else {
+    waiting.push_back(idx);
+  }
   wake();
+}
+
+std::int64_t Replica::running() const {
+  std::int64_t n = 0;
+  for (const AttentionGroup& g : groups_) n += static_cast<std::int64_t>(g.running.size());
+  return n;
+}
+
+std::int64_t Replica::in_system() const {
+  std::int64_t n = 0;
+  for (const AttentionGroup& g : groups_) n += static_cast<std::int64_t>(g.running.size() + g.waiting.size());
+  return n;
+}
+
+void Replica::request_migration(int n) {
+  migrate_ = n;
+  if (!busy_) migrate_out(ctx_.sim.now());
+}
+
+// Between steps: the newest running decode requests of the fullest groups leave with their KV cache.
+void Replica::migrate_out(Time now) {
+  while (migrate_ > 0) {
+    AttentionGroup* from = nullptr;
+    for (AttentionGroup& g : groups_) {
+      if (!g.running.empty() && !ctx_.requests[g.running.back()].in_prefill() &&
+          (from == nullptr || g.running.size() > from->running.size()))
+        from = &g;
+    }
+    if (from == nullptr) break;
+    const RequestIdx idx = from->running.back();
+    from->running.pop_back();
+    from->kv.release(ctx_.requests[idx]);
+    --migrate_;
+    ctx_.host.on_migrated_out(idx, now);
+  }
+  migrate_ = 0;
 }
 
 // Batches are formed in the decide phase, after every arrival of the same instant is in.
@@ -55,7 +97,7 @@ void Replica::on_decide() {
     }
   }
   busy_ = true;
-  StepRecord rec{.replica = index_, .start_s = now.seconds(), .plan = &plan};
+  StepRecord rec{.replica = index_, .pool = ctx_.pool, .start_s = now.seconds(), .plan = &plan};
   for (const AttentionGroup& g : groups_) {
     rec.running += static_cast<std::int64_t>(g.running.size());
     rec.waiting += static_cast<std::int64_t>(g.waiting.size());
@@ -104,10 +146,19 @@ void Replica::on_step_done() {
     }
     if (sc.prefill && r.in_prefill()) continue;
     if (r.generated == 0) ctx_.metrics.on_prompt_done(r, now);
+    // Under disaggregation the first token (sampled by the prefill instance) reaches the user when the
+    // decode instance takes the request into a batch: TTFT ends there.
+    if (ctx_.role == PoolRole::kDecode && r.generated == 1) r.first_token = r.last_token = r.admitted;
     emit_token(r, now);
     if (r.generated >= r.output) {
       any_finished = true;
       finish(sc.req, now);
+    } else if (ctx_.role == PoolRole::kPrefill) {
+      // The prefill instance sampled the first token; the request decodes elsewhere.
+      groups_[static_cast<std::size_t>(r.group)].kv.release(r);
+      r.target = -2;  // leaves `running` below; the host takes it after the step
+      any_finished = true;
+      handoff_.push_back(sc.req);
     }
   }
   if (any_finished) {
@@ -115,13 +166,15 @@ void Replica::on_step_done() {
       std::erase_if(g.running, [this](RequestIdx i) { return ctx_.requests[i].target < 0; });
     }
     for (const ScheduledWork& sc : scheduled_) {
-      if (ctx_.requests[sc.req].target < 0) {
-        ctx_.requests[sc.req].target = 0;
-        ctx_.requests.release(sc.req);
-      }
+      Request& r = ctx_.requests[sc.req];
+      if (r.target == -1) ctx_.requests.release(sc.req);  // finished; -2: handed off, still in the table
+      if (r.target < 0) r.target = 0;
     }
   }
   scheduled_.clear();
+  for (const RequestIdx idx : handoff_) ctx_.host.on_prefilled(idx, now);
+  handoff_.clear();
+  if (migrate_ > 0) migrate_out(now);
   wake();
   ctx_.host.on_step_done();
 }

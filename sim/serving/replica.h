@@ -22,6 +22,11 @@ class ReplicaHost {
   virtual ~ReplicaHost() = default;
   virtual void on_request_finished(Time now) = 0;  // a request left the replica (frees a closed-loop user)
   virtual void on_step_done() = 0;                 // after the replica has scheduled its next decision
+  // A prefill instance sampled `idx`'s first token and let go of it (its KV blocks are freed): the host
+  // moves its KV cache to a decode instance.
+  virtual void on_prefilled(RequestIdx idx, Time now) = 0;
+  // `idx` left the replica to migrate with its KV cache (KV blocks freed).
+  virtual void on_migrated_out(RequestIdx idx, Time now) = 0;
 };
 
 // What a replica needs from the run: the engine, the request table, the shared models, the batch policy
@@ -34,7 +39,9 @@ struct ReplicaContext {
   BatchPolicy& policy;
   MetricsRecorder& metrics;
   ReplicaHost& host;
-  const RandomStreams& streams;  // the replica draws accepted drafts from stream ("speculative", index)
+  const RandomStreams& streams;     // the replica draws accepted drafts from stream ("speculative", index)
+  PoolRole role = PoolRole::kBoth;  // of the replica's pool; `s.deployment` is that pool's
+  int pool = 0;
 };
 
 // Speculative decoding figures of a replica: decode sequence-steps and the tokens they emitted.
@@ -46,12 +53,22 @@ struct SpeculativeCounts {
 class Replica {
  public:
   // `kv_blocks_per_group` blocks for each of the deployment's attention groups.
+  // `first_gpu`: of the cluster (fabric paths of KV transfers).
   Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> planner,
-          std::int64_t kv_blocks_per_group);
+          std::int64_t kv_blocks_per_group, int first_gpu = 0);
 
-  // Queues request `idx` on group `group` and wakes the replica.
-  void enqueue(int group, RequestIdx idx);
+  // Queues request `idx` on group `group` and wakes the replica; `front`: ahead of the queue (a migrated
+  // request that was already running).
+  void enqueue(int group, RequestIdx idx, bool front = false);
+  // Asks up to `n` running decode requests (the newest) to leave for migration: now if the replica is idle,
+  // else when its step ends; each goes to ReplicaHost::on_migrated_out.
+  void request_migration(int n);
 
+  [[nodiscard]] bool migration_pending() const { return migrate_ > 0; }
+  [[nodiscard]] int first_gpu() const { return first_gpu_; }
+  [[nodiscard]] int pool() const { return ctx_.pool; }
+  [[nodiscard]] std::int64_t running() const;
+  [[nodiscard]] std::int64_t in_system() const;  // running + waiting
   [[nodiscard]] int index() const { return index_; }
   [[nodiscard]] const std::vector<AttentionGroup>& groups() const { return groups_; }
   [[nodiscard]] const StepPlanner& planner() const { return *planner_; }
@@ -63,6 +80,7 @@ class Replica {
   void on_step_done();
   void emit_token(Request& r, Time now);
   void finish(RequestIdx idx, Time now);
+  void migrate_out(Time now);
 
   int index_;
   ReplicaContext ctx_;
@@ -74,6 +92,9 @@ class Replica {
   SpeculativeCounts speculative_;
   bool busy_ = false;
   bool decide_pending_ = false;
+  int first_gpu_;
+  int migrate_ = 0;                  // requests asked to leave at the next step boundary
+  std::vector<RequestIdx> handoff_;  // prefilled in the last step, for the host
 };
 
 }  // namespace moesim

@@ -161,6 +161,41 @@ std::string format_experts(const Report& r) {
   return o.str();
 }
 
+std::string format_pools(const Report& r) {
+  std::ostringstream o;
+  const DisaggregationReport& d = r.disaggregation;
+  if (d.enabled) {
+    o << "TTFT split (ms; TTFT ends when the decode instance takes the request in and streams the first "
+         "token)\n";
+    o << "                         mean        P50        P95        P99        max\n";
+    latency_row(o, "prefill queue", d.prefill_queue);
+    latency_row(o, "prefill", d.prefill);
+    latency_row(o, "KV transfer", d.kv_transfer);
+    latency_row(o, "decode queue", d.decode_queue);
+    o << "  KV moved prefill -> decode: " << d.kv_transfers << " caches, " << gib(d.kv_bytes) << " GiB, mean "
+      << ms(d.kv_transfers > 0 ? d.kv_transfer_s / static_cast<double>(d.kv_transfers) : 0.0) << " ms each\n";
+  }
+  if (!r.pools.empty()) {
+    o << "Pools        role      inst  GPUs  EP     busy      tokens/s   step ms   SLA (P"
+      << fmt("%g", r.sla_percentile) << ")\n";
+    for (std::size_t i = 0; i < r.pools.size(); ++i) {
+      const PoolReport& p = r.pools[i];
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "  [%zu]        %-8s %5d %5d %4d %8s %13.1f %9s   %s %s ms <= %s: %s\n",
+                    i, p.role.c_str(), p.instances, p.gpus, p.ep_size, pct(p.busy).c_str(), p.tokens_per_s,
+                    ms(p.mean_step_s).c_str(), p.sla_metric == "tpot" ? "TPOT" : "TTFT",
+                    ms(p.sla_at_percentile_s).c_str(), ms(p.sla_limit_s).c_str(),
+                    p.sla_met ? "met" : "NOT met");
+      o << buf;
+    }
+  }
+  if (r.migration.enabled) {
+    o << "KV migration " << r.migration.count << " requests moved, " << gib(r.migration.bytes) << " GiB, "
+      << fmt("%.3f", r.migration.seconds) << " s of transfers\n";
+  }
+  return o.str();
+}
+
 std::string format_summary(const Report& r) {
   std::ostringstream o;
   o << "moesim " << r.version << "  scenario " << r.scenario << "  seed " << r.seed << "  fingerprint "
@@ -188,6 +223,7 @@ std::string format_summary(const Report& r) {
   latency_row(o, "inter-token", r.itl);
   latency_row(o, "end-to-end", r.e2e);
   latency_row(o, "queueing", r.queueing);
+  if (r.disaggregation.enabled || !r.pools.empty() || r.migration.enabled) o << "\n" << format_pools(r);
   o << "\nSLA        P" << fmt("%g", r.sla_percentile) << " TTFT <= " << ms(r.sla_ttft_s)
     << " ms, TPOT <= " << ms(r.sla_tpot_s) << " ms: " << (r.sla_met ? "met" : "NOT met") << "; violations "
     << pct(r.sla_violation_rate) << "; goodput " << fmt("%.3f", r.goodput_requests_per_s) << " req/s, "

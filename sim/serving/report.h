@@ -114,6 +114,51 @@ struct SpeculativeReport {
   double measured_acceptance_rate = 0;  // (mean - 1) / k
 };
 
+// One pool of a deployment with pools (deployment.pools), over the measurement window.
+struct PoolReport {
+  std::string role;  // prefill, decode, both
+  int instances = 0;
+  int gpus = 0;
+  int first_gpu = 0;
+  int ep_size = 0;
+  std::int64_t steps = 0;
+  double mean_step_s = 0;
+  double busy = 0;  // mean over its GPUs of the share of the window spent in steps
+  double tokens_per_s =
+      0;  // tokens its steps computed (prompt tokens in a prefill pool, decode tokens in a decode pool)
+  // Its own SLA figure: TTFT of the requests it prefilled (prefill, both) or TPOT of those it decoded
+  // (decode), at the SLA percentile.
+  std::string sla_metric;
+  double sla_limit_s = 0;
+  double sla_at_percentile_s = 0;
+  bool sla_met = false;
+  double kv_pool_bytes_per_gpu = 0;
+  double kv_peak_used_share = 0;  // of an attention group's KV blocks, the fullest group
+};
+
+// Prefill/decode disaggregation. TTFT is the time from arrival until the decode instance takes the request
+// into a batch and streams its first token (sampled by the prefill instance); it splits exactly into the
+// four parts below (measured requests with more than one output token; a one-token request finishes on
+// its prefill instance).
+struct DisaggregationReport {
+  bool enabled = false;
+  LatencyStats prefill_queue;  // arrival -> admitted by the prefill instance
+  LatencyStats prefill;  // -> prefill done, first token sampled (chunks and other requests' steps included)
+  LatencyStats kv_transfer;       // -> KV cache in at the decode instance
+  LatencyStats decode_queue;      // -> admitted by the decode instance (first token delivered)
+  std::int64_t kv_transfers = 0;  // over the whole run
+  double kv_bytes = 0;            // on the wire
+  double kv_transfer_s = 0;       // summed over transfers
+};
+
+// KV migration between the instances of a pool (deployment.kv_migration), over the whole run.
+struct MigrationReport {
+  bool enabled = false;
+  std::int64_t count = 0;  // requests moved
+  double bytes = 0;        // their KV caches on the wire
+  double seconds = 0;      // summed transfer time (each request pauses for its own)
+};
+
 struct Report {
   std::string scenario;
   std::string version;
@@ -199,6 +244,9 @@ struct Report {
   ExpertLoopReport experts;
   PrefixCacheReport prefix_cache;
   SpeculativeReport speculative;
+  std::vector<PoolReport> pools;  // empty without deployment.pools
+  DisaggregationReport disaggregation;
+  MigrationReport migration;
 
   std::vector<GpuStats> gpu;
   GpuStats gpu_mean;
@@ -211,6 +259,8 @@ struct Report {
 std::string format_summary(const Report& r);
 // Its experts-in-the-loop lines (printed only when a mechanism is on).
 std::string format_experts(const Report& r);
+// Its pools lines: TTFT split, per-pool figures, KV migration (printed when there are pools or migration).
+std::string format_pools(const Report& r);
 
 // The seed's alert rules (section 8): P99 over SLA, GPU utilisation < 30%, memory > 90%,
 // All-to-All share > 25%.

@@ -30,6 +30,12 @@ struct Request {
   Time first_token;
   Time last_token;
   int preemptions = 0;
+  // Under disaggregation (TTFT split): admission to the prefill instance, end of its prefill (first token
+  // sampled), arrival of its KV cache at the decode instance.
+  Time prefill_admitted = Time::never();
+  Time prefill_done;
+  Time kv_arrived;
+  int prefill_replica = -1;  // the prefill instance it came from (-1: prefilled where it decodes)
   int replica = 0;
   int group = 0;
   bool measured = false;

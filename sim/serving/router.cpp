@@ -5,10 +5,27 @@
 namespace moesim {
 
 std::unique_ptr<Router> make_router(const ScenarioSpec& s) {
-  if (s.deployment.router == RouterPolicy::kRoundRobin) return std::make_unique<RoundRobinRouter>();
-  if (s.deployment.router == RouterPolicy::kCacheAware) return std::make_unique<CacheAwareRouter>();
-  if (s.experts.load_aware_admission) return std::make_unique<LoadAwareRouter>();
+  return make_router(s.deployment, s.experts.load_aware_admission);
+}
+
+std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_admission) {
+  if (d.router == RouterPolicy::kRoundRobin) return std::make_unique<RoundRobinRouter>();
+  if (d.router == RouterPolicy::kCacheAware) return std::make_unique<CacheAwareRouter>();
+  if (d.router == RouterPolicy::kKvAware) return std::make_unique<KvAwareRouter>();
+  if (load_aware_admission) return std::make_unique<LoadAwareRouter>();
   return std::make_unique<LeastLoadedRouter>();
+}
+
+int KvAwareRouter::route(std::span<const GroupLoad> groups) {
+  int best = 0;
+  for (std::size_t i = 1; i < groups.size(); ++i) {
+    const GroupLoad& g = groups[i];
+    const GroupLoad& b = groups[static_cast<std::size_t>(best)];
+    if (g.free_kv_blocks > b.free_kv_blocks ||
+        (g.free_kv_blocks == b.free_kv_blocks && g.running + g.waiting < b.running + b.waiting))
+      best = static_cast<int>(i);
+  }
+  return best;
 }
 
 int RoundRobinRouter::route(std::span<const GroupLoad> groups) {

@@ -21,6 +21,7 @@ struct GroupLoad {
   std::int64_t prompt_blocks = 0;
   std::int64_t cached_prefix_blocks = 0;
   std::int64_t cached_blocks = 0;
+  std::int64_t free_kv_blocks = 0;
 };
 
 class Router {
@@ -33,6 +34,8 @@ class Router {
 // The router the scenario names (deployment.router; experts.admission = gpu_load_aware picks the
 // load-aware least-loaded router).
 std::unique_ptr<Router> make_router(const ScenarioSpec& s);
+// The router of a pool with deployment `d` (a decode pool's: deployment.pools[i].router).
+std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_admission);
 
 // Each group in turn.
 class RoundRobinRouter final : public Router {
@@ -60,6 +63,13 @@ class CacheAwareRouter final : public Router {
   static constexpr double kCacheThreshold = 0.5;
   static constexpr std::int64_t kBalanceAbsThreshold = 32;
   static constexpr double kBalanceRelThreshold = 1.1;
+  int route(std::span<const GroupLoad> groups) override;
+};
+
+// KV-aware: the group with the most free KV blocks, ties to the fewest running + waiting requests (a
+// decode router: the request arrives with its prompt's KV and needs room for it; Mooncake's conductor).
+class KvAwareRouter final : public Router {
+ public:
   int route(std::span<const GroupLoad> groups) override;
 };
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hwmodels/engine_profile.h"
 #include "hwmodels/fabric.h"
@@ -42,7 +43,19 @@ struct ClusterSpec {
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
 };
 
-enum class RouterPolicy { kRoundRobin, kLeastLoaded, kCacheAware };
+// kCacheAware: SGLang's cache-aware router (router.h).
+// kKvAware: the group with the most free KV blocks (a decode pool's router; ties to the least loaded).
+enum class RouterPolicy { kRoundRobin, kLeastLoaded, kKvAware, kCacheAware };
+
+// KV migration (the seed's dynamic batch balancing): every `check_every`, when the most loaded instance of
+// a pool holds more than `imbalance_ratio` x the running requests of the least loaded, running decode
+// requests move with their KV cache from the one to the other (deployment.kv_migration).
+struct KvMigrationSpec {
+  double imbalance_ratio = 0;  // 0: off
+  Duration check_every = Duration::from_seconds(1.0);
+  int max_requests_per_check = 8;
+  [[nodiscard]] bool enabled() const { return imbalance_ratio > 0; }
+};
 
 struct DeploymentSpec {
   int ep_size = 8;                         // GPUs per replica; experts are spread over them
@@ -81,12 +94,31 @@ struct DeploymentSpec {
   // blocks of computed prompts, reference counted, evicted least recently used; a request skips the prefill
   // of its cached leading blocks. Prompts get block identity from the trace's hash_ids or workload.prefix.
   bool prefix_caching = false;
+  KvMigrationSpec kv_migration;
+  [[nodiscard]] int gpus_per_instance() const { return ep_size * pipeline_stages; }
   [[nodiscard]] int expert_ranks() const { return ep_size / expert_tp; }
   // Layers held by the busiest stage (the memory of a GPU is set by it).
   [[nodiscard]] int max_stage_layers(int layers) const {
     return (layers + pipeline_stages - 1) / pipeline_stages;
   }
 };
+
+// A pool of identical serving instances on consecutive GPUs (deployment.pools). kBoth: an instance
+// prefills and decodes (the colocated deployment); under disaggregation a request is prefilled in a
+// kPrefill pool and decoded in a kDecode pool after its KV cache moved over the fabric.
+enum class PoolRole { kBoth, kPrefill, kDecode };
+
+struct PoolSpec {
+  PoolRole role = PoolRole::kBoth;
+  int instances = 1;
+  int first_gpu = 0;  // of the cluster; instance i holds [first_gpu + i x gpus_per_instance, ...)
+  DeploymentSpec deployment;
+  [[nodiscard]] int gpus() const { return instances * deployment.gpus_per_instance(); }
+};
+
+[[nodiscard]] inline const char* to_string(PoolRole r) {
+  return r == PoolRole::kPrefill ? "prefill" : r == PoolRole::kDecode ? "decode" : "both";
+}
 
 struct WorkloadSpec {
   ArrivalSpec arrivals = PoissonArrivals{};
@@ -181,8 +213,37 @@ struct ScenarioSpec {
   SlaSpec sla;
   RunSpec run;
   ProductionSpec production;  // workload.prefix, deployment.speculative, a trace's block keys
+  // deployment.pools; empty: one pool of role kBoth with `deployment` over the whole cluster. With pools,
+  // `deployment` holds the defaults every pool inherits.
+  std::vector<PoolSpec> pools;
   [[nodiscard]] int gpus_per_replica() const { return deployment.ep_size * deployment.pipeline_stages; }
   [[nodiscard]] int replicas() const { return cluster.total_gpus() / gpus_per_replica(); }
+  [[nodiscard]] bool disaggregated() const { return !pools.empty(); }
+  // The pools a run builds: `pools`, or the single colocated pool.
+  [[nodiscard]] std::vector<PoolSpec> pool_specs() const {
+    if (!pools.empty()) return pools;
+    return {
+        PoolSpec{.role = PoolRole::kBoth, .instances = replicas(), .first_gpu = 0, .deployment = deployment}};
+  }
+  // The scenario as one pool's instances see it: its deployment, no trace rows (the runtime's source
+  // holds them). What the step planner, the batch policy and the memory plan of that pool read.
+  [[nodiscard]] ScenarioSpec pool_view(const PoolSpec& p) const {
+    ScenarioSpec v;
+    v.name = name;
+    v.model = model;
+    v.precision = precision;
+    v.cluster = cluster;
+    v.deployment = p.deployment;
+    v.workload = workload;
+    v.workload.trace.clear();
+    v.experts = experts;
+    v.sla = sla;
+    v.run = run;
+    // What a pool's policy and planner read of the production features (the trace's keys stay here).
+    v.production.speculative = production.speculative;
+    v.production.prefix = production.prefix;
+    return v;
+  }
 };
 
 }  // namespace moesim

@@ -19,7 +19,12 @@ ServingModels::ServingModels(const ScenarioSpec& s, const RandomStreams& streams
 }
 
 std::unique_ptr<StepPlanner> ServingModels::make_planner(const GpuCostModel& gpu, Rng routing) const {
-  return std::make_unique<StepPlanner>(s_, gpu, fabric_, popularity_, routing, drift_.get(),
+  return make_planner(s_, gpu, routing);
+}
+
+std::unique_ptr<StepPlanner> ServingModels::make_planner(const ScenarioSpec& pool_view,
+                                                         const GpuCostModel& gpu, Rng routing) const {
+  return std::make_unique<StepPlanner>(pool_view, gpu, fabric_, popularity_, routing, drift_.get(),
                                        coactivation_.get());
 }
 

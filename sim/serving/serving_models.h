@@ -34,6 +34,10 @@ class ServingModels {
 
   // A step planner for one replica, wired with every part the scenario names.
   [[nodiscard]] std::unique_ptr<StepPlanner> make_planner(const GpuCostModel& gpu, Rng routing) const;
+  // The same for an instance of a pool: `pool_view` (ScenarioSpec::pool_view; it must outlive the planner)
+  // gives its deployment.
+  [[nodiscard]] std::unique_ptr<StepPlanner> make_planner(const ScenarioSpec& pool_view,
+                                                          const GpuCostModel& gpu, Rng routing) const;
 
  private:
   const ScenarioSpec& s_;

@@ -1,17 +1,20 @@
-// The serving simulation: the cluster of replicas, the request source and the router, wired from a
-// scenario; arrivals are pulled lazily and routed to an attention group. Report assembly at the end
-// reads the metrics recorder.
+// The serving simulation: the cluster of replicas in pools, the request source and the routers, wired from
+// a scenario; arrivals are pulled lazily and routed to an attention group of an entry pool; under
+// prefill/decode disaggregation prefilled requests move with their KV cache to a decode pool. Report
+// assembly at the end reads the metrics recorder.
 #include "sim/serving/serving_simulation.h"
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "sim/engine/check.h"
 #include "sim/engine/simulator.h"
 #include "sim/engine/version.h"
+#include "sim/serving/kv_transfer.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/metrics_recorder.h"
 #include "sim/serving/replica.h"
@@ -23,6 +26,20 @@ namespace moesim {
 
 namespace {
 
+// One pool of identical instances (ScenarioSpec::pool_specs): the scenario as its instances see it, its
+// memory plan, batch policy and router, and its replicas' range in the cluster's list.
+struct ServingPool {
+  PoolSpec spec;
+  const ScenarioSpec* view = nullptr;  // the scenario itself for the colocated pool
+  std::unique_ptr<ScenarioSpec> own_view;
+  MemoryPlan memory;
+  std::unique_ptr<BatchPolicy> policy;
+  std::unique_ptr<Router> router;
+  int first_replica = 0;
+  int first_group = 0;  // of the groups its router sees (entry pools, or decode pools)
+  [[nodiscard]] int groups() const { return spec.instances * spec.deployment.attention_dp; }
+};
+
 class Cluster final : public ReplicaHost {
  public:
   Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer);
@@ -30,49 +47,57 @@ class Cluster final : public ReplicaHost {
 
   void on_request_finished(Time now) override { source_->on_finished(now); }
   void on_step_done() override { pull_arrival(); }
+  void on_prefilled(RequestIdx idx, Time now) override;
+  void on_migrated_out(RequestIdx idx, Time now) override;
 
  private:
+  void add_pool(const PoolSpec& p, const GpuCostModel& gpu);
   void pull_arrival();
   void on_arrival(const RequestSpec& spec);
-  // Why `spec` cannot join group `g`, if it cannot.
-  [[nodiscard]] std::optional<DropReason> refusal(const RequestSpec& spec, const AttentionGroup& g) const;
+  // Why `spec` cannot join group `g` of `pool`, if it cannot.
+  [[nodiscard]] std::optional<DropReason> refusal(const RequestSpec& spec, const ServingPool& pool,
+                                                  const AttentionGroup& g) const;
+  // The router's view of the groups of `pools` (entry or decode), replica-major, pool after pool; with
+  // `hashes` (the cache-aware router), each group's cached prefix of them.
+  void fill_loads(const std::vector<int>& pools, const std::vector<BlockHash>* hashes = nullptr);
+  // (replica, group) of the flat group index `i` over `pools`.
+  [[nodiscard]] std::pair<Replica*, int> group_at(const std::vector<int>& pools, std::size_t i) const;
+  // Moves `idx`'s KV cache (its `computed` tokens) from its group on `from` to group `group` of `to` over
+  // the fabric; the request joins that group's queue when the last byte is in.
+  void send_kv(RequestIdx idx, const Replica& from, Replica& to, int group, Time now, bool migration);
+  void check_migration(int pool);
   void end_of_arrivals();
   Report build_report() const;
   void fill_window(Report& r) const;
   void fill_experts(Report& r) const;
   void fill_prefix(Report& r) const;
-  // Prefix caching: the chained hashes of `spec`'s full prompt KV blocks into `out`.
-  void prompt_hashes(const RequestSpec& spec, std::vector<BlockHash>& out);
+  // Prefix caching: the chained hashes of `spec`'s full prompt KV blocks of `block_tokens` into `out`.
+  void prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out);
+  void fill_pools(Report& r) const;
 
   const ScenarioSpec& s_;
   const GpuCostModel& gpu_;
-  MemoryPlan memory_;
   Simulator sim_;
   RandomStreams streams_;
   ServingModels models_;
   std::unique_ptr<RequestSource> source_;
   RequestTable requests_;
   MetricsRecorder metrics_;
-  std::unique_ptr<BatchPolicy> policy_;
-  std::unique_ptr<Router> router_;
+  std::vector<ServingPool> pools_;
+  std::vector<int> entry_pools_;   // where requests arrive: role both or prefill
+  std::vector<int> decode_pools_;  // where prefilled requests go
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<GroupLoad> loads_;  // the router's view, refreshed per arrival
+  std::vector<GroupLoad> loads_;           // the router's view, refreshed per arrival
+  std::vector<std::int64_t> kv_inflight_;  // per decode group (flat over decode_pools_): KV on the way
+  std::vector<Time> link_free_;            // per GPU of the cluster: when its KV sends are done
+  std::vector<int> migration_to_;          // per replica: where its migrating requests go (-1: none)
   bool arrival_pending_ = false;
   std::int64_t next_id_ = 0;
-  std::int64_t max_request_tokens_ = 0;
   std::vector<std::uint64_t> keys_;  // scratch: a prompt's block keys from the source
 };
 
 Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer)
-    : s_(s),
-      gpu_(gpu),
-      memory_(plan_memory(s)),
-      streams_(s.run.seed),
-      models_(s, streams_),
-      metrics_(s, observer),
-      policy_(
-          make_batch_policy(s.deployment, s.production.speculative ? &*s.production.speculative : nullptr)),
-      router_(make_router(s)) {
+    : s_(s), gpu_(gpu), streams_(s.run.seed), models_(s, streams_), metrics_(s, observer) {
   const RunLimits limits{.max_requests = s.run.requests, .max_arrival_time = s.run.duration};
   if (!s.workload.trace.empty()) {
     source_ = std::make_unique<TraceSource>(s.workload.trace, s.production.trace_keys,
@@ -84,30 +109,70 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
     source_ = std::make_unique<SyntheticSource>(s.workload.arrivals, s.workload.prompt, s.workload.output,
                                                 limits, streams_);
   }
-  const int replicas = s.replicas();
+  const std::vector<PoolSpec> specs = s.pool_specs();
+  pools_.reserve(specs.size());
+  for (const PoolSpec& p : specs) add_pool(p, gpu);
+  int entry_groups = 0;
+  int decode_groups = 0;
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    ServingPool& p = pools_[i];
+    if (p.spec.role == PoolRole::kDecode) {
+      p.first_group = decode_groups;
+      decode_groups += p.groups();
+      decode_pools_.push_back(static_cast<int>(i));
+    } else {
+      p.first_group = entry_groups;
+      entry_groups += p.groups();
+      entry_pools_.push_back(static_cast<int>(i));
+    }
+  }
+  loads_.resize(static_cast<std::size_t>(std::max(entry_groups, decode_groups)));
+  kv_inflight_.assign(static_cast<std::size_t>(decode_groups), 0);
+  link_free_.assign(static_cast<std::size_t>(s.cluster.total_gpus()), Time{});
+  migration_to_.assign(replicas_.size(), -1);
+}
+
+void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
+  const int index = static_cast<int>(pools_.size());
+  ServingPool& pool = pools_.emplace_back();
+  pool.spec = p;
+  if (s_.disaggregated()) {
+    pool.own_view = std::make_unique<ScenarioSpec>(s_.pool_view(p));
+    pool.view = pool.own_view.get();
+  } else {
+    pool.view = &s_;
+  }
+  const ScenarioSpec& v = *pool.view;
+  pool.memory = plan_memory(v);
+  pool.policy =
+      make_batch_policy(v.deployment, v.production.speculative ? &*v.production.speculative : nullptr);
+  pool.router = make_router(v);
+  pool.first_replica = static_cast<int>(replicas_.size());
   std::vector<std::unique_ptr<StepPlanner>> planners;
-  for (int i = 0; i < replicas; ++i) {
-    planners.push_back(models_.make_planner(gpu, streams_.stream("routing", static_cast<std::uint64_t>(i))));
+  for (int i = 0; i < p.instances; ++i) {
+    const auto global = static_cast<std::uint64_t>(pool.first_replica + i);
+    planners.push_back(models_.make_planner(v, gpu, streams_.stream("routing", global)));
   }
   // Per-expert precisions and replicas change the routed-expert weights: measured on the placement.
-  if (s.experts.quantization && !planners.empty()) {
-    memory_ = plan_memory(s, planners.front()->routed_expert_bytes_per_gpu());
+  if (s_.experts.quantization && !planners.empty()) {
+    pool.memory = plan_memory(v, planners.front()->routed_expert_bytes_per_gpu());
   }
-  check_fits(s, memory_);
-  const ReplicaContext ctx{.s = s,
+  check_pool_fits(s_, static_cast<std::size_t>(index), pool.memory);
+  const ReplicaContext ctx{.s = v,
                            .sim = sim_,
                            .requests = requests_,
                            .models = models_,
-                           .policy = *policy_,
+                           .policy = *pool.policy,
                            .metrics = metrics_,
                            .host = *this,
-                           .streams = streams_};
-  for (int i = 0; i < replicas; ++i) {
-    replicas_.push_back(std::make_unique<Replica>(i, ctx, std::move(planners[static_cast<std::size_t>(i)]),
-                                                  memory_.kv_blocks_per_group));
+                           .streams = streams_,
+                           .role = p.role,
+                           .pool = index};
+  for (int i = 0; i < p.instances; ++i) {
+    replicas_.push_back(std::make_unique<Replica>(
+        pool.first_replica + i, ctx, std::move(planners[static_cast<std::size_t>(i)]),
+        pool.memory.kv_blocks_per_group, p.first_gpu + i * p.deployment.gpus_per_instance()));
   }
-  loads_.resize(static_cast<std::size_t>(replicas * s.deployment.attention_dp));
-  max_request_tokens_ = memory_.kv_tokens_per_group;
 }
 
 void Cluster::pull_arrival() {
@@ -122,15 +187,24 @@ void Cluster::pull_arrival() {
   sim_.schedule_at(std::max(spec.arrival, sim_.now()), Phase::kNormal, [this, spec] { on_arrival(spec); });
 }
 
-std::optional<DropReason> Cluster::refusal(const RequestSpec& spec, const AttentionGroup& g) const {
+std::optional<DropReason> Cluster::refusal(const RequestSpec& spec, const ServingPool& pool,
+                                           const AttentionGroup& g) const {
   if (spec.output_tokens <= 0 || spec.prompt_tokens <= 0) return DropReason::kEmpty;
-  // Too long for the KV cache or (chunked prefill off) for one step's token budget.
+  const DeploymentSpec& d = pool.spec.deployment;
+  // Too long for the KV cache or (chunked prefill off) for one step's token budget. A prefill instance
+  // holds the prompt (and the first token); a decode instance of the largest cache the whole request.
   const std::int64_t tokens = spec.prompt_tokens + spec.output_tokens;
-  if (tokens > max_request_tokens_ ||
-      (!s_.deployment.chunked_prefill && tokens > s_.deployment.max_batched_tokens))
+  std::int64_t held = tokens;
+  std::int64_t decode_room = 0;
+  if (pool.spec.role == PoolRole::kPrefill) {
+    held = spec.prompt_tokens + 1;
+    for (const int i : decode_pools_)
+      decode_room = std::max(decode_room, pools_[static_cast<std::size_t>(i)].memory.kv_tokens_per_group);
+    if (tokens > decode_room) return DropReason::kTooLong;
+  }
+  if (held > pool.memory.kv_tokens_per_group || (!d.chunked_prefill && held > d.max_batched_tokens))
     return DropReason::kTooLong;
-  if (s_.deployment.max_waiting_requests > 0 &&
-      static_cast<std::int64_t>(g.waiting.size()) >= s_.deployment.max_waiting_requests)
+  if (d.max_waiting_requests > 0 && static_cast<std::int64_t>(g.waiting.size()) >= d.max_waiting_requests)
     return DropReason::kQueueFull;
   return std::nullopt;
 }
@@ -143,14 +217,14 @@ void Cluster::end_of_arrivals() {
   }
 }
 
-void Cluster::prompt_hashes(const RequestSpec& spec, std::vector<BlockHash>& out) {
+void Cluster::prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out) {
   out.clear();
   const std::int64_t keyed = source_->prefix_block_tokens();
   if (keyed == 0) return;
   source_->prompt_block_keys(spec, keys_);
   // A keyed block of `keyed` tokens (512 for Mooncake hash_ids) is `split` KV blocks; each KV block's key
   // is its keyed block's key and its position inside it. Only full KV blocks are cached.
-  const std::int64_t block = s_.deployment.kv_block_tokens;
+  const std::int64_t block = block_tokens;
   MOESIM_CHECK(keyed % block == 0, "keyed prompt blocks must split into whole KV blocks");
   const std::int64_t split = keyed / block;
   const std::int64_t n =
@@ -164,29 +238,61 @@ void Cluster::prompt_hashes(const RequestSpec& spec, std::vector<BlockHash>& out
   }
 }
 
+std::pair<Replica*, int> Cluster::group_at(const std::vector<int>& pools, std::size_t i) const {
+  for (const int pi : pools) {
+    const ServingPool& p = pools_[static_cast<std::size_t>(pi)];
+    const auto n = static_cast<std::size_t>(p.groups());
+    if (i < n) {
+      const auto dp = static_cast<std::size_t>(p.spec.deployment.attention_dp);
+      return {replicas_[static_cast<std::size_t>(p.first_replica) + i / dp].get(), static_cast<int>(i % dp)};
+    }
+    i -= n;
+  }
+  MOESIM_CHECK(false, "group index beyond the pools");
+  return {nullptr, 0};
+}
+
+void Cluster::fill_loads(const std::vector<int>& pools, const std::vector<BlockHash>* hashes) {
+  std::size_t k = 0;
+  for (const int pi : pools) {
+    const ServingPool& p = pools_[static_cast<std::size_t>(pi)];
+    for (int r = 0; r < p.spec.instances; ++r) {
+      for (const AttentionGroup& g : replicas_[static_cast<std::size_t>(p.first_replica + r)]->groups()) {
+        const std::int64_t inflight = &pools == &decode_pools_ ? kv_inflight_[k] : 0;
+        GroupLoad& l = loads_[k++];
+        l = GroupLoad{.running = static_cast<std::int64_t>(g.running.size()),
+                      .waiting = static_cast<std::int64_t>(g.waiting.size()) + inflight,
+                      .busy_s = g.busy_ewma_s,
+                      .free_kv_blocks = g.kv.free_blocks()};
+        if (hashes != nullptr) {
+          l.prompt_blocks = static_cast<std::int64_t>(hashes->size());
+          l.cached_prefix_blocks = g.kv.cached_prefix_blocks(*hashes);
+          l.cached_blocks = g.kv.cached_blocks();
+        }
+      }
+    }
+  }
+}
+
 void Cluster::on_arrival(const RequestSpec& spec) {
   arrival_pending_ = false;
   metrics_.on_arrival(sim_.now());
   const std::int64_t id = next_id_++;
-  const auto per_replica = static_cast<std::size_t>(s_.deployment.attention_dp);
+  // Prefix caching is the entry pools' (colocated, or the prefill side): the prompt's block hashes, and
+  // for the cache-aware router each group's cached prefix of them.
+  const ServingPool& first = pools_[static_cast<std::size_t>(entry_pools_.front())];
   std::vector<BlockHash> hashes;
-  if (s_.deployment.prefix_caching) prompt_hashes(spec, hashes);
-  const bool cache_aware = s_.deployment.router == RouterPolicy::kCacheAware;
-  for (std::size_t i = 0; i < loads_.size(); ++i) {
-    const AttentionGroup& g = replicas_[i / per_replica]->groups()[i % per_replica];
-    loads_[i] = GroupLoad{.running = static_cast<std::int64_t>(g.running.size()),
-                          .waiting = static_cast<std::int64_t>(g.waiting.size()),
-                          .busy_s = g.busy_ewma_s};
-    if (cache_aware) {
-      loads_[i].prompt_blocks = static_cast<std::int64_t>(hashes.size());
-      loads_[i].cached_prefix_blocks = g.kv.cached_prefix_blocks(hashes);
-      loads_[i].cached_blocks = g.kv.cached_blocks();
-    }
-  }
-  const auto target = static_cast<std::size_t>(router_->route(loads_));
-  Replica& rep = *replicas_[target / per_replica];
-  const int group = static_cast<int>(target % per_replica);
-  if (const auto why = refusal(spec, rep.groups()[static_cast<std::size_t>(group)])) {
+  if (first.spec.deployment.prefix_caching)
+    prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
+  fill_loads(entry_pools_, first.spec.deployment.router == RouterPolicy::kCacheAware ? &hashes : nullptr);
+  // The first entry pool's router picks among every entry group (one router for the arrivals).
+  std::size_t n = 0;
+  for (const int pi : entry_pools_)
+    n += static_cast<std::size_t>(pools_[static_cast<std::size_t>(pi)].groups());
+  const auto target = static_cast<std::size_t>(first.router->route(std::span(loads_.data(), n)));
+  const auto [rep, group] = group_at(entry_pools_, target);
+  const ServingPool& pool = pools_[static_cast<std::size_t>(rep->pool())];
+  if (const auto why = refusal(spec, pool, rep->groups()[static_cast<std::size_t>(group)])) {
     metrics_.on_drop(spec, id, *why);
     source_->on_finished(sim_.now());
   } else {
@@ -197,14 +303,115 @@ void Cluster::on_arrival(const RequestSpec& spec) {
     r.prompt = spec.prompt_tokens;
     r.output = spec.output_tokens;
     r.target = r.prompt;
-    r.replica = rep.index();
+    r.replica = rep->index();
     r.group = group;
     r.measured = spec.arrival >= metrics_.warmup_end();
     r.prompt_hashes = std::move(hashes);
     metrics_.on_admitted(r);
-    rep.enqueue(group, idx);
+    rep->enqueue(group, idx);
   }
   pull_arrival();
+}
+
+// Prefill done on a prefill instance: the decode router picks a group, and the KV cache moves there.
+void Cluster::on_prefilled(RequestIdx idx, Time now) {
+  Request& r = requests_[idx];
+  r.prefill_replica = r.replica;
+  r.prefill_admitted = r.admitted;
+  r.admitted = Time::never();  // the decode instance's admission (set by its batch policy)
+  r.prefill_done = now;
+  fill_loads(decode_pools_);
+  const ServingPool& first = pools_[static_cast<std::size_t>(decode_pools_.front())];
+  std::size_t n = 0;
+  for (const int pi : decode_pools_)
+    n += static_cast<std::size_t>(pools_[static_cast<std::size_t>(pi)].groups());
+  const auto target = static_cast<std::size_t>(first.router->route(std::span(loads_.data(), n)));
+  const auto [to, group] = group_at(decode_pools_, target);
+  ++kv_inflight_[target];
+  send_kv(idx, *replicas_[static_cast<std::size_t>(r.replica)], *to, group, now, false);
+}
+
+// KV transfer (issue 12 item 1): each GPU of the destination attention group receives its share of the
+// request's KV cache (kv_transfer_size: MLA replicated on every TP rank, GQA heads sharded) from a GPU of
+// the source group (round robin over the source's TP ranks), over the fabric route between them
+// (Fabric::transfer: the bottleneck link of the route, its latency and p2p overhead). Transfers leaving one
+// GPU queue behind each other (one KV send engine per GPU, FIFO); they do not slow, nor are slowed by,
+// the All-to-All and other transfers on the same links: link sharing beyond that queue is not modelled.
+// A pipeline-staged instance sends from its first stage's GPUs.
+void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int group, Time now, bool migration) {
+  Request& r = requests_[idx];
+  const DeploymentSpec& src = pools_[static_cast<std::size_t>(from.pool())].spec.deployment;
+  const DeploymentSpec& dst = pools_[static_cast<std::size_t>(to.pool())].spec.deployment;
+  const KvTransferSize size = kv_transfer_size(s_.model, s_.precision.kv_cache, r.computed, dst.attention_tp);
+  Time done = now;
+  for (int j = 0; j < dst.attention_tp; ++j) {
+    const int src_gpu = from.first_gpu() + r.group * src.attention_tp + j % src.attention_tp;
+    const int dst_gpu = to.first_gpu() + group * dst.attention_tp + j;
+    Time& free = link_free_[static_cast<std::size_t>(src_gpu)];
+    const Time start = std::max(now, free);
+    free = start + models_.fabric().transfer(size.bytes_per_dest_gpu, src_gpu, dst_gpu);
+    done = std::max(done, free);
+  }
+  metrics_.on_kv_transfer(size.wire_bytes, done - now, migration);
+  r.replica = to.index();
+  r.group = group;
+  r.target = r.computed + 1;  // the next step writes the last sampled token's KV and samples the next
+  Replica* dest = &to;
+  sim_.schedule_at(done, Phase::kNormal, [this, idx, dest, group, migration] {
+    if (!migration) {
+      requests_[idx].kv_arrived = sim_.now();
+      std::size_t flat = static_cast<std::size_t>(group);
+      const ServingPool& p = pools_[static_cast<std::size_t>(dest->pool())];
+      flat += static_cast<std::size_t>(p.first_group) +
+              static_cast<std::size_t>((dest->index() - p.first_replica) * p.spec.deployment.attention_dp);
+      --kv_inflight_[flat];
+    }
+    dest->enqueue(group, idx, migration);
+  });
+}
+
+// KV migration (issue 12 item 5): the most loaded instance of the pool gives running decode requests to
+// the least loaded when its load passes imbalance_ratio x the least loaded's.
+void Cluster::check_migration(int pool) {
+  const ServingPool& p = pools_[static_cast<std::size_t>(pool)];
+  const KvMigrationSpec& m = p.spec.deployment.kv_migration;
+  int most = -1;
+  int least = -1;
+  for (int i = p.first_replica; i < p.first_replica + p.spec.instances; ++i) {
+    if (!replicas_[static_cast<std::size_t>(i)]->migration_pending())
+      migration_to_[static_cast<std::size_t>(i)] = -1;
+  }
+  for (int i = p.first_replica; i < p.first_replica + p.spec.instances; ++i) {
+    const std::int64_t load = replicas_[static_cast<std::size_t>(i)]->in_system();
+    if (most < 0 || load > replicas_[static_cast<std::size_t>(most)]->in_system()) most = i;
+    if (least < 0 || load < replicas_[static_cast<std::size_t>(least)]->in_system()) least = i;
+  }
+  const std::int64_t hi = replicas_[static_cast<std::size_t>(most)]->in_system();
+  const std::int64_t lo = replicas_[static_cast<std::size_t>(least)]->in_system();
+  if (most != least && hi - lo >= 2 &&
+      static_cast<double>(hi) > m.imbalance_ratio * static_cast<double>(std::max<std::int64_t>(lo, 1)) &&
+      migration_to_[static_cast<std::size_t>(most)] < 0) {
+    migration_to_[static_cast<std::size_t>(most)] = least;
+    const auto n = static_cast<int>(std::min<std::int64_t>(m.max_requests_per_check, (hi - lo) / 2));
+    replicas_[static_cast<std::size_t>(most)]->request_migration(n);
+  }
+  const bool done = metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived;
+  if (!done) sim_.schedule_in(m.check_every, Phase::kNormal, [this, pool] { check_migration(pool); });
+}
+
+void Cluster::on_migrated_out(RequestIdx idx, Time now) {
+  Request& r = requests_[idx];
+  Replica& from = *replicas_[static_cast<std::size_t>(r.replica)];
+  const int to_index = migration_to_[static_cast<std::size_t>(r.replica)];
+  MOESIM_CHECK(to_index >= 0, "a migration without a destination");
+  Replica& to = *replicas_[static_cast<std::size_t>(to_index)];
+  // The destination group with the most free KV blocks.
+  int group = 0;
+  for (std::size_t g = 1; g < to.groups().size(); ++g) {
+    if (to.groups()[g].kv.free_blocks() > to.groups()[static_cast<std::size_t>(group)].kv.free_blocks())
+      group = static_cast<int>(g);
+  }
+  send_kv(idx, from, to, group, now, true);
 }
 
 LatencyStats stats_of(const LatencyHistogram& h) {
@@ -225,7 +432,8 @@ Report Cluster::build_report() const {
   r.cost_model = gpu_.source();
   r.engine = std::string(s_.deployment.engine.name);
   r.replicas = static_cast<int>(replicas_.size());
-  r.gpus = r.replicas * s_.gpus_per_replica();
+  r.gpus = 0;
+  for (const ServingPool& p : pools_) r.gpus += p.spec.gpus();
   r.requests_arrived = metrics_.arrived;
   r.requests_finished = metrics_.finished;
   r.requests_dropped = metrics_.dropped;
@@ -299,20 +507,24 @@ Report Cluster::build_report() const {
     r.gpu_mean.compute_util += st.compute_util / static_cast<double>(metrics_.gpu_busy.size());
     r.gpu_mean.hbm_bw_util += st.hbm_bw_util / static_cast<double>(metrics_.gpu_busy.size());
   }
+  // Memory of the first pool's GPUs (every pool's KV pool and peak in Report::pools).
+  const ServingPool& first = pools_.front();
+  const MemoryPlan& memory = first.memory;
   std::int64_t peak_blocks = 0;
-  for (const auto& rep : replicas_) {
-    for (const AttentionGroup& g : rep->groups())
+  for (int i = first.first_replica; i < first.first_replica + first.spec.instances; ++i) {
+    for (const AttentionGroup& g : replicas_[static_cast<std::size_t>(i)]->groups())
       peak_blocks = std::max(peak_blocks, g.kv.peak_used_blocks());
   }
   r.memory.hbm = gpu.hbm_bytes;
-  r.memory.weights = memory_.weights_per_gpu.total();
-  r.memory.routed_expert_weights = memory_.weights_per_gpu.routed_experts;
-  r.memory.activations_and_overhead = memory_.activation_bytes + memory_.overhead_bytes;
-  r.memory.kv_pool = memory_.kv_pool_bytes_per_gpu;
-  r.memory.kv_peak_used = memory_.kv_blocks_per_group > 0
-                              ? memory_.kv_pool_bytes_per_gpu * static_cast<double>(peak_blocks) /
-                                    static_cast<double>(memory_.kv_blocks_per_group)
+  r.memory.weights = memory.weights_per_gpu.total();
+  r.memory.routed_expert_weights = memory.weights_per_gpu.routed_experts;
+  r.memory.activations_and_overhead = memory.activation_bytes + memory.overhead_bytes;
+  r.memory.kv_pool = memory.kv_pool_bytes_per_gpu;
+  r.memory.kv_peak_used = memory.kv_blocks_per_group > 0
+                              ? memory.kv_pool_bytes_per_gpu * static_cast<double>(peak_blocks) /
+                                    static_cast<double>(memory.kv_blocks_per_group)
                               : 0.0;
+  fill_pools(r);
   fill_experts(r);
   fill_prefix(r);
   if (const auto& sp = s_.production.speculative) {
@@ -424,7 +636,69 @@ void Cluster::fill_prefix(Report& r) const {
   p.token_hit_rate = all.lookup_tokens > 0 ? double(all.hit_tokens) / double(all.lookup_tokens) : 0.0;
 }
 
+// Per pool (disaggregation or several pools): utilisation, throughput and its own SLA figure; the TTFT
+// split and the KV moved. Nothing for the single colocated pool (its figures are the report's).
+void Cluster::fill_pools(Report& r) const {
+  const double w = r.window_s;
+  for (std::size_t i = 0; i < pools_.size() && s_.disaggregated(); ++i) {
+    const ServingPool& p = pools_[i];
+    const MetricsRecorder::PoolCounters& c = metrics_.pools[i];
+    PoolReport pr;
+    pr.role = to_string(p.spec.role);
+    pr.instances = p.spec.instances;
+    pr.gpus = p.spec.gpus();
+    pr.first_gpu = p.spec.first_gpu;
+    pr.ep_size = p.spec.deployment.ep_size;
+    pr.steps = c.steps;
+    pr.mean_step_s = c.steps > 0 ? c.step_s / static_cast<double>(c.steps) : 0.0;
+    const auto first = static_cast<std::size_t>(metrics_.pool_first_slot[i]);
+    const auto slots = static_cast<std::size_t>(metrics_.pool_slots[i]);
+    for (std::size_t g = first; g < first + slots && w > 0; ++g)
+      pr.busy += std::min(1.0, metrics_.gpu_busy[g] / w) / static_cast<double>(slots);
+    pr.tokens_per_s = w > 0 ? c.tokens / w : 0.0;
+    const bool decode = p.spec.role == PoolRole::kDecode;
+    pr.sla_metric = decode ? "tpot" : "ttft";
+    pr.sla_limit_s = decode ? s_.sla.tpot.seconds() : s_.sla.ttft.seconds();
+    const LatencyHistogram& h = decode ? c.tpot : c.ttft;
+    pr.sla_at_percentile_s = h.percentile(s_.sla.percentile);
+    pr.sla_met = h.count() > 0 && pr.sla_at_percentile_s <= pr.sla_limit_s;
+    pr.kv_pool_bytes_per_gpu = p.memory.kv_pool_bytes_per_gpu;
+    std::int64_t peak = 0;
+    for (int k = p.first_replica; k < p.first_replica + p.spec.instances; ++k) {
+      for (const AttentionGroup& g : replicas_[static_cast<std::size_t>(k)]->groups())
+        peak = std::max(peak, g.kv.peak_used_blocks());
+    }
+    pr.kv_peak_used_share =
+        p.memory.kv_blocks_per_group > 0
+            ? static_cast<double>(peak) / static_cast<double>(p.memory.kv_blocks_per_group)
+            : 0.0;
+    r.pools.push_back(pr);
+  }
+  DisaggregationReport& d = r.disaggregation;
+  d.enabled = !decode_pools_.empty();
+  if (d.enabled) {
+    d.prefill_queue = stats_of(metrics_.prefill_queue);
+    d.prefill = stats_of(metrics_.prefill);
+    d.kv_transfer = stats_of(metrics_.kv_transfer);
+    d.decode_queue = stats_of(metrics_.decode_queue);
+    d.kv_transfers = metrics_.kv_transfers;
+    d.kv_bytes = metrics_.kv_transfer_bytes;
+    d.kv_transfer_s = metrics_.kv_transfer_s;
+  }
+  MigrationReport& m = r.migration;
+  for (const ServingPool& p : pools_) m.enabled = m.enabled || p.spec.deployment.kv_migration.enabled();
+  m.count = metrics_.migrations;
+  m.bytes = metrics_.migration_bytes;
+  m.seconds = metrics_.migration_s;
+}
+
 Report Cluster::run() {
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    const PoolSpec& p = pools_[i].spec;
+    if (!p.deployment.kv_migration.enabled() || p.instances < 2 || p.role == PoolRole::kPrefill) continue;
+    sim_.schedule_in(p.deployment.kv_migration.check_every, Phase::kNormal,
+                     [this, i] { check_migration(static_cast<int>(i)); });
+  }
   pull_arrival();
   sim_.run();
   // Every request finishes or is dropped, unless run.max_drain_s cut the drain short.
@@ -436,12 +710,52 @@ Report Cluster::run() {
 
 }  // namespace
 
-MemoryPlan deployed_memory_plan(const ScenarioSpec& s, const GpuCostModel& gpu) {
-  if (!s.experts.quantization || s.replicas() == 0) return plan_memory(s);
+std::vector<MemoryPlan> deployed_memory_plans(const ScenarioSpec& s, const GpuCostModel& gpu) {
+  std::vector<MemoryPlan> out;
   const RandomStreams streams(s.run.seed);
-  const ServingModels models(s, streams);
-  const auto planner = models.make_planner(gpu, streams.stream("routing", 0));
-  return plan_memory(s, planner->routed_expert_bytes_per_gpu());
+  std::unique_ptr<ServingModels> models;
+  if (s.experts.quantization) models = std::make_unique<ServingModels>(s, streams);
+  int first_replica = 0;
+  for (const PoolSpec& p : s.pool_specs()) {
+    std::unique_ptr<ScenarioSpec> own;
+    if (s.disaggregated()) own = std::make_unique<ScenarioSpec>(s.pool_view(p));
+    const ScenarioSpec& view = own ? *own : s;
+    if (!models || p.instances == 0) {
+      out.push_back(plan_memory(view));
+    } else {
+      // As a run wires the pool's first instance.
+      const auto planner = models->make_planner(
+          view, gpu, streams.stream("routing", static_cast<std::uint64_t>(first_replica)));
+      out.push_back(plan_memory(view, planner->routed_expert_bytes_per_gpu()));
+    }
+    first_replica += p.instances;
+  }
+  return out;
+}
+
+MemoryPlan deployed_memory_plan(const ScenarioSpec& s, const GpuCostModel& gpu) {
+  const std::vector<MemoryPlan> plans = deployed_memory_plans(s, gpu);
+  for (const MemoryPlan& m : plans) {
+    if (!m.fits()) return m;
+  }
+  return plans.front();
+}
+
+void check_pool_fits(const ScenarioSpec& s, std::size_t pool, const MemoryPlan& m) {
+  if (!s.disaggregated()) {
+    check_fits(s, m);
+    return;
+  }
+  try {
+    check_fits(s.pool_view(s.pools[pool]), m);
+  } catch (const InputError& e) {
+    throw InputError("deployment.pools[" + std::to_string(pool) + "]", e.what());
+  }
+}
+
+void check_deployment_fits(const ScenarioSpec& s, const GpuCostModel& gpu) {
+  const std::vector<MemoryPlan> plans = deployed_memory_plans(s, gpu);
+  for (std::size_t i = 0; i < plans.size(); ++i) check_pool_fits(s, i, plans[i]);
 }
 
 Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "hwmodels/gpu_cost_model.h"
 #include "sim/serving/memory_plan.h"
@@ -16,6 +17,7 @@ namespace moesim {
 
 struct StepRecord {
   int replica = 0;
+  int pool = 0;
   double start_s = 0;
   const StepPlan* plan = nullptr;
   std::int64_t decode_seqs = 0;
@@ -50,7 +52,14 @@ class SimulationObserver {
 // Memory per GPU as a run plans it: under per-expert quantisation the routed-expert weights are those of the
 // placement's fullest GPU at each copy's precision (replica 0's planner, wired as a run wires it), else the
 // uniform plan. `validate`, `plan` and `run` all decide "fits" from it.
+// With pools: the plan of the first pool that does not fit, else of the first pool.
 MemoryPlan deployed_memory_plan(const ScenarioSpec& s, const GpuCostModel& gpu);
+// One plan per pool (ScenarioSpec::pool_specs), each from its own deployment, as a run wires it.
+std::vector<MemoryPlan> deployed_memory_plans(const ScenarioSpec& s, const GpuCostModel& gpu);
+// check_fits for pool `pool` (its errors name deployment.pools[i] under disaggregation).
+void check_pool_fits(const ScenarioSpec& s, std::size_t pool, const MemoryPlan& m);
+// Every pool fits, decided as `run` decides it (validate calls this).
+void check_deployment_fits(const ScenarioSpec& s, const GpuCostModel& gpu);
 
 // Runs a whole scenario; throws InputError if it does not fit on the cluster.
 Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer = nullptr);

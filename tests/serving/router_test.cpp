@@ -67,3 +67,24 @@ TEST_CASE("the cache-aware router follows the longest cached prefix while loads 
   for (GroupLoad& x : g) x.running += 400;
   CHECK(r.route(g) == 0);
 }
+
+TEST_CASE("the KV-aware router picks the most free KV blocks, the least loaded on ties, the first after") {
+  KvAwareRouter r;
+  const std::vector<GroupLoad> g{{.running = 1, .free_kv_blocks = 100},
+                                 {.running = 9, .free_kv_blocks = 300},
+                                 {.running = 0, .free_kv_blocks = 200}};
+  REQUIRE(r.route(g) == 1);  // most room, however busy
+  const std::vector<GroupLoad> tie{{.running = 2, .waiting = 1, .free_kv_blocks = 50},
+                                   {.running = 1, .waiting = 1, .free_kv_blocks = 50},
+                                   {.running = 2, .free_kv_blocks = 50}};
+  REQUIRE(r.route(tie) == 1);  // loads 3, 2, 2: the first of the least loaded
+}
+
+TEST_CASE("the scenario's router names pick their policies") {
+  DeploymentSpec d;
+  d.router = RouterPolicy::kKvAware;
+  const std::vector<GroupLoad> g{{.running = 0, .free_kv_blocks = 1}, {.running = 5, .free_kv_blocks = 2}};
+  REQUIRE(make_router(d, false)->route(g) == 1);
+  d.router = RouterPolicy::kLeastLoaded;
+  REQUIRE(make_router(d, false)->route(g) == 0);
+}
