@@ -51,6 +51,26 @@ bool preempt_newest_for(AttentionGroup& g, RequestTable& requests, Request& r, s
   return true;
 }
 
+WaitingFront waiting_front(AttentionGroup& g, RequestTable& requests) {
+  const RequestIdx idx = g.waiting.front();
+  Request& r = requests[idx];
+  const std::int64_t hit = g.kv.lookup_prefix(r);
+  return {.idx = idx, .r = &r, .hit = hit, .left = r.target - r.computed - hit};
+}
+
+std::int64_t admit_front(AttentionGroup& g, const WaitingFront& f, std::int64_t budget, bool chunked_prefill,
+                         Time now) {
+  Request& r = *f.r;
+  if (!chunked_prefill && f.left > budget) return 0;
+  const std::int64_t tokens = std::min(f.left, budget);
+  if (!g.kv.can_admit(r, r.computed + f.hit + tokens)) return 0;
+  g.waiting.pop_front();
+  g.running.push_back(f.idx);
+  g.kv.admit(r, r.computed + f.hit + tokens);
+  if (r.admitted == Time::never()) r.admitted = now;
+  return tokens;
+}
+
 bool VllmBatchPolicy::allocate(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
                                int& preempted) {
   return preempt_newest_for(g, requests, r, computed, preempted);
@@ -86,19 +106,11 @@ FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Tim
   // Then admit waiting requests while sequences, tokens and blocks allow (not after a preemption).
   while (!preempted && !g.waiting.empty() && budget > 0 &&
          static_cast<int>(g.running.size()) < d_.max_batch_size) {
-    const RequestIdx idx = g.waiting.front();
-    Request& r = requests[idx];
     // Prefix caching: the cached leading blocks are not recomputed (0 hit tokens without it).
-    const std::int64_t hit = g.kv.lookup_prefix(r);
-    const std::int64_t left = r.target - r.computed - hit;
-    if (!d_.chunked_prefill && left > budget) break;
-    const std::int64_t tokens = std::min(left, budget);
-    if (!g.kv.can_admit(r, r.computed + hit + tokens)) break;
-    g.waiting.pop_front();
-    g.running.push_back(idx);
-    g.kv.admit(r, r.computed + hit + tokens);
-    if (r.admitted == Time::never()) r.admitted = now;
-    add(idx, tokens, true);
+    const WaitingFront f = waiting_front(g, requests);
+    const std::int64_t tokens = admit_front(g, f, budget, d_.chunked_prefill, now);
+    if (tokens == 0) break;
+    add(f.idx, tokens, true);
   }
   g.kv.note_peak();
   return out;

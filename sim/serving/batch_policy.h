@@ -35,7 +35,6 @@ class BatchPolicy {
                            std::vector<ScheduledWork>& scheduled) = 0;
 };
 
-// `speculative` when deployment.speculative is set: each decode sequence then verifies its drafts.
 // Appends `w` to `scheduled` and its work to `batch`: a prefill chunk of w.tokens after r.computed
 // tokens ((query, key) pairs c p + c (c + 1) / 2, KV p + c, a sampled row when it ends the prompt), or a
 // decode step of 1 + k tokens (k verified drafts; k + 1 sampled rows). Call before r.computed advances.
@@ -46,8 +45,26 @@ void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<
 bool preempt_newest_for(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
                         int& preempted);
 
+// The waiting queue's front request as an admission sees it: its prefix-cache hit (0 without prefix
+// caching; KvCacheManager::lookup_prefix, called once here) and the prompt tokens left after it.
+struct WaitingFront {
+  RequestIdx idx;
+  Request* r;
+  std::int64_t hit;
+  std::int64_t left;
+};
+WaitingFront waiting_front(AttentionGroup& g, RequestTable& requests);
+
+// Every policy's admission once its own gates have passed: a prefill chunk of up to `budget` tokens,
+// refused when chunked prefill is off and the prompt is longer than the budget or when its blocks do not
+// fit; else `f` moves to running with its blocks (its cached head pinned) and the time of its first
+// admission. Returns the chunk's tokens (0: not admitted). Call add_work next.
+std::int64_t admit_front(AttentionGroup& g, const WaitingFront& f, std::int64_t budget, bool chunked_prefill,
+                         Time now);
+
 // The engine's scheduler (deployment.engine): sglang -> SglangBatchPolicy, trtllm -> TrtllmBatchPolicy,
-// vllm and the plain PyTorch profiles -> VllmBatchPolicy (docs/engines.md).
+// vllm and the plain PyTorch profiles -> VllmBatchPolicy (docs/engines.md). `speculative` when
+// deployment.speculative is set: each decode sequence then verifies its drafts.
 std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d,
                                                const SpeculativeSpec* speculative = nullptr);
 

@@ -38,24 +38,17 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     rem_total -= static_cast<double>(tokens);
   }
   while (!g.waiting.empty() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
-    const RequestIdx idx = g.waiting.front();
-    Request& r = requests[idx];
-    const std::int64_t hit = g.kv.lookup_prefix(r);
-    const std::int64_t left = r.target - r.computed - hit;
+    const WaitingFront f = waiting_front(g, requests);
+    Request& r = *f.r;
     const std::int64_t new_tokens = std::min(r.output - r.generated, kClipMaxNewTokens);
-    if (static_cast<double>(left + new_tokens) >= rem_total) break;  // NO_TOKEN
-    if (!d_.chunked_prefill && left > budget) break;
-    const std::int64_t tokens = std::min(left, budget);
-    if (!g.kv.can_admit(r, r.computed + hit + tokens)) break;
-    g.waiting.pop_front();
-    g.running.push_back(idx);
-    g.kv.admit(r, r.computed + hit + tokens);
-    if (r.admitted == Time::never()) r.admitted = now;
-    add_work(batch, r, ScheduledWork{idx, tokens, true}, scheduled);
+    if (static_cast<double>(f.left + new_tokens) >= rem_total) break;  // NO_TOKEN
+    const std::int64_t tokens = admit_front(g, f, budget, d_.chunked_prefill, now);
+    if (tokens == 0) break;
+    add_work(batch, r, ScheduledWork{f.idx, tokens, true}, scheduled);
     budget -= tokens;
     // A whole prompt reserves its output; a chunked one only its chunk (it reserves when it completes).
     rem_total -= static_cast<double>(tokens) +
-                 (tokens == left ? static_cast<double>(new_tokens) * kNewTokenRatio : 0.0);
+                 (tokens == f.left ? static_cast<double>(new_tokens) * kNewTokenRatio : 0.0);
   }
   if (batch.tokens() > 0) {
     g.kv.note_peak();
@@ -124,22 +117,15 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   }
   // GUARANTEED_NO_EVICT admission: the new request's whole prompt and output beside every reservation.
   while (!g.waiting.empty() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
-    const RequestIdx idx = g.waiting.front();
-    Request& r = requests[idx];
-    const std::int64_t hit = g.kv.lookup_prefix(r);
-    const std::int64_t hit_blocks = hit / bt;
+    const WaitingFront f = waiting_front(g, requests);
+    Request& r = *f.r;
+    const std::int64_t hit_blocks = f.hit / bt;
     const std::int64_t need = to_finish(r, hit_blocks);
     if (need > g.kv.free_blocks() - reserved) break;
-    const std::int64_t left = r.target - r.computed - hit;
-    if (!d_.chunked_prefill && left > budget) break;
-    const std::int64_t tokens = std::min(left, budget);
-    if (!g.kv.can_admit(r, r.computed + hit + tokens)) break;
-    g.waiting.pop_front();
-    g.running.push_back(idx);
-    g.kv.admit(r, r.computed + hit + tokens);
-    if (r.admitted == Time::never()) r.admitted = now;
+    const std::int64_t tokens = admit_front(g, f, budget, d_.chunked_prefill, now);
+    if (tokens == 0) break;
     reserved += need - (r.blocks - hit_blocks);
-    add_work(batch, r, ScheduledWork{idx, tokens, true}, scheduled);
+    add_work(batch, r, ScheduledWork{f.idx, tokens, true}, scheduled);
     budget -= tokens;
   }
   g.kv.note_peak();
