@@ -4,44 +4,13 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "tests/support/batch_policy_fixture.h"
+
 using namespace moesim;
 
 namespace {
 
-struct Fixture {
-  DeploymentSpec d;
-  RequestTable requests;
-  AttentionGroup group;
-  std::vector<ScheduledWork> scheduled;
-  explicit Fixture(std::int64_t blocks, std::int64_t budget = 50) : group(KvCacheManager(blocks, 16)) {
-    d.max_batched_tokens = budget;
-    d.max_batch_size = 8;
-    d.kv_block_tokens = 16;
-  }
-  // A request already decoding: its prompt computed and one token generated.
-  RequestIdx decoding(std::int64_t prompt) {
-    const RequestIdx i = requests.add();
-    Request& r = requests[i];
-    r.prompt = r.target = r.computed = prompt;
-    r.output = 10;
-    r.generated = 1;
-    group.kv.grow(r, prompt);
-    group.running.push_back(i);
-    return i;
-  }
-  RequestIdx waiting(std::int64_t prompt) {
-    const RequestIdx i = requests.add();
-    Request& r = requests[i];
-    r.prompt = r.target = prompt;
-    r.output = 10;
-    group.waiting.push_back(i);
-    return i;
-  }
-  FormedBatch form() {
-    VllmBatchPolicy p(d);
-    return p.form(group, requests, Time::at(Duration::from_ms(5)), scheduled);
-  }
-};
+using Fixture = moesim_test::BatchPolicyFixture;
 
 }  // namespace
 
@@ -50,7 +19,7 @@ TEST_CASE("running requests decode first, then a waiting prompt takes the rest o
   f.decoding(20);
   f.decoding(30);
   const RequestIdx w = f.waiting(100);
-  const FormedBatch b = f.form();
+  const FormedBatch b = f.form<VllmBatchPolicy>();
   // Budget 50: two decode tokens, then a 48-token chunk of the 100-token prompt.
   REQUIRE(b.batch.decode_seqs == 2);
   REQUIRE(b.batch.decode_context_tokens == Approx(21 + 31));
@@ -68,7 +37,7 @@ TEST_CASE("without chunked prefill a prompt longer than the budget left waits") 
   f.d.chunked_prefill = false;
   f.decoding(20);
   f.waiting(100);
-  const FormedBatch b = f.form();
+  const FormedBatch b = f.form<VllmBatchPolicy>();
   REQUIRE(b.batch.prefill_tokens == 0);
   REQUIRE(f.group.waiting.size() == 1);
 }
@@ -77,7 +46,7 @@ TEST_CASE("admission stops at the sequence limit") {
   Fixture f(100, 1000);
   f.d.max_batch_size = 2;
   for (int i = 0; i < 4; ++i) f.waiting(10);
-  const FormedBatch b = f.form();
+  const FormedBatch b = f.form<VllmBatchPolicy>();
   REQUIRE(f.group.running.size() == 2);
   REQUIRE(b.batch.prefill_tokens == 20);
   REQUIRE(b.batch.sampled_seqs == 2);  // both prompts complete
@@ -89,7 +58,7 @@ TEST_CASE("when blocks run out the newest running request is preempted and nothi
   const RequestIdx new_req = f.decoding(16);
   f.waiting(4);
   // Each needs a second block for its 17th token: the oldest gets it by preempting the newest.
-  const FormedBatch b = f.form();
+  const FormedBatch b = f.form<VllmBatchPolicy>();
   REQUIRE(b.preemptions == 1);
   REQUIRE(b.batch.decode_seqs == 1);
   REQUIRE(f.group.running == std::vector<RequestIdx>{old_req});

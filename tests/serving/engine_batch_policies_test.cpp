@@ -5,50 +5,13 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "tests/support/batch_policy_fixture.h"
+
 using namespace moesim;
 
 namespace {
 
-struct Fixture {
-  DeploymentSpec d;
-  RequestTable requests;
-  AttentionGroup group;
-  std::vector<ScheduledWork> scheduled;
-  explicit Fixture(std::int64_t blocks, std::int64_t budget = 50) : group(KvCacheManager(blocks, 16)) {
-    d.max_batched_tokens = budget;
-    d.max_batch_size = 8;
-    d.kv_block_tokens = 16;
-  }
-  // A request already decoding: its prompt computed and `generated` tokens out.
-  RequestIdx decoding(std::int64_t prompt, std::int64_t output = 10, std::int64_t generated = 1) {
-    const RequestIdx i = requests.add();
-    Request& r = requests[i];
-    r.prompt = r.target = r.computed = prompt;
-    r.output = output;
-    r.generated = generated;
-    group.kv.grow(r, prompt);
-    group.running.push_back(i);
-    return i;
-  }
-  RequestIdx waiting(std::int64_t prompt, std::int64_t output = 10) {
-    const RequestIdx i = requests.add();
-    Request& r = requests[i];
-    r.prompt = r.target = prompt;
-    r.output = output;
-    group.waiting.push_back(i);
-    return i;
-  }
-  template <class Policy>
-  FormedBatch form() {
-    scheduled.clear();
-    Policy p(d, 0);
-    return p.form(group, requests, Time::at(Duration::from_ms(5)), scheduled);
-  }
-  // What the replica does when the step ends: computed tokens advance (no token bookkeeping needed here).
-  void step_done() {
-    for (const ScheduledWork& w : scheduled) requests[w.req].computed += w.tokens;
-  }
-};
+using Fixture = moesim_test::BatchPolicyFixture;
 
 }  // namespace
 
