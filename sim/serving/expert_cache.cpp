@@ -9,6 +9,7 @@ ExpertCache::ExpertCache(int layers, int experts, const ExpertCacheSpec& spec)
       spec_(spec),
       index_(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts), -1) {
   MOESIM_CHECK(spec.prefetch_window_batches >= 1, "the prefetch window must be at least one batch");
+  window_.resize(static_cast<std::size_t>(spec.prefetch_window_batches));
   MOESIM_CHECK(spec.hbm_bytes >= 0 && spec.staging_bytes >= 0, "cache capacities must be non-negative");
 }
 
@@ -33,7 +34,7 @@ void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precisi
   staged_.push_back(0);
   prev_.push_back(-1);
   next_.push_back(-1);
-  window_.resize(window_.size() + static_cast<std::size_t>(spec_.prefetch_window_batches), 0);
+  for (auto& w : window_) w.push_back(0);
   window_sum_.push_back(0);
   if (home == Tier::kHbm) {
     MOESIM_CHECK(hotness != Hotness::kCold, "a cold copy cannot live in HBM");
@@ -121,7 +122,10 @@ void ExpertCache::set_hotness(ExpertKey key, Hotness h, std::vector<ExpertKey>& 
 }
 
 CacheAccess ExpertCache::admit(ExpertKey key, std::vector<ExpertKey>& evicted) {
-  const int c = checked_id(key);
+  return admit_copy(checked_id(key), evicted);
+}
+
+CacheAccess ExpertCache::admit_copy(int c, std::vector<ExpertKey>& evicted) {
   const auto u = static_cast<std::size_t>(c);
   if (resident_[u]) return {};
   if (hotness_[u] == Hotness::kCold || !make_room(bytes_[u], evicted)) {
@@ -133,10 +137,10 @@ CacheAccess ExpertCache::admit(ExpertKey key, std::vector<ExpertKey>& evicted) {
   return {.outcome = CacheOutcome::kLoaded, .source = home_[u], .bytes = bytes_[u]};
 }
 
-CacheAccess ExpertCache::access(ExpertKey key, std::int32_t routed, std::vector<ExpertKey>& evicted) {
-  const int c = checked_id(key);
+CacheAccess ExpertCache::access_copy(int c, std::int32_t routed, std::vector<ExpertKey>& evicted) {
+  MOESIM_CHECK(c >= 0 && c < copies(), "expert copy not held by this GPU");
   const auto u = static_cast<std::size_t>(c);
-  record_routed(key, routed);
+  record(c, routed);
   if (resident_[u] || staged_[u]) {
     ++hits_;
     if (resident_[u] && hotness_[u] == Hotness::kWarm) {
@@ -147,7 +151,7 @@ CacheAccess ExpertCache::access(ExpertKey key, std::int32_t routed, std::vector<
   }
   ++misses_;
   if (hotness_[u] != Hotness::kCold) {
-    const CacheAccess a = admit(key, evicted);
+    const CacheAccess a = admit_copy(c, evicted);
     if (a.outcome == CacheOutcome::kLoaded) return a;
   }
   if (staging_used_ + bytes_[u] > spec_.staging_bytes) {
@@ -158,12 +162,7 @@ CacheAccess ExpertCache::access(ExpertKey key, std::int32_t routed, std::vector<
   return {.outcome = CacheOutcome::kStaged, .source = home_[u], .bytes = bytes_[u]};
 }
 
-void ExpertCache::record_routed(ExpertKey key, std::int32_t routed) {
-  const auto u = static_cast<std::size_t>(checked_id(key));
-  window_[u * static_cast<std::size_t>(spec_.prefetch_window_batches) +
-          static_cast<std::size_t>(window_pos_)] += routed;
-  window_sum_[u] += routed;
-}
+void ExpertCache::record_routed(ExpertKey key, std::int32_t routed) { record(checked_id(key), routed); }
 
 void ExpertCache::prefetch_candidates(std::vector<ExpertKey>& out) const {
   out.clear();
@@ -176,14 +175,11 @@ void ExpertCache::prefetch_candidates(std::vector<ExpertKey>& out) const {
 
 void ExpertCache::end_batch() {
   staging_used_ = 0;
-  const auto n = static_cast<std::size_t>(spec_.prefetch_window_batches);
+  std::fill(staged_.begin(), staged_.end(), 0);
   window_pos_ = (window_pos_ + 1) % spec_.prefetch_window_batches;
-  const auto pos = static_cast<std::size_t>(window_pos_);
-  for (std::size_t u = 0; u < key_.size(); ++u) {
-    staged_[u] = 0;
-    window_sum_[u] -= window_[u * n + pos];
-    window_[u * n + pos] = 0;
-  }
+  std::vector<std::int32_t>& oldest = window_[static_cast<std::size_t>(window_pos_)];
+  for (std::size_t u = 0; u < key_.size(); ++u) window_sum_[u] -= oldest[u];
+  std::fill(oldest.begin(), oldest.end(), 0);
 }
 
 }  // namespace moesim

@@ -64,7 +64,15 @@ class ExpertCache final {
   // LRU position and says what must be loaded. Non-resident hot/warm copies are admitted to HBM (evicting
   // least-recently-used warm copies, memory freed at once); if that cannot make room they are staged.
   // Appends evictions to `evicted` (reuse the vector: no allocation once it has grown). O(1) + evictions.
-  CacheAccess access(ExpertKey key, std::int32_t routed, std::vector<ExpertKey>& evicted);
+  CacheAccess access(ExpertKey key, std::int32_t routed, std::vector<ExpertKey>& evicted) {
+    return access_copy(checked_id(key), routed, evicted);
+  }
+  // The same by copy id (copy_id()): what the planner calls per expert, layer and step, without the
+  // [layer][expert] index (a cache miss per call when every GPU's index is walked each layer).
+  CacheAccess access_copy(int copy, std::int32_t routed, std::vector<ExpertKey>& evicted);
+  // A held copy's id in [0, copies()), -1 when this GPU does not hold it. Stable until the next add_copy.
+  [[nodiscard]] int copy_id(ExpertKey key) const { return id(key); }
+  [[nodiscard]] int copies() const { return static_cast<int>(key_.size()); }
 
   // Counts routed pairs for prefetch without using the copy (e.g. routing seen ahead of this layer). O(1).
   void record_routed(ExpertKey key, std::int32_t routed);
@@ -96,7 +104,12 @@ class ExpertCache final {
   void lru_unlink(int c);
   void lru_push_front(int c);
   void evict(int c, std::vector<ExpertKey>& evicted);
+  void record(int c, std::int32_t routed) {
+    window_[static_cast<std::size_t>(window_pos_)][static_cast<std::size_t>(c)] += routed;
+    window_sum_[static_cast<std::size_t>(c)] += routed;
+  }
   bool make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted);
+  CacheAccess admit_copy(int c, std::vector<ExpertKey>& evicted);
 
   int experts_;
   ExpertCacheSpec spec_;
@@ -111,7 +124,7 @@ class ExpertCache final {
   std::vector<char> staged_;
   std::vector<int> prev_;  // LRU list of resident warm copies; head = most recently used
   std::vector<int> next_;
-  std::vector<std::int32_t> window_;  // [copy][N] ring of routed counts
+  std::vector<std::vector<std::int32_t>> window_;  // [N][copy] ring of routed counts
   std::vector<std::int64_t> window_sum_;
   int head_ = -1;
   int tail_ = -1;

@@ -27,7 +27,8 @@ struct ExpertLoop {
   // Tiers: one cache per GPU of the replica, the replica's loaders, when each resident copy is ready.
   std::vector<ExpertCache> caches;
   std::unique_ptr<ExpertLoader> loader;
-  std::vector<Time> ready;  // [gpu][layer][expert]
+  std::vector<std::vector<Time>> ready;  // [gpu][copy id]: when the resident copy is ready
+  std::vector<int> copy_of_slot;         // [layer][slot]: the copy id in its GPU's cache
   std::vector<ExpertKey> evicted;
   std::vector<ExpertKey> candidates;
   std::vector<Time> load_done;     // per GPU, this layer
@@ -279,11 +280,20 @@ Duration StepPlanner::expert_time(std::int64_t tokens) const {
 
 Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
   const ModelSpec& m = s_.model;
-  return gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
-                                                 .tokens = round_half_away(pairs),
-                                                 .hidden = m.hidden,
-                                                 .inter = inter_,
-                                                 .weights = s_.precision.routed_experts});
+  const std::int64_t tokens = round_half_away(pairs);
+  const auto row = static_cast<std::size_t>(experts);
+  if (row * kGroupedMemoRow >= grouped_memo_.size()) grouped_memo_.resize((row + 1) * kGroupedMemoRow);
+  GroupedMemo& slot =
+      grouped_memo_[row * kGroupedMemoRow + (static_cast<std::size_t>(tokens) & (kGroupedMemoRow - 1))];
+  if (slot.tokens != tokens) {
+    slot.tokens = tokens;
+    slot.time = gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
+                                                        .tokens = tokens,
+                                                        .hidden = m.hidden,
+                                                        .inter = inter_,
+                                                        .weights = s_.precision.routed_experts});
+  }
+  return slot.time;
 }
 
 // The sum of an expert-TP rank's partial expert outputs: the ring all-reduce (a reduce-scatter and an
@@ -491,8 +501,6 @@ void StepPlanner::setup_tiers() {
   L.caches.clear();
   L.caches.reserve(static_cast<std::size_t>(gpus_));
   if (!L.loader) L.loader = std::make_unique<ExpertLoader>(t.loader, host_link_of(fabric_.spec()), gpus_);
-  const auto le = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
-  L.ready.assign(le * static_cast<std::size_t>(gpus_), Time{});
   L.load_done.assign(static_cast<std::size_t>(gpus_), Time{});
   L.last_ffn.assign(static_cast<std::size_t>(gpus_), Duration::zero());
   L.loaded.assign(static_cast<std::size_t>(gpus_), 0);
@@ -515,28 +523,40 @@ void StepPlanner::setup_tiers() {
       }
     }
   }
+  L.ready.assign(static_cast<std::size_t>(gpus_), {});
+  for (int g = 0; g < gpus_; ++g)
+    L.ready[static_cast<std::size_t>(g)].assign(
+        static_cast<std::size_t>(L.caches[static_cast<std::size_t>(g)].copies()), Time{});
+  const int slots = placement_.slots();
+  L.copy_of_slot.assign(static_cast<std::size_t>(layers) * static_cast<std::size_t>(slots), -1);
+  for (int l = 0; l < layers; ++l) {
+    const auto p2l = placement_.phy2log(l);
+    for (int slot = 0; slot < slots; ++slot) {
+      const int g = placement_.gpu_of_slot(slot);
+      if (g >= gpus_) continue;
+      L.copy_of_slot[static_cast<std::size_t>(l * slots + slot)] =
+          L.caches[static_cast<std::size_t>(g)].copy_id({l, p2l[static_cast<std::size_t>(slot)]});
+    }
+  }
   L.evicted.clear();
 }
 
 // Uses one copy on one GPU in this layer: a resident copy that is ready costs nothing; otherwise the
 // layer's experts on that GPU wait for the copy's load (queued on the GPU's host link / NVMe array).
-void StepPlanner::access_copy(int gpu, int layer, int expert, std::int32_t tokens, Duration ffn,
-                              Time request) {
+void StepPlanner::access_copy(int gpu, int copy, std::int32_t tokens, Duration ffn, Time request) {
   ExpertLoop& L = *loop_;
   const auto g = static_cast<std::size_t>(gpu);
   ExpertCache& cache = L.caches[g];
-  const ExpertKey key{layer, expert};
   ++plan_.expert_uses;
-  const CacheAccess a = cache.access(key, tokens, L.evicted);
+  const CacheAccess a = cache.access_copy(copy, tokens, L.evicted);
   plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
   L.evicted.clear();
-  const std::size_t ri =
-      g * L.hotness.size() + static_cast<std::size_t>(layer * s_.model.routed_experts + expert);
+  Time& ready = L.ready[g][static_cast<std::size_t>(copy)];
   Time done;
   if (a.outcome == CacheOutcome::kHit) {
     ++plan_.hbm_hits;
-    if (L.ready[ri] <= request) return;
-    done = L.ready[ri];  // prefetched, still on its way
+    if (ready <= request) return;
+    done = ready;  // prefetched, still on its way
   } else {
     done = L.loader->load(gpu, a.source, a.bytes, request);
     if (a.source == Tier::kNvme) {
@@ -546,7 +566,7 @@ void StepPlanner::access_copy(int gpu, int layer, int expert, std::int32_t token
       ++plan_.host_loads;
       plan_.host_bytes += double(a.bytes);
     }
-    if (a.outcome == CacheOutcome::kLoaded) L.ready[ri] = done;
+    if (a.outcome == CacheOutcome::kLoaded) ready = done;
   }
   if (L.loaded[g] == 0 || done > L.load_done[g]) {
     L.load_done[g] = done;
@@ -651,6 +671,9 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
   const bool tiers = !L.caches.empty();
   const bool quant = s_.experts.quantization;
   const auto replicas = placement_.replicas(layer);
+  const int* copy_of_slot = tiers ? L.copy_of_slot.data() + static_cast<std::size_t>(layer) *
+                                                                static_cast<std::size_t>(placement_.slots())
+                                  : nullptr;
   std::int32_t max_count = 0;
   for (int e = 0; e < experts; ++e) {
     const std::int32_t c = counts_[static_cast<std::size_t>(e)];
@@ -659,7 +682,8 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
     const auto i = static_cast<std::size_t>(layer * experts + e);
     const Precision p = L.precision[i];
     if (quant) quality_.add(p, c);
-    auto copy = [&](int gpu, std::int32_t share) {
+    auto copy = [&](int slot, std::int32_t share) {
+      const int gpu = placement_.gpu_of_slot(slot);
       const auto g = static_cast<std::size_t>(gpu);
       // Under two-batch overlap each micro-batch runs the expert on its own share of the tokens.
       const std::int32_t first = first_half(share);
@@ -671,17 +695,17 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
       gpu_pairs_[g] += share;
       gpu_expert_time_[g] += t;
       rank_bytes_[g] += double(L.copy_bytes[i]) / etp_;
-      if (tiers) access_copy(gpu, layer, e, share, t, request);
+      if (tiers) access_copy(gpu, copy_of_slot[slot], share, t, request);
     };
-    if (const int single = single_gpu_[i]; single >= 0) {  // the common case: one copy takes every token
-      copy(single, c);
+    const auto copies = placement_.slots_of(layer, e);
+    if (single_gpu_[i] >= 0) {  // the common case: one copy takes every token
+      copy(copies[0], c);
       continue;
     }
-    const auto copies = placement_.slots_of(layer, e);
     const int reps = replicas[static_cast<std::size_t>(e)];
     for (std::size_t r = 0; r < copies.size(); ++r) {
       const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
-      if (share != 0) copy(placement_.gpu_of_slot(copies[r]), share);
+      if (share != 0) copy(copies[r], share);
     }
   }
   return max_count;
@@ -709,7 +733,6 @@ void StepPlanner::end_step(Time step_end) {
   L.imbalance_sum += plan_.gpu_imbalance;
   ++L.imbalance_steps;
   if (L.caches.empty()) return;
-  const int experts = s_.model.routed_experts;
   for (int g = 0; g < gpus_; ++g) {
     ExpertCache& cache = L.caches[static_cast<std::size_t>(g)];
     cache.end_batch();
@@ -719,8 +742,7 @@ void StepPlanner::end_step(Time step_end) {
       const CacheAccess a = cache.admit(key, L.evicted);
       if (a.outcome != CacheOutcome::kLoaded) continue;
       const Time done = L.loader->load(g, a.source, a.bytes, step_end);
-      L.ready[static_cast<std::size_t>(g) * L.hotness.size() +
-              static_cast<std::size_t>(key.layer * experts + key.expert)] = done;
+      L.ready[static_cast<std::size_t>(g)][static_cast<std::size_t>(cache.copy_id(key))] = done;
       ++plan_.prefetches;
       (a.source == Tier::kNvme ? plan_.nvme_bytes : plan_.host_bytes) += double(a.bytes);
     }

@@ -149,7 +149,7 @@ class StepPlanner {
   void rebalance();
   void setup_tiers();
   // Per-GPU expert time of one layer with loads: issues the loads of non-resident copies at `request`.
-  void access_copy(int gpu, int layer, int expert, std::int32_t tokens, Duration ffn, Time request);
+  void access_copy(int gpu, int copy, std::int32_t tokens, Duration ffn, Time request);
   // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
   void ensure_touch(int layer);
 
@@ -183,6 +183,15 @@ class StepPlanner {
   static constexpr Duration kUncosted = Duration::from_ps(-1);
   mutable std::vector<Duration> ffn_table_;
   mutable std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;
+  // Grouped-launch cost by (experts, tokens): a direct-mapped memo, one row of kGroupedMemoRow slots per
+  // expert count, tokens modulo the row (a step asks 2 x ranks x layers times, for a band of token counts
+  // and a few expert counts; the roofline's two pow calls were a tenth of a step).
+  struct GroupedMemo {
+    std::int64_t tokens = -1;
+    Duration time;
+  };
+  static constexpr std::size_t kGroupedMemoRow = 2048;
+  mutable std::vector<GroupedMemo> grouped_memo_;
   std::unique_ptr<ExpertLoop> loop_;  // null when every mechanism is off
   QualityProxy quality_;
   int inter_;  // expert intermediate columns per GPU (expert_inter / expert_tp)

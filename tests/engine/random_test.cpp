@@ -16,6 +16,23 @@ TEST_CASE("named streams are independent of each other and of creation order") {
   REQUIRE(s.stream("a", 1).next_u64() != s.stream("a", 2).next_u64());
 }
 
+TEST_CASE("the generator is xoshiro256** seeded by splitmix64, as published") {
+  // Blackman and Vigna's reference: from the state {1, 2, 3, 4} the first outputs are 11520 (= rotl(2 * 5, 7)
+  // * 9), 0 (s[1] is 0 after the first update), then 1509978240 and 1215971899390074240.
+  Xoshiro256ss g(1, 2, 3, 4);
+  REQUIRE(g() == 11520U);
+  REQUIRE(g() == 0U);
+  REQUIRE(g() == 1509978240U);
+  REQUIRE(g() == 1215971899390074240U);
+  // SplitMix64 started at 0 first gives 0xe220a8397b1dcdaf (Steele, Lea and Flood 2014, Vigna's
+  // splitmix64.c); seeding takes its first four outputs as the state.
+  REQUIRE(splitmix64(0) == 0xe220a8397b1dcdafULL);
+  Xoshiro256ss seeded(0);
+  Xoshiro256ss direct(splitmix64(0), splitmix64(0x9e3779b97f4a7c15ULL), splitmix64(2 * 0x9e3779b97f4a7c15ULL),
+                      splitmix64(3 * 0x9e3779b97f4a7c15ULL));
+  for (int i = 0; i < 8; ++i) REQUIRE(seeded() == direct());
+}
+
 namespace {
 template <typename F>
 std::pair<double, double> moments(F&& draw, int n) {
