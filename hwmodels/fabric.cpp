@@ -16,52 +16,52 @@ double doublings_beyond_8(int ranks) { return std::max(0.0, std::log2(static_cas
 
 }  // namespace
 
-Fabric::Fabric(FabricSpec spec) : spec_(spec), topology_(spec_) {
-  load_.assign(static_cast<std::size_t>(topology_.link_count()), 0.0);
-}
+Fabric::Fabric(FabricSpec spec) : spec_(spec), topology_(spec_) {}
 
 // The O(ranks^2) passes below only sum rows and columns (sequential reads, no scattered writes);
 // scatter_ranks() then puts the per-rank sums on the links of each rank's GPU, NIC and leaf.
-void Fabric::reset_ranks(const AllToAllTraffic& t) const {
+void Fabric::reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
+  if (sc.load.empty()) sc.load.assign(static_cast<std::size_t>(topology_.link_count()), 0.0);
   const auto r = static_cast<std::size_t>(t.ranks);
-  for (auto* v : {&row_nvl_, &col_nvl_, &row_nic_, &col_nic_, &row_leaf_, &col_leaf_}) v->assign(r, 0.0);
-  rank_leaf_.resize(r);
-  rank_node_.resize(r);
+  for (auto* v : {&sc.row_nvl, &sc.col_nvl, &sc.row_nic, &sc.col_nic, &sc.row_leaf, &sc.col_leaf})
+    v->assign(r, 0.0);
+  sc.rank_leaf.resize(r);
+  sc.rank_node.resize(r);
   for (int k = 0; k < t.ranks; ++k) {
-    rank_leaf_[static_cast<std::size_t>(k)] = topology_.leaf_of(gpu_of(t, k));
-    rank_node_[static_cast<std::size_t>(k)] = k / t.ranks_per_node;
+    sc.rank_leaf[static_cast<std::size_t>(k)] = topology_.leaf_of(gpu_of(t, k));
+    sc.rank_node[static_cast<std::size_t>(k)] = k / t.ranks_per_node;
   }
 }
 
-void Fabric::scatter_ranks(const AllToAllTraffic& t) const {
+void Fabric::scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
   // Only the links of the group's GPUs and of their leaves carry its traffic, and cost_loads() reads only
   // those: clear them, not the whole cluster's array (which grows with the cluster: at 1,024 GPUs clearing
   // it was 42% of a run's instructions).
   for (int k = 0; k < t.ranks; ++k) {
     const int g = gpu_of(t, k);
-    const int leaf = rank_leaf_[static_cast<std::size_t>(k)];
+    const int leaf = sc.rank_leaf[static_cast<std::size_t>(k)];
     for (const int link :
          {topology_.nvlink_out(g), topology_.nvlink_in(g), topology_.pcie_up(g), topology_.nic_out(g),
           topology_.nic_in(g), topology_.pcie_down(g), topology_.leaf_up(leaf), topology_.leaf_down(leaf)}) {
-      load_[static_cast<std::size_t>(link)] = 0.0;
+      sc.load[static_cast<std::size_t>(link)] = 0.0;
     }
   }
-  nvl_units_ = 0;
-  nic_units_ = 0;
+  sc.nvl_units = 0;
+  sc.nic_units = 0;
   for (int k = 0; k < t.ranks; ++k) {
     const auto i = static_cast<std::size_t>(k);
     const int g = gpu_of(t, k);
-    const int leaf = rank_leaf_[i];
-    load_[static_cast<std::size_t>(topology_.nvlink_out(g))] += row_nvl_[i];
-    load_[static_cast<std::size_t>(topology_.nvlink_in(g))] += col_nvl_[i];
-    load_[static_cast<std::size_t>(topology_.pcie_up(g))] += row_nic_[i];
-    load_[static_cast<std::size_t>(topology_.nic_out(g))] += row_nic_[i];
-    load_[static_cast<std::size_t>(topology_.nic_in(g))] += col_nic_[i];
-    load_[static_cast<std::size_t>(topology_.pcie_down(g))] += col_nic_[i];
-    load_[static_cast<std::size_t>(topology_.leaf_up(leaf))] += row_nic_[i] - row_leaf_[i];
-    load_[static_cast<std::size_t>(topology_.leaf_down(leaf))] += col_nic_[i] - col_leaf_[i];
-    nvl_units_ += row_nvl_[i];
-    nic_units_ += row_nic_[i];
+    const int leaf = sc.rank_leaf[i];
+    sc.load[static_cast<std::size_t>(topology_.nvlink_out(g))] += sc.row_nvl[i];
+    sc.load[static_cast<std::size_t>(topology_.nvlink_in(g))] += sc.col_nvl[i];
+    sc.load[static_cast<std::size_t>(topology_.pcie_up(g))] += sc.row_nic[i];
+    sc.load[static_cast<std::size_t>(topology_.nic_out(g))] += sc.row_nic[i];
+    sc.load[static_cast<std::size_t>(topology_.nic_in(g))] += sc.col_nic[i];
+    sc.load[static_cast<std::size_t>(topology_.pcie_down(g))] += sc.col_nic[i];
+    sc.load[static_cast<std::size_t>(topology_.leaf_up(leaf))] += sc.row_nic[i] - sc.row_leaf[i];
+    sc.load[static_cast<std::size_t>(topology_.leaf_down(leaf))] += sc.col_nic[i] - sc.col_leaf[i];
+    sc.nvl_units += sc.row_nvl[i];
+    sc.nic_units += sc.row_nic[i];
   }
 }
 
@@ -69,8 +69,8 @@ void Fabric::scatter_ranks(const AllToAllTraffic& t) const {
 // the GPU of the same local index (same rail), which forwards it over NVLink to every destination rank
 // of that node. Tokens for the sender's own node take the NVLink hop directly. Intranode-only groups
 // reduce to direct NVLink copies.
-void Fabric::load_high_throughput(const AllToAllTraffic& t) const {
-  reset_ranks(t);
+void Fabric::load_high_throughput(const AllToAllTraffic& t, AllToAllScratch& sc) const {
+  reset_ranks(t, sc);
   const int r = t.ranks;
   const int per_node = t.ranks_per_node;
   const int nodes = (r + per_node - 1) / per_node;
@@ -85,31 +85,31 @@ void Fabric::load_high_throughput(const AllToAllTraffic& t) const {
       for (int d = begin; d < end; ++d) {
         const double u = d == fwd ? 0.0 : row[d];
         forwarded += u;
-        col_nvl_[static_cast<std::size_t>(d)] += u;
+        sc.col_nvl[static_cast<std::size_t>(d)] += u;
       }
-      if (fwd < end) row_nvl_[static_cast<std::size_t>(fwd)] += forwarded;
+      if (fwd < end) sc.row_nvl[static_cast<std::size_t>(fwd)] += forwarded;
       if (node == s / per_node || fwd >= end) continue;
       const double u = t.tokens_to_node[static_cast<std::size_t>(s * nodes + node)];
       const auto si = static_cast<std::size_t>(s);
       const auto fi = static_cast<std::size_t>(fwd);
-      row_nic_[si] += u;
-      col_nic_[fi] += u;
-      if (rank_leaf_[si] == rank_leaf_[fi]) {
-        row_leaf_[si] += u;
-        col_leaf_[fi] += u;
+      sc.row_nic[si] += u;
+      sc.col_nic[fi] += u;
+      if (sc.rank_leaf[si] == sc.rank_leaf[fi]) {
+        sc.row_leaf[si] += u;
+        sc.col_leaf[fi] += u;
       }
     }
   }
-  scatter_ranks(t);
+  scatter_ranks(t, sc);
 }
 
 // Direct kernels (DeepEP low-latency, one-sided NVLink): every unit goes straight to its rank.
-void Fabric::load_direct(const AllToAllTraffic& t, const std::vector<double>& units,
+void Fabric::load_direct(const AllToAllTraffic& t, AllToAllScratch& sc, const std::vector<double>& units,
                          bool intranode_nvlink) const {
-  reset_ranks(t);
+  reset_ranks(t, sc);
   const int r = t.ranks;
-  const int* node = rank_node_.data();
-  const int* leaf = rank_leaf_.data();
+  const int* node = sc.rank_node.data();
+  const int* leaf = sc.rank_leaf.data();
   for (int s = 0; s < r; ++s) {
     const auto si = static_cast<std::size_t>(s);
     const double* row = units.data() + static_cast<std::ptrdiff_t>(s) * r;
@@ -121,33 +121,34 @@ void Fabric::load_direct(const AllToAllTraffic& t, const std::vector<double>& un
       const auto di = static_cast<std::size_t>(d);
       if (intranode_nvlink && node[si] == node[di]) {
         nvl += u;
-        col_nvl_[di] += u;
+        sc.col_nvl[di] += u;
       } else {
         nic += u;
-        col_nic_[di] += u;
+        sc.col_nic[di] += u;
         if (leaf[si] == leaf[di]) {
           same_leaf += u;
-          col_leaf_[di] += u;
+          sc.col_leaf[di] += u;
         }
       }
     }
-    row_nvl_[si] += nvl;
-    row_nic_[si] += nic;
-    row_leaf_[si] += same_leaf;
+    sc.row_nvl[si] += nvl;
+    sc.row_nic[si] += nic;
+    sc.row_leaf[si] += same_leaf;
   }
-  scatter_ranks(t);
+  scatter_ranks(t, sc);
 }
 
 // Fair sharing of a link among the flows crossing it is work-conserving, so transfers that start
 // together drain a link in load / capacity: each rank finishes when its busiest port (NVLink, or the
 // NIC path: PCIe, NIC, its leaf's uplink bundle) drains, and the phase ends with the slowest rank.
-AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllKernel& k, AllToAllMode mode,
-                                std::span<Duration> rank_dispatch, std::span<Duration> rank_combine) const {
+AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch& sc, const AllToAllKernel& k,
+                                AllToAllMode mode, std::span<Duration> rank_dispatch,
+                                std::span<Duration> rank_combine) const {
   AllToAllCost c;
   c.mode = mode;
-  c.nvlink_bytes = nvl_units_ * (t.dispatch_bytes_per_token + t.combine_bytes_per_token);
-  c.nic_bytes = nic_units_ * (t.dispatch_bytes_per_token + t.combine_bytes_per_token);
-  if (nvl_units_ <= 0 && nic_units_ <= 0) {
+  c.nvlink_bytes = sc.nvl_units * (t.dispatch_bytes_per_token + t.combine_bytes_per_token);
+  c.nic_bytes = sc.nic_units * (t.dispatch_bytes_per_token + t.combine_bytes_per_token);
+  if (sc.nvl_units <= 0 && sc.nic_units <= 0) {
     for (auto& d : rank_dispatch) d = Duration::zero();
     for (auto& d : rank_combine) d = Duration::zero();
     return c;
@@ -165,8 +166,8 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllKernel& 
   double worst_link_s = 0;  // seconds per unit-byte on the hot rank's busiest link, at line rate
   for (int r = 0; r < t.ranks; ++r) {
     const int g = gpu_of(t, r);
-    const auto ld = [this](int link) {
-      return load_[static_cast<std::size_t>(link)] / topology_.link(link).bytes_per_s;
+    const auto ld = [this, &sc](int link) {
+      return sc.load[static_cast<std::size_t>(link)] / topology_.link(link).bytes_per_s;
     };
     const double nvl = std::max(ld(topology_.nvlink_out(g)), ld(topology_.nvlink_in(g)));
     LinkKind nic_kind = LinkKind::kNicOut;
@@ -211,11 +212,17 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllKernel& 
 }
 
 AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode) const {
-  return all_to_all(t, mode, {}, {});
+  return all_to_all(t, mode, {}, {}, scratch_);
 }
 
 AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
                                 std::span<Duration> rank_dispatch, std::span<Duration> rank_combine) const {
+  return all_to_all(t, mode, rank_dispatch, rank_combine, scratch_);
+}
+
+AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
+                                std::span<Duration> rank_dispatch, std::span<Duration> rank_combine,
+                                AllToAllScratch& sc) const {
   if (t.ranks <= 1) {
     for (auto& d : rank_dispatch) d = Duration::zero();
     for (auto& d : rank_combine) d = Duration::zero();
@@ -229,29 +236,29 @@ AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
                "All-to-All group of " + std::to_string(t.ranks) + " ranks does not fit the fabric");
   MOESIM_CHECK(t.tokens_to_rank.size() == r * r, "tokens_to_rank size does not match ranks");
   if (mode == AllToAllMode::kAuto) {
-    const AllToAllCost ht = all_to_all(t, AllToAllMode::kHighThroughput, {}, {});
-    const AllToAllCost ll = all_to_all(t, AllToAllMode::kLowLatency, {}, {});
+    const AllToAllCost ht = all_to_all(t, AllToAllMode::kHighThroughput, {}, {}, sc);
+    const AllToAllCost ll = all_to_all(t, AllToAllMode::kLowLatency, {}, {}, sc);
     const bool use_ll = ll.dispatch + ll.combine < ht.dispatch + ht.combine;
     if (rank_dispatch.empty() && rank_combine.empty()) return use_ll ? ll : ht;
     return all_to_all(t, use_ll ? AllToAllMode::kLowLatency : AllToAllMode::kHighThroughput, rank_dispatch,
-                      rank_combine);
+                      rank_combine, sc);
   }
   switch (mode) {
     case AllToAllMode::kHighThroughput:
       MOESIM_CHECK(t.tokens_to_node.size() == r * static_cast<std::size_t>(nodes),
                    "tokens_to_node size does not match ranks x nodes");
-      load_high_throughput(t);
-      return cost_loads(t, spec_.high_throughput, mode, rank_dispatch, rank_combine);
+      load_high_throughput(t, sc);
+      return cost_loads(t, sc, spec_.high_throughput, mode, rank_dispatch, rank_combine);
     case AllToAllMode::kLowLatency:
       MOESIM_CHECK(t.pairs_to_rank.size() == r * r, "pairs_to_rank size does not match ranks");
-      load_direct(t, t.pairs_to_rank, spec_.low_latency.intranode_over_nvlink);
-      return cost_loads(t, spec_.low_latency, mode, rank_dispatch, rank_combine);
+      load_direct(t, sc, t.pairs_to_rank, spec_.low_latency.intranode_over_nvlink);
+      return cost_loads(t, sc, spec_.low_latency, mode, rank_dispatch, rank_combine);
     case AllToAllMode::kNvlinkDomain:
     case AllToAllMode::kAuto:
       break;
   }
-  load_direct(t, t.tokens_to_rank, true);
-  return cost_loads(t, spec_.nvlink_domain, mode, rank_dispatch, rank_combine);
+  load_direct(t, sc, t.tokens_to_rank, true);
+  return cost_loads(t, sc, spec_.nvlink_domain, mode, rank_dispatch, rank_combine);
 }
 
 // Ring all-reduce moves 2(p-1)/p of the buffer through every GPU's link (Patarasuk and Yuan, JPDC

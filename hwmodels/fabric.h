@@ -48,6 +48,17 @@ struct AllToAllCost {
   AllToAllMode mode = AllToAllMode::kHighThroughput;  // the mode costed (resolves kAuto)
 };
 
+// Working arrays of one All-to-All costing: units (tokens or pairs) per directed link of the cluster, and
+// per rank the units sent (row) and received (col) over NVLink and the NIC and the NIC units whose other
+// end sits on the same leaf (they never reach the spine). A caller on its own thread brings its own.
+struct AllToAllScratch {
+  std::vector<double> load;
+  std::vector<double> row_nvl, col_nvl, row_nic, col_nic, row_leaf, col_leaf;
+  std::vector<int> rank_leaf, rank_node;
+  double nvl_units = 0;
+  double nic_units = 0;
+};
+
 class Fabric {
  public:
   // Builds the topology graph and its routes; throws std::invalid_argument for an unwireable spec.
@@ -61,6 +72,10 @@ class Fabric {
   // Same, and writes each rank's dispatch and combine time (spans of size t.ranks, or empty).
   AllToAllCost all_to_all(const AllToAllTraffic& t, AllToAllMode mode, std::span<Duration> rank_dispatch,
                           std::span<Duration> rank_combine) const;
+  // Same with the caller's scratch: safe beside other threads costing on this fabric with theirs (the two
+  // overloads above share one internal scratch and are for one thread).
+  AllToAllCost all_to_all(const AllToAllTraffic& t, AllToAllMode mode, std::span<Duration> rank_dispatch,
+                          std::span<Duration> rank_combine, AllToAllScratch& scratch) const;
 
   // All-reduce of `bytes` per GPU over `group` GPUs: a ring on NVLink inside one node; across nodes
   // (intra_node false) reduce-scatter on NVLink, rings across nodes on each GPU's NIC, all-gather.
@@ -76,11 +91,13 @@ class Fabric {
   [[nodiscard]] int host_link_of(int gpu) const { return topology_.host_link_of(gpu); }
 
  private:
-  void load_high_throughput(const AllToAllTraffic& t) const;
-  void load_direct(const AllToAllTraffic& t, const std::vector<double>& units, bool intranode_nvlink) const;
-  void reset_ranks(const AllToAllTraffic& t) const;
-  void scatter_ranks(const AllToAllTraffic& t) const;
-  [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllKernel& k, AllToAllMode mode,
+  void load_high_throughput(const AllToAllTraffic& t, AllToAllScratch& sc) const;
+  void load_direct(const AllToAllTraffic& t, AllToAllScratch& sc, const std::vector<double>& units,
+                   bool intranode_nvlink) const;
+  void reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
+  void scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
+  [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllScratch& sc,
+                                        const AllToAllKernel& k, AllToAllMode mode,
                                         std::span<Duration> rank_dispatch,
                                         std::span<Duration> rank_combine) const;
   [[nodiscard]] int gpu_of(const AllToAllTraffic& t, int rank) const {
@@ -89,14 +106,7 @@ class Fabric {
 
   FabricSpec spec_;
   Topology topology_;
-  // Scratch for all_to_all: units (tokens or pairs) per directed link.
-  mutable std::vector<double> load_;
-  // Per rank: units sent (row) and received (col) over NVLink and the NIC, and the NIC units whose
-  // other end sits on the same leaf (they never reach the spine).
-  mutable std::vector<double> row_nvl_, col_nvl_, row_nic_, col_nic_, row_leaf_, col_leaf_;
-  mutable std::vector<int> rank_leaf_, rank_node_;
-  mutable double nvl_units_ = 0;
-  mutable double nic_units_ = 0;
+  mutable AllToAllScratch scratch_;  // of the single-thread overloads
 };
 
 }  // namespace moesim

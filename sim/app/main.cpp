@@ -83,7 +83,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("scenario", o->file, "Scenario JSON (default: the built-in scenarios/default.json)");
   add_scenario_options(*cmd, o->scenario);
   add_measure_options(*cmd, o->measure);
-  cmd->add_option("-j,--jobs", o->jobs, "Parallel replications with --seeds (default: all cores)");
+  cmd->add_option(
+      "-j,--jobs", o->jobs,
+      "Threads: replicas' step plans in parallel in one run, replications with --seeds in parallel "
+      "(default: all cores; the report is the same for any value)");
   cmd->add_option("--out", o->out_dir,
                   "Output folder for report.json and CSVs (default: out/<scenario name>)");
   cmd->add_flag("--requests-csv", o->requests_csv, "Also write requests.csv (one row per request)");

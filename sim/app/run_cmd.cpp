@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "sim/app/commands.h"
 #include "sim/app/metrics_table.h"
@@ -113,7 +114,9 @@ void execute_run(const RunOptions& o) {
   std::unique_ptr<ChromeTraceWriter> trace;
   if (!o.trace.empty()) trace = std::make_unique<ChromeTraceWriter>(o.trace, o.trace_limit_s);
   ObserverPair observers(outputs.active() ? &outputs : nullptr, trace.get());
-  const Report r = simulate(sc.spec, *gpu, outputs.active() || trace ? &observers : nullptr);
+  const int threads =
+      o.jobs > 0 ? static_cast<int>(o.jobs) : static_cast<int>(std::thread::hardware_concurrency());
+  const Report r = simulate(sc.spec, *gpu, outputs.active() || trace ? &observers : nullptr, threads);
   trace.reset();  // closes the JSON
   write_text_file((dir / "report.json").string(), report_to_json(r, sc.effective).dump(2) + "\n");
   if (!o.quiet) std::cout << format_summary(r);

@@ -10,6 +10,7 @@ Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> pla
       ctx_(ctx),
       planner_(std::move(planner)),
       accept_rng_(ctx.streams.stream("speculative", static_cast<std::uint64_t>(index))),
+      plan_job_([this] { planner_->finish_plan(); }),
       first_gpu_(first_gpu) {
   const auto groups = static_cast<std::size_t>(ctx_.s.deployment.attention_dp);
   groups_.reserve(groups);
@@ -87,7 +88,39 @@ void Replica::on_decide() {
   }
   if (!any) return;
   ctx_.models.advance_to(now);
-  const StepPlan& plan = planner_->plan(batches_, now);
+  busy_ = true;
+  step_start_ = now;
+  step_ = StepRecord{.replica = index_, .pool = ctx_.pool, .start_s = now.seconds()};
+  for (const AttentionGroup& g : groups_) {
+    step_.running += static_cast<std::int64_t>(g.running.size());
+    step_.waiting += static_cast<std::int64_t>(g.waiting.size());
+  }
+  for (const GroupBatch& b : batches_) {
+    step_.decode_seqs += b.decode_seqs;
+    step_.prefill_tokens += b.prefill_tokens;
+  }
+  // The step's cheap half now; the rest (sampling and costing every MoE layer) may run on a worker while
+  // the simulation goes on, up to the time the step cannot end before: the plan is joined there, always
+  // (with or without workers), so the order of events, hence the report, does not depend on threads.
+  const Duration lower_bound = planner_->begin_plan(batches_, now);
+  if (ctx_.plans != nullptr) {
+    ctx_.plans->submit(plan_job_);
+    plan_in_flight_ = true;
+  } else {
+    planner_->finish_plan();
+  }
+  ctx_.sim.schedule_in(lower_bound, Phase::kNormal, [this] { on_planned(); });
+}
+
+void Replica::settle() {
+  if (!plan_in_flight_) return;
+  plan_in_flight_ = false;
+  ctx_.plans->wait(plan_job_);
+}
+
+void Replica::on_planned() {
+  settle();
+  const StepPlan& plan = planner_->last_plan();
   if (ctx_.s.experts.load_aware_admission) {
     const auto busy = planner_->gpu_busy_s();
     const auto tp = static_cast<std::size_t>(ctx_.s.deployment.attention_tp);
@@ -96,18 +129,9 @@ void Replica::on_decide() {
       b += 0.1 * (busy[g] - b);  // EWMA over ~10 steps
     }
   }
-  busy_ = true;
-  StepRecord rec{.replica = index_, .pool = ctx_.pool, .start_s = now.seconds(), .plan = &plan};
-  for (const AttentionGroup& g : groups_) {
-    rec.running += static_cast<std::int64_t>(g.running.size());
-    rec.waiting += static_cast<std::int64_t>(g.waiting.size());
-  }
-  for (const GroupBatch& b : batches_) {
-    rec.decode_seqs += b.decode_seqs;
-    rec.prefill_tokens += b.prefill_tokens;
-  }
-  ctx_.metrics.on_step(rec, *planner_, now);
-  ctx_.sim.schedule_in(plan.total, Phase::kNormal, [this] { on_step_done(); });
+  step_.plan = &plan;
+  ctx_.metrics.on_step(step_, *planner_, step_start_);
+  ctx_.sim.schedule_at(step_start_ + plan.total, Phase::kNormal, [this] { on_step_done(); });
 }
 
 void Replica::emit_token(Request& r, Time now) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/engine/simulator.h"
+#include "sim/engine/worker_pool.h"
 #include "sim/serving/attention_group.h"
 #include "sim/serving/batch_policy.h"
 #include "sim/serving/metrics_recorder.h"
@@ -42,6 +43,9 @@ struct ReplicaContext {
   const RandomStreams& streams;     // the replica draws accepted drafts from stream ("speculative", index)
   PoolRole role = PoolRole::kBoth;  // of the replica's pool; `s.deployment` is that pool's
   int pool = 0;
+  // Where the expensive half of each step plan runs; null: at once, on the event loop's thread. Only
+  // when nothing the plan reads changes under it (ServingModels::plans_may_run_apart).
+  WorkerPool* plans = nullptr;
 };
 
 // Speculative decoding figures of a replica: decode sequence-steps and the tokens they emitted.
@@ -73,10 +77,13 @@ class Replica {
   [[nodiscard]] const std::vector<AttentionGroup>& groups() const { return groups_; }
   [[nodiscard]] const StepPlanner& planner() const { return *planner_; }
   [[nodiscard]] const SpeculativeCounts& speculative_counts() const { return speculative_; }
+  // Waits for a step plan still being computed (before reading the planner at the end of a run).
+  void settle();
 
  private:
   void wake();
   void on_decide();
+  void on_planned();
   void on_step_done();
   void emit_token(Request& r, Time now);
   void finish(RequestIdx idx, Time now);
@@ -89,6 +96,10 @@ class Replica {
   std::vector<GroupBatch> batches_;
   std::vector<ScheduledWork> scheduled_;
   Rng accept_rng_;
+  WorkerPool::Job plan_job_;
+  bool plan_in_flight_ = false;
+  StepRecord step_;  // the step being planned: what on_step receives
+  Time step_start_;
   SpeculativeCounts speculative_;
   bool busy_ = false;
   bool decide_pending_ = false;

@@ -27,6 +27,9 @@ class ServingModels {
   [[nodiscard]] const ExpertPopularity& popularity() const { return popularity_; }
   [[nodiscard]] const DriftingPopularity* drift() const { return drift_.get(); }
   [[nodiscard]] const CoactivationModel* coactivation() const { return coactivation_.get(); }
+  // Whether step plans of different replicas may be computed at the same time on different threads: only
+  // when nothing they read moves during the run (a drifting popularity is advanced by the event loop).
+  [[nodiscard]] bool plans_may_run_apart() const { return drift_ == nullptr; }
   // Moves the drifting popularity (if any) to `now`; never backwards.
   void advance_to(Time now) {
     if (drift_) drift_->advance_to(now.seconds());

@@ -42,7 +42,7 @@ struct ServingPool {
 
 class Cluster final : public ReplicaHost {
  public:
-  Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer);
+  Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer, int threads);
   Report run();
 
   void on_request_finished(Time now) override { source_->on_finished(now); }
@@ -94,9 +94,11 @@ class Cluster final : public ReplicaHost {
   bool arrival_pending_ = false;
   std::int64_t next_id_ = 0;
   std::vector<std::uint64_t> keys_;  // scratch: a prompt's block keys from the source
+  // Declared last: destroyed first, so its workers are gone before the planners their jobs touch.
+  std::unique_ptr<WorkerPool> plans_;
 };
 
-Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer)
+Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer, int threads)
     : s_(s), gpu_(gpu), streams_(s.run.seed), models_(s, streams_), metrics_(s, observer) {
   const RunLimits limits{.max_requests = s.run.requests, .max_arrival_time = s.run.duration};
   if (!s.workload.trace.empty()) {
@@ -110,6 +112,11 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
                                                 limits, streams_);
   }
   const std::vector<PoolSpec> specs = s.pool_specs();
+  int instances = 0;
+  for (const PoolSpec& p : specs) instances += p.instances;
+  // One replica's steps are sequential: more threads than replicas would idle.
+  if (const int t = std::min(threads, instances); t > 1 && models_.plans_may_run_apart())
+    plans_ = std::make_unique<WorkerPool>(t - 1);
   pools_.reserve(specs.size());
   for (const PoolSpec& p : specs) add_pool(p, gpu);
   int entry_groups = 0;
@@ -167,7 +174,8 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
                            .host = *this,
                            .streams = streams_,
                            .role = p.role,
-                           .pool = index};
+                           .pool = index,
+                           .plans = plans_.get()};
   for (int i = 0; i < p.instances; ++i) {
     replicas_.push_back(std::make_unique<Replica>(
         pool.first_replica + i, ctx, std::move(planners[static_cast<std::size_t>(i)]),
@@ -701,6 +709,7 @@ Report Cluster::run() {
   }
   pull_arrival();
   sim_.run();
+  for (const auto& r : replicas_) r->settle();  // a drain cut short can leave plans in flight
   // Every request finishes or is dropped, unless run.max_drain_s cut the drain short.
   MOESIM_CHECK(
       metrics_.finished + metrics_.dropped == metrics_.arrived || s_.run.max_drain > Duration::zero(),
@@ -758,8 +767,8 @@ void check_deployment_fits(const ScenarioSpec& s, const GpuCostModel& gpu) {
   for (std::size_t i = 0; i < plans.size(); ++i) check_pool_fits(s, i, plans[i]);
 }
 
-Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer) {
-  Cluster cluster(s, gpu, observer);
+Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer, int threads) {
+  Cluster cluster(s, gpu, observer, threads);
   return cluster.run();
 }
 

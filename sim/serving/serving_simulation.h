@@ -1,6 +1,6 @@
 // The serving simulation: replicas (entities) that run continuous-batching iterations costed by the step
 // planner, a request router, a lazily pulled request source, and the metrics recorder. One run is
-// single-threaded and deterministic: same scenario and seed, same report.
+// deterministic: same scenario and seed, same report, whether its step plans run on one thread or several.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +61,9 @@ void check_pool_fits(const ScenarioSpec& s, std::size_t pool, const MemoryPlan& 
 // Every pool fits, decided as `run` decides it (validate calls this).
 void check_deployment_fits(const ScenarioSpec& s, const GpuCostModel& gpu);
 
-// Runs a whole scenario; throws InputError if it does not fit on the cluster.
-Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer = nullptr);
+// Runs a whole scenario; throws InputError if it does not fit on the cluster. `threads` > 1 computes the
+// step plans of different replicas on that many threads (the report is the same for any value).
+Report simulate(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer = nullptr,
+                int threads = 1);
 
 }  // namespace moesim

@@ -384,7 +384,7 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
         if (fill_pairs) to_pairs[d] = t * k * gpu_pairs_[r] / pairs / etp_;
       }
     }
-    const AllToAllCost c = fabric_.all_to_all(traffic_, mode);
+    const AllToAllCost c = fabric_.all_to_all(traffic_, mode, {}, {}, a2a_scratch_);
     out.dispatch = c.dispatch;
     out.combine = c.combine;
     out.comm_sms = comm_sms(c.mode);
@@ -884,12 +884,22 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
 }
 
 const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) {
+  (void)begin_plan(groups, now);
+  return finish_plan();
+}
+
+// The step's cheap part: every group's attention, dense layers and small kernels (and the two-batch
+// split). What it sets is never lowered by finish_plan(), so the sum of the parts so far is a lower bound
+// of the step's time (zero under pipeline parallelism, whose total is assembled differently).
+Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   MOESIM_CHECK(static_cast<int>(groups.size()) == groups_, "one batch per attention group expected");
   const ModelSpec& m = s_.model;
   plan_ = StepPlan{};
-  const int stages = s_.deployment.pipeline_stages;
-  const std::span<const GroupBatch> full = groups;
-  if (stages > 1) {
+  PendingPlan& p = pending_;
+  p = PendingPlan{};
+  p.full = groups;
+  p.now = now;
+  if (s_.deployment.pipeline_stages > 1) {
     // Pipeline parallelism: cost one micro-batch (1/M of every group's work) through all layers.
     const std::int64_t mb = s_.deployment.pipeline_microbatches;
     const double f = 1.0 / static_cast<double>(mb);
@@ -905,25 +915,24 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     }
     groups = micro_;
   }
+  p.groups = groups;
   layer_time_.assign(static_cast<std::size_t>(m.num_layers), Duration::zero());
-  if (loop_) begin_step(now);
   std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
   std::fill(flops_.begin(), flops_.end(), 0.0);
   std::fill(bytes_.begin(), bytes_.end(), 0.0);
   std::fill(rank_bytes_.begin(), rank_bytes_.end(), 0.0);
   cost_groups(groups);
 
-  std::int64_t total_tokens = 0;
-  std::int64_t sampled_max = 0;
-  Duration pre_moe_max = Duration::zero();
-  Duration dense_max = Duration::zero();
+  std::int64_t& total_tokens = p.total_tokens;
+  Duration& pre_moe_max = p.pre_moe_max;
+  Duration& dense_max = p.dense_max;
+  Duration& small_max = p.small_max;
+  Duration& small_dense_max = p.small_dense_max;
   Duration dense_attention = Duration::zero();  // of the slowest group's dense layer
-  Duration small_max = Duration::zero();
-  Duration small_dense_max = Duration::zero();
   for (int r = 0; r < groups_; ++r) {
     const GroupBatch& b = groups[static_cast<std::size_t>(r)];
     total_tokens += b.tokens();
-    sampled_max = std::max(sampled_max, b.sampled_seqs);
+    p.sampled_max = std::max(p.sampled_max, b.sampled_seqs);
     pre_moe_max = max(pre_moe_max, pre_moe_[static_cast<std::size_t>(r)]);
     if (dense_layer_[static_cast<std::size_t>(r)] > dense_max) {
       dense_max = dense_layer_[static_cast<std::size_t>(r)];
@@ -942,26 +951,12 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
     layer_time_[static_cast<std::size_t>(l)] = dense_max + small_dense_max;
   plan_.parts[StepPart::kAttention] = pre_moe_max * m.moe_layers() + dense_attention * m.num_dense_layers;
   plan_.parts[StepPart::kLayerKernels] = small_max * m.moe_layers() + small_dense_max * m.num_dense_layers;
-  if (total_tokens == 0) {
-    plan_.total = plan_.parts.sum();
-    return plan_;
-  }
-  const bool tiers = loop_ && !loop_->caches.empty();
-  const bool per_copy = loop_ && (tiers || s_.experts.quantization);
-  // Start of the layer being costed (loads are queued from it).
-  Time cursor = now + plan_.parts[StepPart::kRebalance] + (dense_max + small_dense_max) * m.num_dense_layers;
-
-  const int k = m.top_k;
-  const double slots = double(total_tokens) * k;
-  double gpu_imb_sum = 0;
-  double expert_imb_sum = 0;
-  const double mean_pairs_gpu = slots / ranks_;
-  const double mean_pairs_expert = slots / m.routed_experts;
+  if (total_tokens == 0) return plan_.parts.sum();
   // Two-batch overlap: every group's batch is split into two micro-batches by sequences (A takes the
   // odd one: halves are unequal), each costed at its own size (its own launches, GEMMs, All-to-All).
   const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
-  Duration pre_a = Duration::zero();
-  Duration pre_b = Duration::zero();
+  Duration& pre_a = p.pre_a;
+  Duration& pre_b = p.pre_b;
   half_a_ = 1.0;
   if (tbo) {
     double tokens_a = 0;
@@ -983,6 +978,41 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
         (pre_a + pre_b) * m.moe_layers() + dense_attention * m.num_dense_layers;
     plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
   }
+  return s_.deployment.pipeline_stages > 1 ? Duration::zero() : plan_.parts.sum();
+}
+
+// The step's layers: routing sampled per MoE layer, experts, All-to-All and loads; then the LM head,
+// the draft and the pipeline schedule. Touches only this planner and what it reads (see plan_async_safe).
+const StepPlan& StepPlanner::finish_plan() {
+  const ModelSpec& m = s_.model;
+  const PendingPlan& p = pending_;
+  const Time now = p.now;
+  const int stages = s_.deployment.pipeline_stages;
+  const std::span<const GroupBatch> full = p.full;
+  if (loop_) begin_step(now);
+  const std::int64_t total_tokens = p.total_tokens;
+  if (total_tokens == 0) {
+    plan_.total = plan_.parts.sum();
+    return plan_;
+  }
+  const Duration pre_moe_max = p.pre_moe_max;
+  const Duration small_max = p.small_max;
+  const Duration pre_a = p.pre_a;
+  const Duration pre_b = p.pre_b;
+  const std::int64_t sampled_max = p.sampled_max;
+  const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
+  const bool tiers = loop_ && !loop_->caches.empty();
+  const bool per_copy = loop_ && (tiers || s_.experts.quantization);
+  // Start of the layer being costed (loads are queued from it).
+  Time cursor =
+      now + plan_.parts[StepPart::kRebalance] + (p.dense_max + p.small_dense_max) * m.num_dense_layers;
+
+  const int k = m.top_k;
+  const double slots = double(total_tokens) * k;
+  double gpu_imb_sum = 0;
+  double expert_imb_sum = 0;
+  const double mean_pairs_gpu = slots / ranks_;
+  const double mean_pairs_expert = slots / m.routed_experts;
   const std::span<const double> tokens_a(half_tokens_.data(), static_cast<std::size_t>(gpus_));
   const std::span<const double> tokens_b(half_tokens_.data() + gpus_, static_cast<std::size_t>(gpus_));
   for (int layer = 0; layer < m.moe_layers(); ++layer) {

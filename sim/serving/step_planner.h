@@ -87,6 +87,13 @@ class StepPlanner {
   // `groups` has one entry per attention group of the replica (deployment.attention_dp); `now` is the
   // step's start (expert loads are queued on the loaders from it).
   const StepPlan& plan(std::span<const GroupBatch> groups, Time now);
+  // The same in two halves, for a caller that runs the second on another thread: begin_plan costs the
+  // cheap part and returns a lower bound of the step's time (the plan's total is never below it);
+  // finish_plan completes the plan. `groups` must stay unchanged until finish_plan returns. finish_plan
+  // touches only this planner's state and state the run never writes (see plan_async_safe).
+  Duration begin_plan(std::span<const GroupBatch> groups, Time now);
+  const StepPlan& finish_plan();
+  [[nodiscard]] const StepPlan& last_plan() const { return plan_; }
 
   // Of the last plan, per GPU of the replica: time spent computing, FLOPs and HBM bytes.
   [[nodiscard]] std::span<const double> gpu_busy_s() const { return busy_s_; }
@@ -200,6 +207,16 @@ class StepPlanner {
 
   // Scratch, reused every step.
   StepPlan plan_;
+  struct PendingPlan {                     // what begin_plan hands to finish_plan
+    std::span<const GroupBatch> full{};    // the step's batches
+    std::span<const GroupBatch> groups{};  // what is costed: full, or one pipeline micro-batch
+    Time now{};
+    std::int64_t total_tokens = 0;
+    std::int64_t sampled_max = 0;
+    Duration pre_moe_max{}, dense_max{}, small_max{}, small_dense_max{};
+    Duration pre_a{}, pre_b{};  // two-batch overlap: each micro-batch's attention and small kernels
+  };
+  PendingPlan pending_;
   std::vector<std::int32_t> counts_;
   // Per expert-parallel rank (a GPU unless expert_tp > 1): routed pairs, expert time, weight bytes read.
   std::vector<double> gpu_pairs_;
@@ -224,6 +241,7 @@ class StepPlanner {
   std::vector<double> group_flops_moe_;
   std::vector<double> group_bytes_moe_;
   AllToAllTraffic traffic_;
+  AllToAllScratch a2a_scratch_;       // this planner's: plans of several replicas may run at once
   std::vector<Duration> layer_time_;  // per layer of the last plan (pipeline stages)
   std::vector<GroupBatch> micro_;     // one micro-batch per group (pipeline parallelism)
   std::vector<Duration> stage_time_;  // per pipeline stage, one micro-batch
