@@ -349,6 +349,130 @@ void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng,
   MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
 }
 
+RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int> bin_of_expert, int bins) {
+  const std::size_t n = layer.order.size();
+  MOESIM_CHECK(bin_of_expert.size() == n && bins >= 1, "binning does not match the layer");
+  Bins b;
+  b.count = bins;
+  b.begin.assign(static_cast<std::size_t>(bins) + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int bin = bin_of_expert[static_cast<std::size_t>(layer.order[i])];
+    MOESIM_CHECK(bin >= 0 && bin < bins, "expert outside the bins");
+    ++b.begin[static_cast<std::size_t>(bin) + 1];
+  }
+  for (int k = 0; k < bins; ++k)
+    b.begin[static_cast<std::size_t>(k) + 1] += b.begin[static_cast<std::size_t>(k)];
+  b.at.resize(n);
+  std::vector<int> fill(b.begin.begin(), b.begin.end() - 1);
+  for (std::size_t i = 0; i < n; ++i) {  // ascending positions within each bin
+    const auto bin = static_cast<std::size_t>(bin_of_expert[static_cast<std::size_t>(layer.order[i])]);
+    b.at[static_cast<std::size_t>(fill[bin]++)] = static_cast<int>(i);
+  }
+  b.pi_prefix.assign(n + static_cast<std::size_t>(bins), 0.0);
+  b.var_prefix.assign(n + static_cast<std::size_t>(bins), 0.0);
+  for (int k = 0; k < bins; ++k) {
+    const auto base = static_cast<std::size_t>(b.begin[static_cast<std::size_t>(k)] + k);
+    for (int j = b.begin[static_cast<std::size_t>(k)]; j < b.begin[static_cast<std::size_t>(k) + 1]; ++j) {
+      const auto i = static_cast<std::size_t>(b.at[static_cast<std::size_t>(j)]);
+      const auto o = base + static_cast<std::size_t>(j - b.begin[static_cast<std::size_t>(k)]);
+      b.pi_prefix[o + 1] = b.pi_prefix[o] + layer.pi[i];
+      b.var_prefix[o + 1] = b.var_prefix[o] + layer.sd[i] * layer.sd[i];
+    }
+  }
+  return b;
+}
+
+std::size_t RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
+                                          std::span<std::int32_t> counts, std::span<std::int64_t> bin_pairs,
+                                          std::span<std::int32_t> bin_hot) {
+  const std::size_t n = layer.order.size();
+  const auto nb = static_cast<std::size_t>(bins.count);
+  MOESIM_CHECK(counts.size() == n && bin_pairs.size() == nb && bin_hot.size() == nb && nb <= z_.size(),
+               "binned routing sampler size mismatch");
+  std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
+  std::fill(bin_hot.begin(), bin_hot.end(), 0);
+  const std::int64_t slots = tokens * layer.top_k;
+  if (slots == 0) {
+    std::fill(counts.begin(), counts.end(), 0);
+    return n;
+  }
+  const double t = static_cast<double>(tokens);
+  const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
+  const double cold_pi = std::min(0.1, kColdMean / t);  // as in sample()
+  const auto hot = static_cast<std::size_t>(
+      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+  std::int64_t cold_total = 0;
+  for (std::size_t i = hot; i < n; ++i) {
+    const std::int32_t c = std::min(kPoissonTables.sample(t * layer.pi[i], rng.next_u64()), cap);
+    counts[static_cast<std::size_t>(layer.order[i])] = c;
+    cold_total += c;
+  }
+  std::int64_t residual = slots - cold_total;
+  if (hot > 0) {
+    // Bin b's hot experts: mean T P_b, variance T A_b before conditioning (P, A: sums of pi and sd^2);
+    // Y_b = T P_b + sqrt(T A_b) z_b + (A_b / A) (H - T P - sqrt(T) sum sqrt(A_c) z_c) is sample()'s
+    // formula summed over the bin.
+    const double sqrt_t = std::sqrt(t);
+    double s = 0;
+    std::uint64_t bits = 0;
+    for (std::size_t k = 0; k < nb; ++k) {
+      const auto first = bins.at.begin() + bins.begin[k];
+      const auto last = bins.at.begin() + bins.begin[k + 1];
+      const auto h = static_cast<std::int32_t>(std::lower_bound(first, last, static_cast<int>(hot)) - first);
+      bin_hot[k] = h;
+      if ((k & 3) == 0) bits = rng.next_u64();
+      const double var_b =
+          bins.var_prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(h)];
+      const double az = sqrt_t * std::sqrt(var_b) * table_normal(bits >> 52);
+      bits <<= 16;
+      z_[k] = az;
+      s += az;
+    }
+    const double var = layer.var_prefix[hot];
+    const double pi_sum = layer.pi_prefix[hot];
+    const double gap = static_cast<double>(residual) - t * pi_sum - s;
+    const double inv_var = var > 0 ? 1.0 / var : 0.0;
+    const double inv_pi_sum = 1.0 / pi_sum;
+    std::int64_t assigned = 0;
+    for (std::size_t k = 0; k < nb; ++k) {
+      const std::size_t o =
+          static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k]);
+      const double w = var > 0 ? bins.var_prefix[o] * inv_var : bins.pi_prefix[o] * inv_pi_sum;
+      const double x = t * bins.pi_prefix[o] + z_[k] + w * gap;
+      const double bin_cap = static_cast<double>(bin_hot[k]) * cap;
+      const auto c = static_cast<std::int64_t>(std::clamp(x + 0.5, 0.0, bin_cap));
+      bin_pairs[k] = c;
+      assigned += c;
+    }
+    residual -= assigned;
+    // What rounding left, by +-1 over the bins with hot experts from a random bin (as spread_residual).
+    const std::size_t start = rng.below(nb);
+    for (int sweep = 0; sweep < 64 && residual != 0; ++sweep) {
+      bool moved = false;
+      for (std::size_t j = 0; j < nb && residual != 0; ++j) {
+        const std::size_t k = start + j < nb ? start + j : start + j - nb;
+        const std::int64_t bin_cap = static_cast<std::int64_t>(bin_hot[k]) * cap;
+        if (residual > 0 && bin_pairs[k] < bin_cap) {
+          ++bin_pairs[k];
+          --residual;
+          moved = true;
+        } else if (residual < 0 && bin_pairs[k] > 0) {
+          --bin_pairs[k];
+          ++residual;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+  }
+  if (residual != 0) {  // every hot bin at a bound: the cold experts take the rest
+    const std::span<const int> cold(layer.order.data() + hot, n - hot);
+    residual = spread_residual(cold, cold.size(), cap, residual, rng, counts);
+  }
+  MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
+  return hot;
+}
+
 std::int64_t spread_residual(std::span<const int> cells, std::size_t hot, std::int32_t cap,
                              std::int64_t residual, Rng& rng, std::span<std::int32_t> counts) {
   for (int pass = 0; pass < 2 && residual != 0; ++pass) {

@@ -76,8 +76,26 @@ class RoutingSampler {
   // conditioning on the total gives exactly the multinomial's n p (1 - p) and -n p_a p_b.
   static Layer prepare_multinomial(std::span<const double> probs);
 
+  // A layer's experts grouped into bins (the GPUs of a placement where every expert has one copy).
+  struct Bins {
+    int count = 0;
+    std::vector<int> begin;          // [bin]: its first entry in `at` (count + 1 entries)
+    std::vector<int> at;             // each bin's experts as positions in Layer::order, ascending
+    std::vector<double> pi_prefix;   // [begin[b] + b + j]: sum of pi over the bin's first j positions
+    std::vector<double> var_prefix;  // the same for sd^2
+  };
+  static Bins bin(const Layer& layer, std::span<const int> bin_of_expert, int bins);
+
   explicit RoutingSampler(int experts);
   void sample(const Layer& layer, std::int64_t tokens, Rng& rng, std::span<std::int32_t> counts);
+  // What a cost that reads only per-bin sums needs, without a draw per hot expert: the cold experts
+  // (positions [hot, n) of layer.order, returned `hot`) drawn one by one into `counts` as sample() does;
+  // the hot ones summed per bin into `bin_pairs` (and their number into `bin_hot`) from the same Gaussian
+  // conditioned on the same total, whose per-bin sums are Gaussian with the summed means and variances:
+  // the law of sample()'s per-bin sums, up to rounding per bin instead of per expert. O(bins + cold).
+  std::size_t sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
+                            std::span<std::int32_t> counts, std::span<std::int64_t> bin_pairs,
+                            std::span<std::int32_t> bin_hot);
   // n trials of a layer from prepare_multinomial: up to kDirectTrials one categorical draw per trial (exact,
   // scanning cells by descending probability), beyond that sample().
   static constexpr std::int64_t kDirectTrials = 32;

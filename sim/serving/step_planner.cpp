@@ -223,6 +223,11 @@ void StepPlanner::setup_loop() {
   reclassify();
 }
 
+void StepPlanner::set_binned_routing(bool on) {
+  binned_allowed_ = on;
+  set_placement(placement_);
+}
+
 void StepPlanner::set_placement(Placement p) {
   MOESIM_CHECK(p.gpus() == ranks_ && p.experts() == s_.model.routed_experts,
                "placement does not match the replica");
@@ -230,13 +235,28 @@ void StepPlanner::set_placement(Placement p) {
   std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
   const int experts = s_.model.routed_experts;
   single_gpu_.assign(static_cast<std::size_t>(placement_.layers()) * static_cast<std::size_t>(experts), -1);
+  bool all_single = true;
   for (int l = 0; l < placement_.layers(); ++l) {
     for (int e = 0; e < experts; ++e) {
       const auto copies = placement_.slots_of(l, e);
       if (copies.size() == 1) {
         single_gpu_[static_cast<std::size_t>(l * experts + e)] = placement_.gpu_of_slot(copies[0]);
+      } else {
+        all_single = false;
       }
     }
+  }
+  bins_.clear();
+  if (binned_allowed_ && all_single && grouped_ && !loop_ && ranks_ > 1 && ranks_ <= experts) {
+    for (int l = 0; l < placement_.layers(); ++l) {
+      bins_.push_back(
+          RoutingSampler::bin(routing_[static_cast<std::size_t>(l)],
+                              std::span<const int>(single_gpu_.data() + static_cast<std::size_t>(l * experts),
+                                                   static_cast<std::size_t>(experts)),
+                              ranks_));
+    }
+    bin_pairs_.resize(static_cast<std::size_t>(ranks_));
+    bin_hot_.resize(static_cast<std::size_t>(ranks_));
   }
 }
 
@@ -1015,8 +1035,12 @@ const StepPlan& StepPlanner::finish_plan() {
   const double mean_pairs_expert = slots / m.routed_experts;
   const std::span<const double> tokens_a(half_tokens_.data(), static_cast<std::size_t>(gpus_));
   const std::span<const double> tokens_b(half_tokens_.data() + gpus_, static_cast<std::size_t>(gpus_));
+  // Binned routing: the layer that draws every expert this step (the others draw per-GPU sums).
+  const int full_layer = bins_.empty() ? -1 : static_cast<int>(plans_done_ % m.moe_layers());
+  ++plans_done_;
+  double full_layer_imbalance = 1.0;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
-    sample_layer(layer, total_tokens);
+    const bool binned = !bins_.empty() && layer != full_layer;
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
     std::fill(gpu_touched_.begin(), gpu_touched_.end(), 0);
@@ -1027,31 +1051,56 @@ const StepPlan& StepPlanner::finish_plan() {
     const int* single =
         single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(m.routed_experts);
     const Time request = cursor + pre_moe_max + small_max;  // routing is known after the gate
-    if (per_copy) max_count = cost_copies(layer, request);
     const double bytes_per_use = (tbo ? 2 * expert_bytes_ : expert_bytes_) / etp_;  // a rank's shard
-    for (int e = 0; e < m.routed_experts && !per_copy; ++e) {
+    // Grouped launches: a GPU's experts of one layer (of each half under two-batch overlap) are one
+    // launch, costed after the loop from its touched experts and pairs.
+    auto use = [&](std::size_t g, std::int32_t n) {
+      gpu_pairs_[g] += n;
+      rank_bytes_[g] += bytes_per_use;
+      const std::int32_t first = first_half(n);
+      if (!grouped_) {
+        const Duration ta = expert_time(first);
+        const Duration tb = first < n ? expert_time(n - first) : Duration::zero();
+        half_time_[2 * g] += ta;
+        half_time_[2 * g + 1] += tb;
+        gpu_expert_time_[g] += ta + tb;
+        return;
+      }
+      gpu_touched_[2 * g] += first > 0 ? 1 : 0;
+      gpu_half_pairs_[2 * g] += first;
+      gpu_touched_[2 * g + 1] += n - first > 0 ? 1 : 0;
+      gpu_half_pairs_[2 * g + 1] += n - first;
+    };
+    if (binned) {
+      const auto l = static_cast<std::size_t>(layer);
+      const RoutingSampler::Layer& table = routing_[l];
+      const std::size_t hot =
+          sampler_.sample_binned(table, bins_[l], total_tokens, rng_, counts_, bin_pairs_, bin_hot_);
+      // A hot expert (mean of at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
+      for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
+        const std::int64_t n = bin_pairs_[g];
+        const std::int32_t h = bin_hot_[g];
+        const std::int64_t first = tbo ? round_half_away(double(n) * half_a_) : n;
+        gpu_pairs_[g] += double(n);
+        rank_bytes_[g] += bytes_per_use * h;
+        gpu_touched_[2 * g] += first > 0 ? h : 0;
+        gpu_half_pairs_[2 * g] += double(first);
+        gpu_touched_[2 * g + 1] += n - first > 0 ? h : 0;
+        gpu_half_pairs_[2 * g + 1] += double(n - first);
+      }
+      for (std::size_t i = hot; i < table.order.size(); ++i) {
+        const int e = table.order[i];
+        const std::int32_t c = counts_[static_cast<std::size_t>(e)];
+        if (c > 0) use(static_cast<std::size_t>(single[e]), c);
+      }
+    } else {
+      sample_layer(layer, total_tokens);
+    }
+    if (per_copy) max_count = cost_copies(layer, request);
+    for (int e = 0; e < m.routed_experts && !per_copy && !binned; ++e) {
       const std::int32_t c = counts_[static_cast<std::size_t>(e)];
       if (c == 0) continue;
       max_count = std::max(max_count, c);
-      // Grouped launches: a GPU's experts of one layer (of each half under two-batch overlap) are one
-      // launch, costed after the loop from its touched experts and pairs.
-      auto use = [&](std::size_t g, std::int32_t n) {
-        gpu_pairs_[g] += n;
-        rank_bytes_[g] += bytes_per_use;
-        const std::int32_t first = first_half(n);
-        if (!grouped_) {
-          const Duration ta = expert_time(first);
-          const Duration tb = first < n ? expert_time(n - first) : Duration::zero();
-          half_time_[2 * g] += ta;
-          half_time_[2 * g + 1] += tb;
-          gpu_expert_time_[g] += ta + tb;
-          return;
-        }
-        gpu_touched_[2 * g] += first > 0 ? 1 : 0;
-        gpu_half_pairs_[2 * g] += first;
-        gpu_touched_[2 * g + 1] += n - first > 0 ? 1 : 0;
-        gpu_half_pairs_[2 * g + 1] += n - first;
-      };
       if (single[e] >= 0) {
         use(static_cast<std::size_t>(single[e]), c);
         continue;
@@ -1065,6 +1114,7 @@ const StepPlan& StepPlanner::finish_plan() {
         use(static_cast<std::size_t>(placement_.gpu_of_slot(copies[r])), share);
       }
     }
+    if (layer == full_layer) full_layer_imbalance = max_count / mean_pairs_expert;
     if (grouped_ && !per_copy) {
       for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
         half_time_[2 * g] = grouped_time(gpu_touched_[2 * g], gpu_half_pairs_[2 * g]);
@@ -1130,7 +1180,9 @@ const StepPlan& StepPlanner::finish_plan() {
     bytes_[gi] += group_bytes_moe_[ri] * m.moe_layers();
   }
   plan_.gpu_imbalance = m.moe_layers() > 0 ? gpu_imb_sum / m.moe_layers() : 1.0;
-  plan_.expert_imbalance = m.moe_layers() > 0 ? expert_imb_sum / m.moe_layers() : 1.0;
+  plan_.expert_imbalance = full_layer >= 0      ? full_layer_imbalance
+                           : m.moe_layers() > 0 ? expert_imb_sum / m.moe_layers()
+                                                : 1.0;
   if (sampled_max > 0) {
     plan_.parts[StepPart::kLmHead] = gpu_.gemm(
         GemmWork{.m = sampled_max, .n = m.vocab / tp_, .k = m.hidden, .weights = s_.precision.embeddings});

@@ -94,6 +94,9 @@ class StepPlanner {
   Duration begin_plan(std::span<const GroupBatch> groups, Time now);
   const StepPlan& finish_plan();
   [[nodiscard]] const StepPlan& last_plan() const { return plan_; }
+  // Binned routing (on where it applies, see bins_): off draws every expert of every layer, for A/B checks.
+  void set_binned_routing(bool on);
+  [[nodiscard]] bool binned_routing() const { return !bins_.empty(); }
 
   // Of the last plan, per GPU of the replica: time spent computing, FLOPs and HBM bytes.
   [[nodiscard]] std::span<const double> gpu_busy_s() const { return busy_s_; }
@@ -185,6 +188,14 @@ class StepPlanner {
   std::unique_ptr<CoactivationSampler> coact_sampler_;
   std::vector<CoactivationSampler::Layer> coact_routing_;
   std::vector<int> single_gpu_;  // [layer][expert]: its GPU when it has one copy, else -1
+  // Binned routing (RoutingSampler::sample_binned): with grouped launches, one copy per expert and no
+  // experts-in-the-loop mechanism, a layer's cost reads only per-GPU sums of its hot experts, so most layers
+  // draw those sums; one layer per step, in turn, draws every expert for the expert-load statistics.
+  std::vector<RoutingSampler::Bins> bins_;  // per layer, empty when not binned
+  std::vector<std::int64_t> bin_pairs_;
+  std::vector<std::int32_t> bin_hot_;
+  std::int64_t plans_done_ = 0;
+  bool binned_allowed_ = true;
   // Expert FFN time by token count (kUncosted until first asked), at precision.routed_experts and, under
   // quantisation, at each tier's precision.
   static constexpr Duration kUncosted = Duration::from_ps(-1);
