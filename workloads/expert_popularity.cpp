@@ -368,15 +368,14 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
     const auto bin = static_cast<std::size_t>(bin_of_expert[static_cast<std::size_t>(layer.order[i])]);
     b.at[static_cast<std::size_t>(fill[bin]++)] = static_cast<int>(i);
   }
-  b.pi_prefix.assign(n + static_cast<std::size_t>(bins), 0.0);
-  b.var_prefix.assign(n + static_cast<std::size_t>(bins), 0.0);
+  b.prefix.assign(n + static_cast<std::size_t>(bins), Bins::Sums{});
   for (int k = 0; k < bins; ++k) {
     const auto base = static_cast<std::size_t>(b.begin[static_cast<std::size_t>(k)] + k);
     for (int j = b.begin[static_cast<std::size_t>(k)]; j < b.begin[static_cast<std::size_t>(k) + 1]; ++j) {
       const auto i = static_cast<std::size_t>(b.at[static_cast<std::size_t>(j)]);
       const auto o = base + static_cast<std::size_t>(j - b.begin[static_cast<std::size_t>(k)]);
-      b.pi_prefix[o + 1] = b.pi_prefix[o] + layer.pi[i];
-      b.var_prefix[o + 1] = b.var_prefix[o] + layer.sd[i] * layer.sd[i];
+      b.prefix[o + 1] = {.pi = b.prefix[o].pi + layer.pi[i],
+                         .var = b.prefix[o].var + layer.sd[i] * layer.sd[i]};
     }
   }
   return b;
@@ -422,7 +421,7 @@ std::size_t RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, 
       bin_hot[k] = h;
       if ((k & 3) == 0) bits = rng.next_u64();
       const double var_b =
-          bins.var_prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(h)];
+          bins.prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(h)].var;
       const double az = sqrt_t * std::sqrt(var_b) * table_normal(bits >> 52);
       bits <<= 16;
       z_[k] = az;
@@ -437,8 +436,9 @@ std::size_t RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, 
     for (std::size_t k = 0; k < nb; ++k) {
       const std::size_t o =
           static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k]);
-      const double w = var > 0 ? bins.var_prefix[o] * inv_var : bins.pi_prefix[o] * inv_pi_sum;
-      const double x = t * bins.pi_prefix[o] + z_[k] + w * gap;
+      const Bins::Sums& sums = bins.prefix[o];
+      const double w = var > 0 ? sums.var * inv_var : sums.pi * inv_pi_sum;
+      const double x = t * sums.pi + z_[k] + w * gap;
       const double bin_cap = static_cast<double>(bin_hot[k]) * cap;
       const auto c = static_cast<std::int64_t>(std::clamp(x + 0.5, 0.0, bin_cap));
       bin_pairs[k] = c;

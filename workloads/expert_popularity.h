@@ -79,10 +79,13 @@ class RoutingSampler {
   // A layer's experts grouped into bins (the GPUs of a placement where every expert has one copy).
   struct Bins {
     int count = 0;
-    std::vector<int> begin;          // [bin]: its first entry in `at` (count + 1 entries)
-    std::vector<int> at;             // each bin's experts as positions in Layer::order, ascending
-    std::vector<double> pi_prefix;   // [begin[b] + b + j]: sum of pi over the bin's first j positions
-    std::vector<double> var_prefix;  // the same for sd^2
+    std::vector<int> begin;  // [bin]: its first entry in `at` (count + 1 entries)
+    std::vector<int> at;     // each bin's experts as positions in Layer::order, ascending
+    struct Sums {
+      double pi = 0;   // sum of pi over the bin's first j positions
+      double var = 0;  // the same for sd^2
+    };
+    std::vector<Sums> prefix;  // [begin[b] + b + j]
   };
   static Bins bin(const Layer& layer, std::span<const int> bin_of_expert, int bins);
 

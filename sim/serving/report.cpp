@@ -188,6 +188,14 @@ std::string format_pools(const Report& r) {
                     p.sla_met ? "met" : "NOT met");
       o << buf;
     }
+    o << "Pool memory  per GPU, of " << gib(r.memory.hbm) << " GiB HBM\n";
+    for (std::size_t i = 0; i < r.pools.size(); ++i) {
+      const PoolReport& p = r.pools[i];
+      o << "  [" << i << "]        weights " << gib(p.weights_bytes_per_gpu) << " GiB (routed experts "
+        << gib(p.routed_expert_bytes_per_gpu) << "), activations+overhead "
+        << gib(p.activations_and_overhead_bytes) << ", KV pool " << gib(p.kv_pool_bytes_per_gpu)
+        << " GiB (peak used " << pct(p.kv_peak_used_share) << ")\n";
+    }
   }
   if (r.migration.enabled) {
     o << "KV migration " << r.migration.count << " requests moved, " << gib(r.migration.bytes) << " GiB, "
@@ -267,8 +275,9 @@ std::string format_summary(const Report& r) {
   }
   o << "GPU (mean)   busy " << pct(r.gpu_mean.busy) << ", compute (MFU) " << pct(r.gpu_mean.compute_util)
     << ", HBM bandwidth " << pct(r.gpu_mean.hbm_bw_util) << "\n";
-  o << "Memory/GPU   " << gib(r.memory.hbm) << " GiB HBM: weights " << gib(r.memory.weights)
-    << " (routed experts " << gib(r.memory.routed_expert_weights) << "), activations+overhead "
+  o << (r.pools.empty() ? "Memory/GPU   " : "Memory/GPU   pool [0]: ") << gib(r.memory.hbm)
+    << " GiB HBM: weights " << gib(r.memory.weights) << " (routed experts "
+    << gib(r.memory.routed_expert_weights) << "), activations+overhead "
     << gib(r.memory.activations_and_overhead) << ", KV pool " << gib(r.memory.kv_pool) << " (peak used "
     << gib(r.memory.kv_peak_used) << "), headroom " << gib(r.memory.headroom()) << " GiB\n";
   o << "Limited by   " << r.limit.why << "\n";

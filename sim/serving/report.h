@@ -132,6 +132,9 @@ struct PoolReport {
   double sla_limit_s = 0;
   double sla_at_percentile_s = 0;
   bool sla_met = false;
+  double weights_bytes_per_gpu = 0;  // its own memory plan (its deployment's EP and attention TP)
+  double routed_expert_bytes_per_gpu = 0;
+  double activations_and_overhead_bytes = 0;
   double kv_pool_bytes_per_gpu = 0;
   double kv_peak_used_share = 0;  // of an attention group's KV blocks, the fullest group
 };

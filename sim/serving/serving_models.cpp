@@ -24,8 +24,13 @@ std::unique_ptr<StepPlanner> ServingModels::make_planner(const GpuCostModel& gpu
 
 std::unique_ptr<StepPlanner> ServingModels::make_planner(const ScenarioSpec& pool_view,
                                                          const GpuCostModel& gpu, Rng routing) const {
-  return std::make_unique<StepPlanner>(pool_view, gpu, fabric_, popularity_, routing, drift_.get(),
-                                       coactivation_.get());
+  auto planner = std::make_unique<StepPlanner>(pool_view, gpu, fabric_, popularity_, routing, drift_.get(),
+                                               coactivation_.get());
+  if (planner->routing_shareable()) {
+    auto [it, fresh] = routing_tables_.try_emplace(&pool_view, planner->routing_tables());
+    if (!fresh) planner->share_routing(it->second);
+  }
+  return planner;
 }
 
 }  // namespace moesim

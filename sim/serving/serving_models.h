@@ -3,6 +3,7 @@
 // `plan` and the tests, so a planner is never wired without a part that the scenario asks for.
 #pragma once
 
+#include <map>
 #include <memory>
 
 #include "hwmodels/fabric.h"
@@ -48,6 +49,8 @@ class ServingModels {
   ExpertPopularity popularity_;
   std::unique_ptr<DriftingPopularity> drift_;
   std::unique_ptr<CoactivationModel> coactivation_;
+  // Routing tables per scenario view (a pool), shared by its replicas' planners (StepPlanner::share_routing).
+  mutable std::map<const ScenarioSpec*, std::shared_ptr<StepPlanner::RoutingTables>> routing_tables_;
 };
 
 }  // namespace moesim

@@ -670,6 +670,9 @@ void Cluster::fill_pools(Report& r) const {
     const LatencyHistogram& h = decode ? c.tpot : c.ttft;
     pr.sla_at_percentile_s = h.percentile(s_.sla.percentile);
     pr.sla_met = h.count() > 0 && pr.sla_at_percentile_s <= pr.sla_limit_s;
+    pr.weights_bytes_per_gpu = p.memory.weights_per_gpu.total();
+    pr.routed_expert_bytes_per_gpu = p.memory.weights_per_gpu.routed_experts;
+    pr.activations_and_overhead_bytes = p.memory.activation_bytes + p.memory.overhead_bytes;
     pr.kv_pool_bytes_per_gpu = p.memory.kv_pool_bytes_per_gpu;
     std::int64_t peak = 0;
     for (int k = p.first_replica; k < p.first_replica + p.spec.instances; ++k) {

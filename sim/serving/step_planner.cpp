@@ -149,7 +149,9 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
   touch_valid_.assign(layers, 0);
   if (drift_ != nullptr) drift_version_ = drift_->version();
-  for (int l = 0; l < m.moe_layers(); ++l) routing_.push_back(RoutingSampler::prepare(probs(l), m.top_k));
+  tables_ = std::make_shared<RoutingTables>();
+  for (int l = 0; l < m.moe_layers(); ++l)
+    tables_->layers.push_back(RoutingSampler::prepare(probs(l), m.top_k));
   if (coact_ != nullptr) {
     coact_sampler_ = std::make_unique<CoactivationSampler>(*coact_);
     for (int l = 0; l < m.moe_layers(); ++l)
@@ -223,6 +225,18 @@ void StepPlanner::setup_loop() {
   reclassify();
 }
 
+StepPlanner::RoutingTables& StepPlanner::own_tables() {
+  if (tables_.use_count() > 1) tables_ = std::make_shared<RoutingTables>(*tables_);  // copy on write
+  return *tables_;
+}
+
+void StepPlanner::share_routing(std::shared_ptr<RoutingTables> tables) {
+  MOESIM_CHECK(routing_shareable() && tables->layers.size() == tables_->layers.size() &&
+                   tables->bins.size() == tables_->bins.size(),
+               "routing tables shared between planners that differ");
+  tables_ = std::move(tables);
+}
+
 void StepPlanner::set_binned_routing(bool on) {
   binned_allowed_ = on;
   set_placement(placement_);
@@ -246,11 +260,12 @@ void StepPlanner::set_placement(Placement p) {
       }
     }
   }
-  bins_.clear();
+  RoutingTables& tables = own_tables();
+  tables.bins.clear();
   if (binned_allowed_ && all_single && grouped_ && !loop_ && ranks_ > 1 && ranks_ <= experts) {
     for (int l = 0; l < placement_.layers(); ++l) {
-      bins_.push_back(
-          RoutingSampler::bin(routing_[static_cast<std::size_t>(l)],
+      tables.bins.push_back(
+          RoutingSampler::bin(tables.layers[static_cast<std::size_t>(l)],
                               std::span<const int>(single_gpu_.data() + static_cast<std::size_t>(l * experts),
                                                    static_cast<std::size_t>(experts)),
                               ranks_));
@@ -598,7 +613,7 @@ void StepPlanner::access_copy(int gpu, int copy, std::int32_t tokens, Duration f
 void StepPlanner::sample_layer(int layer, std::int64_t tokens) {
   const auto l = static_cast<std::size_t>(layer);
   if (!loop_) {
-    sampler_.sample(routing_[l], tokens, rng_, counts_);
+    sampler_.sample(tables_->layers[l], tokens, rng_, counts_);
     return;
   }
   ExpertLoop& L = *loop_;
@@ -606,7 +621,7 @@ void StepPlanner::sample_layer(int layer, std::int64_t tokens) {
     coact_sampler_->sample(layer, coact_routing_[l], probs(layer), tokens, s_.model.top_k, rng_, counts_,
                            L.group_tokens);
   } else {
-    sampler_.sample(routing_[l], tokens, rng_, counts_);
+    sampler_.sample(tables_->layers[l], tokens, rng_, counts_);
   }
   // Statistics see what the router chose, before post-processing.
   if (L.stats) {
@@ -783,7 +798,7 @@ void StepPlanner::begin_step(Time now) {
       if (coact_ != nullptr) {  // the co-activation sampler replaces the routing tables
         coact_routing_[static_cast<std::size_t>(l)] = CoactivationSampler::prepare(*coact_, l, probs(l));
       } else {
-        routing_[static_cast<std::size_t>(l)] = RoutingSampler::prepare(probs(l), s_.model.top_k);
+        own_tables().layers[static_cast<std::size_t>(l)] = RoutingSampler::prepare(probs(l), s_.model.top_k);
       }
     }
     std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
@@ -1036,11 +1051,12 @@ const StepPlan& StepPlanner::finish_plan() {
   const std::span<const double> tokens_a(half_tokens_.data(), static_cast<std::size_t>(gpus_));
   const std::span<const double> tokens_b(half_tokens_.data() + gpus_, static_cast<std::size_t>(gpus_));
   // Binned routing: the layer that draws every expert this step (the others draw per-GPU sums).
-  const int full_layer = bins_.empty() ? -1 : static_cast<int>(plans_done_ % m.moe_layers());
+  const std::vector<RoutingSampler::Bins>& bins = tables_->bins;
+  const int full_layer = bins.empty() ? -1 : static_cast<int>(plans_done_ % m.moe_layers());
   ++plans_done_;
   double full_layer_imbalance = 1.0;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
-    const bool binned = !bins_.empty() && layer != full_layer;
+    const bool binned = !bins.empty() && layer != full_layer;
     std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
     std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
     std::fill(gpu_touched_.begin(), gpu_touched_.end(), 0);
@@ -1073,9 +1089,9 @@ const StepPlan& StepPlanner::finish_plan() {
     };
     if (binned) {
       const auto l = static_cast<std::size_t>(layer);
-      const RoutingSampler::Layer& table = routing_[l];
+      const RoutingSampler::Layer& table = tables_->layers[l];
       const std::size_t hot =
-          sampler_.sample_binned(table, bins_[l], total_tokens, rng_, counts_, bin_pairs_, bin_hot_);
+          sampler_.sample_binned(table, bins[l], total_tokens, rng_, counts_, bin_pairs_, bin_hot_);
       // A hot expert (mean of at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
       for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
         const std::int64_t n = bin_pairs_[g];

@@ -96,7 +96,19 @@ class StepPlanner {
   [[nodiscard]] const StepPlan& last_plan() const { return plan_; }
   // Binned routing (on where it applies, see bins_): off draws every expert of every layer, for A/B checks.
   void set_binned_routing(bool on);
-  [[nodiscard]] bool binned_routing() const { return !bins_.empty(); }
+  [[nodiscard]] bool binned_routing() const { return !tables_->bins.empty(); }
+  // Per-layer routing tables (RoutingSampler::prepare of the popularity) and their binning by GPU. While
+  // nothing changes them (no experts-in-the-loop mechanism, static popularity) they are the same for every
+  // replica of a pool: ServingModels builds them once and shares them, read-only, instead of one copy per
+  // replica (at 16 replicas the copies no longer fit the caches).
+  struct RoutingTables {
+    std::vector<RoutingSampler::Layer> layers;
+    std::vector<RoutingSampler::Bins> bins;  // per layer; empty when not binned
+  };
+  [[nodiscard]] bool routing_shareable() const { return !loop_; }
+  [[nodiscard]] std::shared_ptr<RoutingTables> routing_tables() const { return tables_; }
+  // Takes `tables` from an identical planner (same scenario view, popularity and placement).
+  void share_routing(std::shared_ptr<RoutingTables> tables);
 
   // Of the last plan, per GPU of the replica: time spent computing, FLOPs and HBM bytes.
   [[nodiscard]] std::span<const double> gpu_busy_s() const { return busy_s_; }
@@ -180,18 +192,18 @@ class StepPlanner {
   int ranks_;  // expert-parallel ranks (gpus_ / etp_); the placement is over ranks
   Placement placement_;
   int nodes_;
-  std::vector<double> touch_gpu_;               // [layer][rank]
-  std::vector<double> touch_node_;              // [layer][node]
-  std::vector<char> touch_valid_;               // [layer]
-  std::vector<RoutingSampler::Layer> routing_;  // per layer, from the popularity
+  std::vector<double> touch_gpu_;          // [layer][rank]
+  std::vector<double> touch_node_;         // [layer][node]
+  std::vector<char> touch_valid_;          // [layer]
+  std::shared_ptr<RoutingTables> tables_;  // copy-on-write: shared by the replicas of a pool (share_routing)
+  RoutingTables& own_tables();
   // Under co-activation: its sampler and per-layer tables, from the popularity.
   std::unique_ptr<CoactivationSampler> coact_sampler_;
   std::vector<CoactivationSampler::Layer> coact_routing_;
   std::vector<int> single_gpu_;  // [layer][expert]: its GPU when it has one copy, else -1
-  // Binned routing (RoutingSampler::sample_binned): with grouped launches, one copy per expert and no
-  // experts-in-the-loop mechanism, a layer's cost reads only per-GPU sums of its hot experts, so most layers
-  // draw those sums; one layer per step, in turn, draws every expert for the expert-load statistics.
-  std::vector<RoutingSampler::Bins> bins_;  // per layer, empty when not binned
+  // Binned routing (RoutingSampler::sample_binned, tables_->bins): with grouped launches, one copy per expert
+  // and no experts-in-the-loop mechanism, a layer's cost reads only per-GPU sums of its hot experts, so most
+  // layers draw those sums; one layer per step, in turn, draws every expert for the expert-load statistics.
   std::vector<std::int64_t> bin_pairs_;
   std::vector<std::int32_t> bin_hot_;
   std::int64_t plans_done_ = 0;

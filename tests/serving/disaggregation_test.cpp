@@ -163,6 +163,12 @@ TEST_CASE("the KV bytes moved are requests x prompt tokens x KV bytes per token 
   CHECK(r.pools[0].gpus == 2);
   CHECK(r.pools[0].first_gpu == 0);
   CHECK(r.pools[1].first_gpu == 2);
+  // Each pool's memory from its own plan: routed experts of 2 layers x 4 experts x 3 x 1024 x 512 BF16
+  // weights, over EP2 in the decode pool and EP1 in the prefill pool.
+  const double routed = 2.0 * 4 * 3 * 1024 * 512 * 2;
+  CHECK(r.pools[0].routed_expert_bytes_per_gpu == Approx(routed / 2).epsilon(1e-12));
+  CHECK(r.pools[1].routed_expert_bytes_per_gpu == Approx(routed).epsilon(1e-12));
+  CHECK(r.pools[0].weights_bytes_per_gpu < r.pools[1].weights_bytes_per_gpu);
 }
 
 TEST_CASE("pools take consecutive GPUs and refuse what does not fit, with the JSON path") {
