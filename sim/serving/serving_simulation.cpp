@@ -114,8 +114,12 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
   const std::vector<PoolSpec> specs = s.pool_specs();
   int instances = 0;
   for (const PoolSpec& p : specs) instances += p.instances;
-  // One replica's steps are sequential: more threads than replicas would idle.
-  if (const int t = std::min(threads, instances); t > 1 && models_.plans_may_run_apart())
+  // One replica's steps are sequential: more threads than replicas would idle. With fewer than
+  // kMinReplicasForThreads replicas plans rarely overlap, and handing a plan to another core (its planner's
+  // state moves with it) cost more than it saved: a 1P1D hour took 51.0 s on one thread, 57.6 s on two.
+  constexpr int kMinReplicasForThreads = 4;
+  if (const int t = std::min(threads, instances);
+      t > 1 && instances >= kMinReplicasForThreads && models_.plans_may_run_apart())
     plans_ = std::make_unique<WorkerPool>(t - 1);
   pools_.reserve(specs.size());
   for (const PoolSpec& p : specs) add_pool(p, gpu);

@@ -110,17 +110,17 @@ TEST_CASE("the same seed gives the same report and fingerprint; another seed doe
 }
 
 TEST_CASE("step plans on several threads give the same report as on one") {
-  // Two replicas of EP4; the second case adds EPLB with rebalancing and expert tiers (per-planner state that
+  // Four replicas of EP4; the second case adds EPLB with rebalancing and expert tiers (per-planner state that
   // a worker thread mutates), the third more threads than replicas.
   const std::vector<std::vector<std::string>> cases = {
-      {"cluster.gpus_per_node=8"},
-      {"cluster.gpus_per_node=8", "experts.placement=\"eplb\"", "experts.redundant_slots_per_gpu=1",
+      {"cluster.gpus_per_node=16"},
+      {"cluster.gpus_per_node=16", "experts.placement=\"eplb\"", "experts.redundant_slots_per_gpu=1",
        "experts.rebalance.every_steps=20",
        "experts.tiers={\"hbm_expert_gib\":8,\"cold_home\":\"host_dram\"}"}};
   for (const auto& ov : cases) {
     const Report one = run(tiny("tiny_poisson_ep4.json"), ov, 1);
-    REQUIRE(one.replicas == 2);
-    for (const int threads : {2, 5}) {
+    REQUIRE(one.replicas == 4);  // threads are used from 4 replicas on
+    for (const int threads : {2, 7}) {
       const Report many = run(tiny("tiny_poisson_ep4.json"), ov, threads);
       INFO(threads << " threads, " << ov.size() << " overrides");
       CHECK(many.fingerprint == one.fingerprint);
