@@ -36,21 +36,46 @@ std::uint32_t PrefixedSource::blocks_of(std::int64_t prompt) const {
   return static_cast<std::uint32_t>((prompt + spec_.block_tokens - 1) / spec_.block_tokens);
 }
 
-void PrefixedSource::prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const {
+void prefix_block_keys(const RequestSpec& r, std::int64_t block_tokens, std::int64_t system_prompt_tokens,
+                       std::uint64_t system_salt, std::uint64_t owner_salt, std::vector<std::uint64_t>& out) {
   out.resize(r.prefix_blocks);
-  const std::uint64_t conversation = splitmix64(conversation_salt_ + r.prefix_ref);
-  const auto system_blocks = static_cast<std::uint64_t>(spec_.system_prompt_tokens / spec_.block_tokens);
-  for (std::uint64_t j = 0; j < r.prefix_blocks; ++j) {
-    // A block wholly inside the system prompt is the same for everyone; any other block belongs to its
-    // conversation and position.
-    out[j] = j < system_blocks ? splitmix64(system_salt_ + j) : splitmix64(conversation + j);
-  }
+  const std::uint64_t owner = splitmix64(owner_salt + r.prefix_ref);
+  const auto system_blocks = static_cast<std::uint64_t>(system_prompt_tokens / block_tokens);
+  for (std::uint64_t j = 0; j < r.prefix_blocks; ++j)
+    out[j] = j < system_blocks ? splitmix64(system_salt + j) : splitmix64(owner + j);
   // A partial last block is other content than the full block the next turn has there (as in the Mooncake
   // traces, where an id always covers the same token count), so a cache may name it without false hits.
-  const auto fill = r.prompt_tokens - static_cast<std::int64_t>(r.prefix_blocks - 1) * spec_.block_tokens;
-  if (r.prefix_blocks > 0 && fill < spec_.block_tokens) {
+  const auto fill = r.prompt_tokens - static_cast<std::int64_t>(r.prefix_blocks - 1) * block_tokens;
+  if (r.prefix_blocks > 0 && fill < block_tokens) {
     out.back() = splitmix64(out.back() ^ (0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(fill)));
   }
+}
+
+void PrefixedSource::prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const {
+  prefix_block_keys(r, spec_.block_tokens, spec_.system_prompt_tokens, system_salt_, conversation_salt_, out);
+}
+
+SystemPromptSource::SystemPromptSource(std::unique_ptr<RequestSource> trace,
+                                       std::int64_t system_prompt_tokens, std::int64_t block_tokens,
+                                       const RandomStreams& streams)
+    : trace_(std::move(trace)), system_prompt_tokens_(system_prompt_tokens), block_tokens_(block_tokens) {
+  MOESIM_CHECK(block_tokens_ > 0, "prefix blocks need at least one token");
+  Rng salts = streams.stream("workload.prefix");
+  system_salt_ = salts.next_u64();
+  request_salt_ = salts.next_u64();
+}
+
+std::optional<RequestSpec> SystemPromptSource::next() {
+  std::optional<RequestSpec> r = trace_->next();
+  if (r) {
+    r->prefix_ref = next_ref_++;
+    r->prefix_blocks = static_cast<std::uint32_t>((r->prompt_tokens + block_tokens_ - 1) / block_tokens_);
+  }
+  return r;
+}
+
+void SystemPromptSource::prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const {
+  prefix_block_keys(r, block_tokens_, system_prompt_tokens_, system_salt_, request_salt_, out);
 }
 
 std::optional<RequestSpec> PrefixedSource::issue(Turn t) {

@@ -29,6 +29,35 @@ struct PrefixWorkloadSpec {
   std::int64_t block_tokens = 16;  // tokens per keyed block (the KV cache's block size)
 };
 
+// The content keys of r's prompt blocks (RequestSource::prompt_block_keys): a block wholly inside the first
+// `system_prompt_tokens` is the same for every request (keyed by its position and `system_salt`); any other
+// block belongs to r.prefix_ref (its conversation or request) and position; a partial last block also
+// carries its token count.
+void prefix_block_keys(const RequestSpec& r, std::int64_t block_tokens, std::int64_t system_prompt_tokens,
+                       std::uint64_t system_salt, std::uint64_t owner_salt, std::vector<std::uint64_t>& out);
+
+// A recorded trace that carries no prompt identity (Azure 2023, ServeGen: token counts only) with a declared
+// shared system prompt: the first `system_prompt_tokens` of every prompt (all of a shorter one) are the same
+// content, the rest is each request's own. The trace's prompts already include it (nothing is prepended).
+class SystemPromptSource final : public RequestSource {
+ public:
+  SystemPromptSource(std::unique_ptr<RequestSource> trace, std::int64_t system_prompt_tokens,
+                     std::int64_t block_tokens, const RandomStreams& streams);
+  std::optional<RequestSpec> next() override;
+  void on_finished(Time now) override { trace_->on_finished(now); }
+  [[nodiscard]] bool exhausted() const override { return trace_->exhausted(); }
+  [[nodiscard]] std::int64_t prefix_block_tokens() const override { return block_tokens_; }
+  void prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const override;
+
+ private:
+  std::unique_ptr<RequestSource> trace_;
+  std::int64_t system_prompt_tokens_;
+  std::int64_t block_tokens_;
+  std::uint64_t system_salt_;
+  std::uint64_t request_salt_;
+  std::uint32_t next_ref_ = 0;
+};
+
 // Longest prompt the workload can send (for KV-capacity checks): system prompt + longest user prompt
 // without conversations, else the conversation cap.
 std::int64_t max_prefixed_prompt(const PrefixWorkloadSpec& spec, const LengthSpec& prompt);

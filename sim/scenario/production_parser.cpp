@@ -115,8 +115,13 @@ std::optional<PrefixWorkloadSpec> parse_workload_prefix(JsonReader& workload, co
                                                         bool is_trace) {
   auto r = workload.optional_object("prefix");
   if (!r) return std::nullopt;
-  if (is_trace) {
-    r->fail("", "a trace replay carries its own prefixes (Mooncake hash_ids); remove workload.prefix");
+  if (is_trace && s.production.trace_keys.block_tokens > 0) {
+    r->fail("", "this trace carries its own prefixes (Mooncake hash_ids); remove workload.prefix");
+  }
+  if (is_trace && r->has("conversation")) {
+    r->fail("conversation",
+            "a trace replays its own requests; with a trace workload.prefix may only declare "
+            "system_prompt_tokens (a system prompt its prompts share)");
   }
   PrefixWorkloadSpec p;
   p.block_tokens = s.deployment.kv_block_tokens;

@@ -104,6 +104,10 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
   if (!s.workload.trace.empty()) {
     source_ = std::make_unique<TraceSource>(s.workload.trace, s.production.trace_keys,
                                             s.workload.trace_speedup, limits);
+    if (const auto& p = s.production.prefix) {  // a declared system prompt over a trace without identity
+      source_ = std::make_unique<SystemPromptSource>(std::move(source_), p->system_prompt_tokens,
+                                                     p->block_tokens, streams_);
+    }
   } else if (s.production.prefix) {
     source_ = std::make_unique<PrefixedSource>(*s.production.prefix, s.workload.arrivals, s.workload.prompt,
                                                s.workload.output, limits, streams_);

@@ -94,7 +94,7 @@ TEST_CASE("workload.prefix gives a shared system prompt and conversations with t
   CHECK(starts_with(error_of(synthetic(), {"workload.prefix.conversation.turns_mean=0.5"}),
                     "workload.prefix.conversation.turns_mean: must be in [1, 10000]"));
   CHECK(starts_with(error_of(trace(), {"workload.prefix.system_prompt_tokens=5"}),
-                    "workload.prefix: a trace replay carries its own prefixes"));
+                    "workload.prefix: this trace carries its own prefixes (Mooncake hash_ids)"));
   CHECK(starts_with(error_of(synthetic(), {"workload.prefix.conversation.max_prompt_tokens=50"}),
                     "workload.prefix.conversation.max_prompt_tokens: must hold the longest first turn"));
 }

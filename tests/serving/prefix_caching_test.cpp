@@ -176,3 +176,34 @@ TEST_CASE("prefix caching off leaves a trace replay's results unchanged by the h
   // The cache saves prefill: the mean TTFT drops.
   CHECK(b.ttft.mean < a.ttft.mean);
 }
+
+TEST_CASE("a trace without prompt identity gets a declared shared system prompt, and only that") {
+  // An Azure 2023 CSV (token counts only), five prompts 100 s apart (each served alone), all longer than
+  // the declared 1,000-token system prompt: each after the first finds its 62 full 16-token blocks.
+  const auto path = std::filesystem::temp_directory_path() / "moesim_prefix_azure_test.csv";
+  const std::vector<int> prompts = {1200, 1040, 2000, 1500, 1100};
+  {
+    std::ofstream f(path);
+    f << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+      f << "2023-11-16 18:" << (10 + i * 2) << ":" << (i % 2 ? "40" : "00") << ".0000000," << prompts[i]
+        << ",3\n";
+  }
+  Json j = tiny_model();
+  j["workload"] = Json{{"arrival", {{"kind", "trace"}, {"format", "azure_csv"}, {"file", path.string()}}},
+                       {"prefix", {{"system_prompt_tokens", 1000}}}};
+  j["deployment"]["prefix_caching"] = true;
+  const Report r = run(j);
+  REQUIRE(r.requests_finished == 5);
+  CHECK(r.prefix_cache.hit_tokens == 4 * 62 * 16);
+  CHECK(r.prefix_cache.lookup_tokens == 1200 + 1040 + 2000 + 1500 + 1100);
+  CHECK(r.prefix_cache.lookups == 5);
+
+  // A trace that carries its own prefixes, or conversations over a replay, are refused with the path.
+  Json keyed = trace_scenario(write_trace());
+  keyed["workload"]["prefix"] = Json{{"system_prompt_tokens", 100}};
+  CHECK_THROWS_WITH(parse_scenario(keyed, MOESIM_SOURCE_DIR),
+                    Catch::Contains("workload.prefix") && Catch::Contains("hash_ids"));
+  j["workload"]["prefix"]["conversation"] = Json{{"turns_mean", 2}};
+  CHECK_THROWS_WITH(parse_scenario(j, MOESIM_SOURCE_DIR), Catch::Contains("workload.prefix.conversation"));
+}
