@@ -26,7 +26,8 @@ void execute_plan(const PlanCommandOptions& o) {
   po.concurrency = o.concurrency;
   const std::unique_ptr<GpuCostModel> gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
   // With deployment.pools the review covers one pool's deployment: the first that does not fit (what
-  // validate and run refuse), else the first pool; a simulation runs them all.
+  // validate and run refuse), else the first pool; every pool's memory as deployed is listed; a simulation
+  // runs them all.
   std::optional<ScenarioSpec> pool_view;
   std::size_t reviewed = 0;
   if (sc.spec.disaggregated()) {
@@ -36,6 +37,17 @@ void execute_plan(const PlanCommandOptions& o) {
     pool_view = sc.spec.pool_view(sc.spec.pools[reviewed]);
   }
   CapacityPlan p = plan_capacity(pool_view ? *pool_view : sc.spec, *gpu, po);
+  if (sc.spec.disaggregated()) {
+    const std::vector<MemoryPlan> plans = deployed_memory_plans(sc.spec, *gpu);
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      const PoolSpec& ps = sc.spec.pools[i];
+      p.pools.push_back({.role = to_string(ps.role),
+                         .instances = ps.instances,
+                         .ep_size = ps.deployment.ep_size,
+                         .gpus = ps.gpus(),
+                         .memory = plans[i]});
+    }
+  }
   if (pool_view) {
     p.notes.push_back("deployment.pools: this review covers pool " + std::to_string(reviewed) + " (" +
                       to_string(sc.spec.pools[reviewed].role) +

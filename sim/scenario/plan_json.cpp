@@ -110,6 +110,18 @@ Json plan_to_json(const CapacityPlan& p, const Json& scenario_echo) {
          {"cost_model", p.cost_model},
          {"advice", p.advice},
          {"notes", p.notes},
+         {"pools",
+          [&] {
+            Json a = Json::array();
+            for (const CapacityPlan::PoolMemory& q : p.pools) {
+              a.push_back({{"role", q.role},
+                           {"instances", q.instances},
+                           {"ep_size", q.ep_size},
+                           {"gpus", q.gpus},
+                           {"memory", memory_json(q.memory)}});
+            }
+            return a;
+          }()},
          {"scenario", scenario_echo}};
   if (p.simulated) {
     Json by_batch = Json::array();

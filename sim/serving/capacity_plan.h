@@ -118,6 +118,15 @@ struct CapacityPlan {
   std::vector<std::string> advice;
   std::vector<std::string> notes;
   std::optional<SimulatedReview> simulated;
+  // deployment.pools: every pool's own memory plan as deployed (the rest of the review covers one pool).
+  struct PoolMemory {
+    std::string role;
+    int instances = 0;
+    int ep_size = 0;
+    int gpus = 0;
+    MemoryPlan memory;
+  };
+  std::vector<PoolMemory> pools;
 
   [[nodiscard]] const PrecisionRow& row(const std::string& label) const;
 };

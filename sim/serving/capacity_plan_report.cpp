@@ -29,6 +29,33 @@ std::string kv_pool_text(const MemoryPlan& m) {
             gbs(-m.kv_pool_bytes_per_gpu));
 }
 
+// deployment.pools: each pool as deployed, per GPU (a text block or Markdown table).
+std::string pools_text(const CapacityPlan& p, bool markdown) {
+  std::ostringstream o;
+  if (markdown) {
+    o << "Each pool as deployed, per GPU:\n\n| pool | role | instances | EP | GPUs | weights GB | routed "
+         "experts GB | "
+         "KV pool | tokens per attention group | fits |\n|---|---|---:|---:|---:|---:|---:|---|---:|---|\n";
+  }
+  for (std::size_t i = 0; i < p.pools.size(); ++i) {
+    const CapacityPlan::PoolMemory& q = p.pools[i];
+    const WeightBytes& w = q.memory.weights_per_gpu;
+    if (markdown) {
+      o << sf("| %zu | %s | %d | %d | %d | %.1f | %.1f | %s | %lld | %s |\n", i, q.role.c_str(), q.instances,
+              q.ep_size, q.gpus, gbs(w.total()), gbs(w.routed_experts), kv_pool_text(q.memory).c_str(),
+              static_cast<long long>(q.memory.kv_tokens_per_group), q.memory.fits() ? "yes" : "no");
+    } else {
+      o << sf(
+          "  pool [%zu] %s x%d (EP%d, %d GPUs), per GPU: weights %.1f GB (routed experts %.1f), %s, %lld "
+          "tokens per attention group: %s\n",
+          i, q.role.c_str(), q.instances, q.ep_size, q.gpus, gbs(w.total()), gbs(w.routed_experts),
+          kv_pool_text(q.memory).c_str(), static_cast<long long>(q.memory.kv_tokens_per_group),
+          q.memory.fits() ? "fits" : "does NOT fit");
+    }
+  }
+  return o.str();
+}
+
 // A KV-table verdict: when the weights alone leave no room, no concurrency is the reason it does not fit.
 const char* kv_fits(const CapacityPlan& p, const KvRow& k) {
   if (k.fits) return "yes";
@@ -92,10 +119,11 @@ std::string format_plan_table(const CapacityPlan& p) {
   const WeightBytes& w = p.deployment_memory.weights_per_gpu;
   o << sf(
       "  as deployed, per GPU: weights %.1f GB (routed experts %.1f), %s, %lld tokens per "
-      "attention group: %s\n\n",
+      "attention group: %s\n",
       gbs(w.total()), gbs(w.routed_experts), kv_pool_text(p.deployment_memory).c_str(),
       static_cast<long long>(p.deployment_memory.kv_tokens_per_group),
       p.deployment_memory.fits() ? "fits" : "does NOT fit");
+  o << pools_text(p, false) << "\n";
 
   o << "KV cache vs concurrency (context " << p.context_tokens << ", " << p.kv_precision << ")\n";
   o << sf("  %11s %12s %12s %6s\n", "concurrency", "KV GB", "per GPU GB", "fits");
@@ -168,6 +196,7 @@ std::string format_plan_markdown(const CapacityPlan& p) {
   o << sf("\nAs deployed, per GPU: weights %.1f GB (routed experts %.1f GB), %s: %s.\n\n", gbs(w.total()),
           gbs(w.routed_experts), kv_pool_text(p.deployment_memory).c_str(),
           p.deployment_memory.fits() ? "fits" : "does not fit");
+  if (!p.pools.empty()) o << pools_text(p, true) << "\n";
   o << "Topology advice:\n\n";
   for (const std::string& a : p.advice) o << "- " << a << "\n";
   o << "\n";

@@ -162,6 +162,27 @@ TEST_CASE("plan --json - writes the plan to stdout") {
   CHECK(j["advice"][0].get<std::string>().find("Single node") != std::string::npos);
 }
 
+TEST_CASE("plan reviews every pool's memory as deployed") {
+  // DeepSeek-V3 FP8 (58 MoE layers of 256 experts, 3 x 7168 x 2048 weights each, one byte per weight) with
+  // 32 redundant slots (EPLB): 288 slots per layer, 9 per GPU on the prefill pool's EP32, 4 on the decode
+  // pool's EP72.
+  const TmpDir t;
+  const Json p = plan_json(t, "scenarios/reference/dsv3_pd_disagg.json");
+  REQUIRE(p["pools"].size() == 2);
+  const double expert = 3.0 * 7168 * 2048;
+  CHECK(p["pools"][0]["role"] == "prefill");
+  CHECK(p["pools"][0]["ep_size"] == 32);
+  CHECK(p["pools"][1]["role"] == "decode");
+  CHECK(p["pools"][1]["gpus"] == 72);
+  CHECK(p["pools"][0]["memory"]["weights_per_gpu"]["routed_experts_bytes"].get<double>() ==
+        Approx(58 * 9 * expert).epsilon(1e-9));
+  CHECK(p["pools"][1]["memory"]["weights_per_gpu"]["routed_experts_bytes"].get<double>() ==
+        Approx(58 * 4 * expert).epsilon(1e-9));
+  CHECK(p["pools"][1]["memory"]["fits"] == true);
+  const Result r = run_moesim(t, "plan scenarios/reference/dsv3_pd_disagg.json");
+  CHECK(r.out.find("pool [1] decode x1 (EP72, 72 GPUs)") != std::string::npos);
+}
+
 TEST_CASE("plan --simulate adds latency percentiles, All-to-All share and throughput against batch size") {
   const TmpDir t;
   const Json tiny = {{"name", "tiny-plan"},
