@@ -290,6 +290,32 @@ RoutingSampler::Layer RoutingSampler::prepare(std::span<const double> probs, int
   return l;
 }
 
+namespace {
+
+struct ColdDraw {
+  std::size_t hot;     // positions [0, hot) of layer.order are hot
+  std::int64_t total;  // tokens the cold experts took
+};
+
+// The rare experts (mean < kColdMean and pi < 0.1: a suffix of `order`) drawn one by one, Poisson, into
+// `counts`; sample() and sample_binned() share it.
+ColdDraw draw_cold(const RoutingSampler::Layer& layer, std::int64_t tokens, std::int32_t cap, Rng& rng,
+                   std::span<std::int32_t> counts) {
+  const double t = static_cast<double>(tokens);
+  const double cold_pi = std::min(0.1, RoutingSampler::kColdMean / t);
+  const auto hot = static_cast<std::size_t>(
+      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+  std::int64_t total = 0;
+  for (std::size_t i = hot; i < layer.order.size(); ++i) {
+    const std::int32_t c = std::min(kPoissonTables.sample(t * layer.pi[i], rng.next_u64()), cap);
+    counts[static_cast<std::size_t>(layer.order[i])] = c;
+    total += c;
+  }
+  return {.hot = hot, .total = total};
+}
+
+}  // namespace
+
 RoutingSampler::RoutingSampler(int experts) : z_(static_cast<std::size_t>(experts)) {}
 
 void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng,
@@ -306,16 +332,9 @@ void RoutingSampler::sample(const Layer& layer, std::int64_t tokens, Rng& rng,
   // A token includes expert e with probability pi_e = k p_e, so a count is a sum of `tokens` Bernoulli
   // trials: mean T pi, variance T pi (1 - pi). Rare experts (mean < kColdMean and pi < 0.1, a suffix of
   // `order`): Poisson. The others: Gaussian, conditioned on the total the rare ones leave.
-  const double cold_pi = std::min(0.1, kColdMean / t);
-  const auto hot = static_cast<std::size_t>(
-      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
-  std::int64_t cold_total = 0;
-  for (std::size_t i = hot; i < n; ++i) {
-    const std::int32_t c = std::min(kPoissonTables.sample(t * layer.pi[i], rng.next_u64()), cap);
-    counts[static_cast<std::size_t>(layer.order[i])] = c;
-    cold_total += c;
-  }
-  std::int64_t residual = slots - cold_total;
+  const ColdDraw cold = draw_cold(layer, tokens, cap, rng, counts);
+  const std::size_t hot = cold.hot;
+  std::int64_t residual = slots - cold.total;
   if (hot > 0) {
     // X_i = T pi_i + sqrt(T) sd_i z_i + w_i (H - T sum pi - sqrt(T) sum sd_j z_j), w_i = sd_i^2 / sum sd^2:
     // the Gaussian with variances T sd_i^2 conditioned on summing to H.
@@ -397,16 +416,9 @@ std::size_t RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, 
   }
   const double t = static_cast<double>(tokens);
   const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
-  const double cold_pi = std::min(0.1, kColdMean / t);  // as in sample()
-  const auto hot = static_cast<std::size_t>(
-      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
-  std::int64_t cold_total = 0;
-  for (std::size_t i = hot; i < n; ++i) {
-    const std::int32_t c = std::min(kPoissonTables.sample(t * layer.pi[i], rng.next_u64()), cap);
-    counts[static_cast<std::size_t>(layer.order[i])] = c;
-    cold_total += c;
-  }
-  std::int64_t residual = slots - cold_total;
+  const ColdDraw cold = draw_cold(layer, tokens, cap, rng, counts);
+  const std::size_t hot = cold.hot;
+  std::int64_t residual = slots - cold.total;
   if (hot > 0) {
     // Bin b's hot experts: mean T P_b, variance T A_b before conditioning (P, A: sums of pi and sd^2);
     // Y_b = T P_b + sqrt(T A_b) z_b + (A_b / A) (H - T P - sqrt(T) sum sqrt(A_c) z_c) is sample()'s
@@ -466,8 +478,8 @@ std::size_t RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, 
     }
   }
   if (residual != 0) {  // every hot bin at a bound: the cold experts take the rest
-    const std::span<const int> cold(layer.order.data() + hot, n - hot);
-    residual = spread_residual(cold, cold.size(), cap, residual, rng, counts);
+    const std::span<const int> cold_cells(layer.order.data() + hot, n - hot);
+    residual = spread_residual(cold_cells, cold_cells.size(), cap, residual, rng, counts);
   }
   MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
   return hot;

@@ -950,7 +950,6 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
     }
     groups = micro_;
   }
-  p.groups = groups;
   layer_time_.assign(static_cast<std::size_t>(m.num_layers), Duration::zero());
   std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
   std::fill(flops_.begin(), flops_.end(), 0.0);

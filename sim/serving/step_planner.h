@@ -230,9 +230,8 @@ class StepPlanner {
 
   // Scratch, reused every step.
   StepPlan plan_;
-  struct PendingPlan {                     // what begin_plan hands to finish_plan
-    std::span<const GroupBatch> full{};    // the step's batches
-    std::span<const GroupBatch> groups{};  // what is costed: full, or one pipeline micro-batch
+  struct PendingPlan {                   // what begin_plan hands to finish_plan
+    std::span<const GroupBatch> full{};  // the step's batches
     Time now{};
     std::int64_t total_tokens = 0;
     std::int64_t sampled_max = 0;

@@ -134,3 +134,26 @@ TEST_CASE("binned routing costs steps as drawing every expert does, on average")
     CHECK(sum[0][3] == Approx(sum[1][3]).epsilon(0.02));
   }
 }
+
+TEST_CASE("the replicas of a pool share one set of routing tables until one changes its own") {
+  const LoadedScenario sc = load_scenario(
+      std::string(MOESIM_SOURCE_DIR) + "/scenarios/reference/deepseek_v3_2x8xh200_ep16_1h.json", {});
+  const RooflineCostModel gpu(sc.spec.cluster.gpu);
+  const RandomStreams streams(1);
+  const ServingModels models(sc.spec, streams);
+  const auto a = models.make_planner(gpu, Rng(1));
+  const auto b = models.make_planner(gpu, Rng(2));
+  CHECK(a->routing_tables() == b->routing_tables());
+  b->set_binned_routing(false);  // copy on write: b gets its own tables, a keeps the shared, binned ones
+  CHECK(a->routing_tables() != b->routing_tables());
+  CHECK(a->binned_routing());
+  CHECK_FALSE(b->binned_routing());
+  // With an experts-in-the-loop mechanism a planner changes its tables and keeps them to itself.
+  const LoadedScenario loop =
+      load_scenario(std::string(MOESIM_SOURCE_DIR) + "/scenarios/reference/deepseek_v3_2x8xh200_ep16_1h.json",
+                    {"experts.rerouting.threshold=1.3"});
+  const ServingModels loop_models(loop.spec, streams);
+  const auto c = loop_models.make_planner(gpu, Rng(1));
+  const auto d = loop_models.make_planner(gpu, Rng(2));
+  CHECK(c->routing_tables() != d->routing_tables());
+}
