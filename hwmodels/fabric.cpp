@@ -138,6 +138,119 @@ void Fabric::load_direct(const AllToAllTraffic& t, AllToAllScratch& sc, const st
   scatter_ranks(t, sc);
 }
 
+// load_high_throughput() on an outer product. Rank d receives over NVLink from every source but those of
+// its own local index (for them d is the forwarder into its node), and the forwarder of local index l in
+// node n sends on every token its l-sources have for the node's other ranks. The NIC crossings, one per
+// (source, other node), are summed as in the dense form: O(ranks x nodes).
+void Fabric::load_high_throughput_separable(const AllToAllTraffic& t, AllToAllScratch& sc) const {
+  reset_ranks(t, sc);
+  const int r = t.ranks;
+  const int per_node = t.ranks_per_node;
+  const int nodes = (r + per_node - 1) / per_node;
+  const double* a = t.src_tokens.data();
+  const double* b = t.rank_share.data();
+  const double* c = t.node_share.data();
+  sc.sums.assign(static_cast<std::size_t>(per_node + nodes), 0.0);
+  double* a_local = sc.sums.data();     // tokens of the sources of each local index
+  double* b_node = a_local + per_node;  // rank shares of each node
+  double a_all = 0;
+  for (int s = 0; s < r; ++s) {
+    a_local[s % per_node] += a[s];
+    b_node[s / per_node] += b[s];
+    a_all += a[s];
+  }
+  for (int d = 0; d < r; ++d) {
+    const auto di = static_cast<std::size_t>(d);
+    const int local = d % per_node;
+    sc.col_nvl[di] = b[d] * std::max(0.0, a_all - a_local[local]);
+    sc.row_nvl[di] = std::max(0.0, b_node[d / per_node] - b[d]) * a_local[local];
+  }
+  for (int s = 0; s < r; ++s) {
+    const int local = s % per_node;
+    const int own = s / per_node;
+    const auto si = static_cast<std::size_t>(s);
+    for (int node = 0; node < nodes; ++node) {
+      const int fwd = node * per_node + local;
+      if (node == own || fwd >= std::min(r, (node + 1) * per_node)) continue;
+      const double u = a[s] * c[node];
+      const auto fi = static_cast<std::size_t>(fwd);
+      sc.row_nic[si] += u;
+      sc.col_nic[fi] += u;
+      if (sc.rank_leaf[si] == sc.rank_leaf[fi]) {
+        sc.row_leaf[si] += u;
+        sc.col_leaf[fi] += u;
+      }
+    }
+  }
+  scatter_ranks(t, sc);
+}
+
+// load_direct() on an outer product: each rank's sums are its share of the totals over the ranks of its
+// node, its leaf and the group, less its own entry. O(ranks).
+void Fabric::load_direct_separable(const AllToAllTraffic& t, AllToAllScratch& sc,
+                                   const std::vector<double>& share, bool intranode_nvlink) const {
+  reset_ranks(t, sc);
+  const int r = t.ranks;
+  const int per_node = t.ranks_per_node;
+  const double* a = t.src_tokens.data();
+  const double* b = share.data();
+  // Per leaf of the cluster (only the group's leaves are touched): sums over the group, then over one node.
+  const auto leaves = static_cast<std::size_t>(topology_.leaves());
+  sc.sums.resize(4 * leaves);
+  double* a_leaf = sc.sums.data();
+  double* b_leaf = a_leaf + leaves;
+  double* a_leaf_node = b_leaf + leaves;
+  double* b_leaf_node = a_leaf_node + leaves;
+  for (int s = 0; s < r; ++s) {
+    const auto l = static_cast<std::size_t>(sc.rank_leaf[static_cast<std::size_t>(s)]);
+    a_leaf[l] = b_leaf[l] = 0;
+  }
+  double a_all = 0;
+  double b_all = 0;
+  for (int s = 0; s < r; ++s) {
+    const auto l = static_cast<std::size_t>(sc.rank_leaf[static_cast<std::size_t>(s)]);
+    a_leaf[l] += a[s];
+    b_leaf[l] += b[s];
+    a_all += a[s];
+    b_all += b[s];
+  }
+  const auto gap = [](double total, double part) { return std::max(0.0, total - part); };
+  for (int begin = 0; begin < r; begin += per_node) {
+    const int end = std::min(r, begin + per_node);
+    double a_node = 0;
+    double b_node = 0;
+    for (int s = begin; s < end; ++s) {
+      const auto l = static_cast<std::size_t>(sc.rank_leaf[static_cast<std::size_t>(s)]);
+      a_leaf_node[l] = b_leaf_node[l] = 0;
+    }
+    for (int s = begin; s < end; ++s) {
+      const auto l = static_cast<std::size_t>(sc.rank_leaf[static_cast<std::size_t>(s)]);
+      a_leaf_node[l] += a[s];
+      b_leaf_node[l] += b[s];
+      a_node += a[s];
+      b_node += b[s];
+    }
+    for (int s = begin; s < end; ++s) {
+      const auto si = static_cast<std::size_t>(s);
+      const auto l = static_cast<std::size_t>(sc.rank_leaf[si]);
+      if (intranode_nvlink) {  // the node's other ranks over NVLink, the rest over the NIC
+        sc.row_nvl[si] = a[s] * gap(b_node, b[s]);
+        sc.col_nvl[si] = b[s] * gap(a_node, a[s]);
+        sc.row_nic[si] = a[s] * gap(b_all, b_node);
+        sc.col_nic[si] = b[s] * gap(a_all, a_node);
+        sc.row_leaf[si] = a[s] * gap(b_leaf[l], b_leaf_node[l]);
+        sc.col_leaf[si] = b[s] * gap(a_leaf[l], a_leaf_node[l]);
+      } else {  // every other rank over the NIC
+        sc.row_nic[si] = a[s] * gap(b_all, b[s]);
+        sc.col_nic[si] = b[s] * gap(a_all, a[s]);
+        sc.row_leaf[si] = a[s] * gap(b_leaf[l], b[s]);
+        sc.col_leaf[si] = b[s] * gap(a_leaf[l], a[s]);
+      }
+    }
+  }
+  scatter_ranks(t, sc);
+}
+
 // Fair sharing of a link among the flows crossing it is work-conserving, so transfers that start
 // together drain a link in load / capacity: each rank finishes when its busiest port (NVLink, or the
 // NIC path: PCIe, NIC, its leaf's uplink bundle) drains, and the phase ends with the slowest rank.
@@ -234,7 +347,13 @@ AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
   const int nodes = (t.ranks + t.ranks_per_node - 1) / t.ranks_per_node;
   MOESIM_CHECK(t.first_node >= 0 && t.first_node + nodes <= spec_.nodes,
                "All-to-All group of " + std::to_string(t.ranks) + " ranks does not fit the fabric");
-  MOESIM_CHECK(t.tokens_to_rank.size() == r * r, "tokens_to_rank size does not match ranks");
+  if (t.separable) {
+    MOESIM_CHECK(t.src_tokens.size() == r && t.rank_share.size() == r && t.pair_share.size() == r &&
+                     t.node_share.size() == static_cast<std::size_t>(nodes),
+                 "separable traffic sizes do not match ranks and nodes");
+  } else {
+    MOESIM_CHECK(t.tokens_to_rank.size() == r * r, "tokens_to_rank size does not match ranks");
+  }
   if (mode == AllToAllMode::kAuto) {
     const AllToAllCost ht = all_to_all(t, AllToAllMode::kHighThroughput, {}, {}, sc);
     const AllToAllCost ll = all_to_all(t, AllToAllMode::kLowLatency, {}, {}, sc);
@@ -245,11 +364,19 @@ AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
   }
   switch (mode) {
     case AllToAllMode::kHighThroughput:
+      if (t.separable) {
+        load_high_throughput_separable(t, sc);
+        return cost_loads(t, sc, spec_.high_throughput, mode, rank_dispatch, rank_combine);
+      }
       MOESIM_CHECK(t.tokens_to_node.size() == r * static_cast<std::size_t>(nodes),
                    "tokens_to_node size does not match ranks x nodes");
       load_high_throughput(t, sc);
       return cost_loads(t, sc, spec_.high_throughput, mode, rank_dispatch, rank_combine);
     case AllToAllMode::kLowLatency:
+      if (t.separable) {
+        load_direct_separable(t, sc, t.pair_share, spec_.low_latency.intranode_over_nvlink);
+        return cost_loads(t, sc, spec_.low_latency, mode, rank_dispatch, rank_combine);
+      }
       MOESIM_CHECK(t.pairs_to_rank.size() == r * r, "pairs_to_rank size does not match ranks");
       load_direct(t, sc, t.pairs_to_rank, spec_.low_latency.intranode_over_nvlink);
       return cost_loads(t, sc, spec_.low_latency, mode, rank_dispatch, rank_combine);
@@ -257,7 +384,11 @@ AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
     case AllToAllMode::kAuto:
       break;
   }
-  load_direct(t, sc, t.tokens_to_rank, true);
+  if (t.separable) {
+    load_direct_separable(t, sc, t.rank_share, true);
+  } else {
+    load_direct(t, sc, t.tokens_to_rank, true);
+  }
   return cost_loads(t, sc, spec_.nvlink_domain, mode, rank_dispatch, rank_combine);
 }
 

@@ -26,12 +26,18 @@ enum class AllToAllMode {
 struct AllToAllTraffic {
   int ranks = 0;
   int ranks_per_node = 1;
-  std::vector<double> tokens_to_rank;  // distinct tokens src sends to dst
-  std::vector<double> pairs_to_rank;   // (token, expert) pairs from src to experts on dst
-  std::vector<double> tokens_to_node;  // [src][node]: distinct tokens src sends to a node
+  std::vector<double> tokens_to_rank{};  // distinct tokens src sends to dst
+  std::vector<double> pairs_to_rank{};   // (token, expert) pairs from src to experts on dst
+  std::vector<double> tokens_to_node{};  // [src][node]: distinct tokens src sends to a node
   double dispatch_bytes_per_token = 0;
   double combine_bytes_per_token = 0;
   int first_node = 0;
+  // Or, with `separable`, the outer products the matrices would hold (the step planner's expected
+  // traffic): src sends src_tokens[s] * rank_share[d] tokens to rank d, src_tokens[s] * node_share[n] to
+  // node n and src_tokens[s] * pair_share[d] pairs to rank d. The matrices are then not read, and the
+  // costing is O(ranks x nodes) instead of O(ranks^2): the same loads up to rounding.
+  bool separable = false;
+  std::vector<double> src_tokens{}, rank_share{}, node_share{}, pair_share{};
 };
 
 struct AllToAllCost {
@@ -55,6 +61,7 @@ struct AllToAllScratch {
   std::vector<double> load;
   std::vector<double> row_nvl, col_nvl, row_nic, col_nic, row_leaf, col_leaf;
   std::vector<int> rank_leaf, rank_node;
+  std::vector<double> sums;  // partial sums of the separable costing
   double nvl_units = 0;
   double nic_units = 0;
 };
@@ -66,7 +73,8 @@ class Fabric {
   [[nodiscard]] const FabricSpec& spec() const { return spec_; }
   [[nodiscard]] const Topology& topology() const { return topology_; }
 
-  // O(ranks^2 + links), no allocation after the first call with a given rank count. ranks <= 1 costs
+  // O(ranks^2 + links) (separable traffic: O(ranks x nodes + links)), no allocation after the first call
+  // with a given rank count. ranks <= 1 costs
   // nothing. Bytes per link follow the counts of the step: a hot rank shows up as a slow rank.
   [[nodiscard]] AllToAllCost all_to_all(const AllToAllTraffic& t, AllToAllMode mode) const;
   // Same, and writes each rank's dispatch and combine time (spans of size t.ranks, or empty).
@@ -94,6 +102,9 @@ class Fabric {
   void load_high_throughput(const AllToAllTraffic& t, AllToAllScratch& sc) const;
   void load_direct(const AllToAllTraffic& t, AllToAllScratch& sc, const std::vector<double>& units,
                    bool intranode_nvlink) const;
+  void load_high_throughput_separable(const AllToAllTraffic& t, AllToAllScratch& sc) const;
+  void load_direct_separable(const AllToAllTraffic& t, AllToAllScratch& sc, const std::vector<double>& share,
+                             bool intranode_nvlink) const;
   void reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
   void scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
   [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllScratch& sc,

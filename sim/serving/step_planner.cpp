@@ -141,9 +141,11 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   group_bytes_moe_.resize(static_cast<std::size_t>(groups_));
   traffic_.ranks = gpus_;
   traffic_.ranks_per_node = std::min(gpus_, s.cluster.gpus_per_node);
-  traffic_.tokens_to_rank.assign(g * g, 0.0);
-  traffic_.pairs_to_rank.assign(g * g, 0.0);
-  traffic_.tokens_to_node.assign(g * static_cast<std::size_t>(nodes_), 0.0);
+  traffic_.separable = true;  // expected shares: every source sends alike (O(ranks x nodes) costing)
+  traffic_.src_tokens.assign(g, 0.0);
+  traffic_.rank_share.assign(g, 0.0);
+  traffic_.pair_share.assign(g, 0.0);
+  traffic_.node_share.assign(static_cast<std::size_t>(nodes_), 0.0);
   const auto layers = static_cast<std::size_t>(m.moe_layers());
   touch_gpu_.assign(layers * ranks, 0.0);
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
@@ -393,31 +395,14 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
         touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(ranks_);
     const double* touch_node =
         touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
-    // Only the matrices the All-to-All mode reads (high-throughput: tokens to ranks and nodes; low-latency:
-    // pairs; auto: both), filled per layer and step: the divisions were an eighth of a step's cost.
+    // The traffic is an outer product: source GPU s sends src_tokens[s] x (a GPU's or node's share).
     const AllToAllMode mode = s_.deployment.all_to_all_mode;
-    const bool fill_tokens = mode != AllToAllMode::kLowLatency;
-    const bool fill_pairs = mode == AllToAllMode::kLowLatency || mode == AllToAllMode::kAuto;
-    for (int src = 0; src < gpus_; ++src) {
-      const double t = src_tokens[static_cast<std::size_t>(src)];
-      for (int node = 0; node < nodes_ && fill_tokens; ++node) {
-        traffic_.tokens_to_node[static_cast<std::size_t>(src * nodes_ + node)] = t * touch_node[node];
-      }
-      double* to_rank = traffic_.tokens_to_rank.data() + static_cast<std::ptrdiff_t>(src) * gpus_;
-      double* to_pairs = traffic_.pairs_to_rank.data() + static_cast<std::ptrdiff_t>(src) * gpus_;
-      if (etp_ == 1) {  // the same values as below without the division by 1
-        if (fill_tokens)
-          for (int d = 0; d < gpus_; ++d) to_rank[d] = t * touch_gpu[d];
-        if (fill_pairs)
-          for (int d = 0; d < gpus_; ++d)
-            to_pairs[d] = t * k * gpu_pairs_[static_cast<std::size_t>(d)] / pairs;
-        continue;
-      }
-      for (int d = 0; d < gpus_; ++d) {
-        const auto r = static_cast<std::size_t>(d / etp_);
-        if (fill_tokens) to_rank[d] = t * touch_gpu[r] / etp_;
-        if (fill_pairs) to_pairs[d] = t * k * gpu_pairs_[r] / pairs / etp_;
-      }
+    std::copy(src_tokens.begin(), src_tokens.end(), traffic_.src_tokens.begin());
+    std::copy(touch_node, touch_node + nodes_, traffic_.node_share.begin());
+    for (int d = 0; d < gpus_; ++d) {
+      const auto r = static_cast<std::size_t>(d / etp_);
+      traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[r] / etp_;
+      traffic_.pair_share[static_cast<std::size_t>(d)] = k * gpu_pairs_[r] / pairs / etp_;
     }
     const AllToAllCost c = fabric_.all_to_all(traffic_, mode, {}, {}, a2a_scratch_);
     out.dispatch = c.dispatch;

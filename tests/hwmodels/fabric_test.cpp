@@ -182,6 +182,88 @@ TEST_CASE("a group placed on later nodes uses those nodes' links") {
   CHECK_THROWS(fabric.all_to_all(t, AllToAllMode::kHighThroughput));
 }
 
+// The step planner's traffic is an outer product (every source sends its tokens in the same shares), which
+// Fabric costs in O(ranks x nodes): it must cost what the dense matrices of the same product cost.
+TEST_CASE("separable traffic costs what its dense outer product costs, on every kernel and topology") {
+  struct Case {
+    const char* name;
+    FabricSpec spec;
+    int ranks;
+    int per_node;
+    int first_node;
+  };
+  FabricSpec multi_leaf = hgx(4);
+  multi_leaf.nodes_per_leaf_group = 2;
+  multi_leaf.oversubscription = 4.0;
+  FabricSpec fat = hgx(4);
+  fat.layout = NetworkLayout::kFatTree;
+  fat.nodes_per_leaf_group = 1;
+  fat.oversubscription = 2.0;
+  FabricSpec shared_nic = hgx(3);
+  shared_nic.nics_per_node = 4;
+  FabricSpec nic_only = hgx(2);
+  nic_only.low_latency.intranode_over_nvlink = false;
+  const std::vector<Case> cases = {{"EP16 on two nodes", hgx(2), 16, 8, 0},
+                                   {"two leaf groups, oversubscribed", multi_leaf, 32, 8, 0},
+                                   {"fat tree, a leaf per node", fat, 32, 8, 0},
+                                   {"partial last node", hgx(3), 20, 8, 0},
+                                   {"four ranks per node on later nodes", multi_leaf, 12, 4, 1},
+                                   {"two GPUs per NIC", shared_nic, 24, 8, 0},
+                                   {"low-latency peers over the NIC", nic_only, 16, 8, 0},
+                                   {"one node", hgx(1), 8, 8, 0}};
+  std::uint64_t state = 12345;
+  auto uniform = [&state] {  // a 64-bit LCG (Knuth's MMIX constants): values in [0, 1)
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) * 0x1.0p-53;
+  };
+  for (const Case& c : cases) {
+    const int nodes = (c.ranks + c.per_node - 1) / c.per_node;
+    const auto r = static_cast<std::size_t>(c.ranks);
+    AllToAllTraffic sep{.ranks = c.ranks,
+                        .ranks_per_node = c.per_node,
+                        .dispatch_bytes_per_token = kFp8Token,
+                        .combine_bytes_per_token = kBf16Token,
+                        .first_node = c.first_node,
+                        .separable = true};
+    for (std::size_t i = 0; i < r; ++i) {
+      sep.src_tokens.push_back(64 + 512 * uniform());
+      sep.rank_share.push_back(0.05 + 0.5 * uniform());
+      sep.pair_share.push_back(0.2 + uniform());
+    }
+    for (int n = 0; n < nodes; ++n) sep.node_share.push_back(0.1 + 0.8 * uniform());
+    AllToAllTraffic dense = sep;
+    dense.separable = false;
+    for (std::size_t s = 0; s < r; ++s) {
+      for (std::size_t d = 0; d < r; ++d) {
+        dense.tokens_to_rank.push_back(sep.src_tokens[s] * sep.rank_share[d]);
+        dense.pairs_to_rank.push_back(sep.src_tokens[s] * sep.pair_share[d]);
+      }
+      for (int n = 0; n < nodes; ++n)
+        dense.tokens_to_node.push_back(sep.src_tokens[s] * sep.node_share[static_cast<std::size_t>(n)]);
+    }
+    const Fabric fabric(c.spec);
+    for (const AllToAllMode mode : {AllToAllMode::kHighThroughput, AllToAllMode::kLowLatency,
+                                    AllToAllMode::kNvlinkDomain, AllToAllMode::kAuto}) {
+      INFO(c.name << ", mode " << static_cast<int>(mode));
+      std::vector<Duration> sep_dispatch(r), sep_combine(r), dense_dispatch(r), dense_combine(r);
+      const AllToAllCost a = fabric.all_to_all(sep, mode, sep_dispatch, sep_combine);
+      const AllToAllCost b = fabric.all_to_all(dense, mode, dense_dispatch, dense_combine);
+      CHECK(a.mode == b.mode);
+      CHECK(a.dispatch.seconds() == Approx(b.dispatch.seconds()).epsilon(1e-9));
+      CHECK(a.combine.seconds() == Approx(b.combine.seconds()).epsilon(1e-9));
+      CHECK(a.nvlink_bytes == Approx(b.nvlink_bytes).epsilon(1e-9));
+      CHECK(a.nic_bytes == Approx(b.nic_bytes).epsilon(1e-9));
+      CHECK(a.hot_rank == b.hot_rank);
+      CHECK(a.hot_link == b.hot_link);
+      CHECK(a.hot_rank_ratio == Approx(b.hot_rank_ratio).epsilon(1e-9));
+      for (std::size_t i = 0; i < r; ++i) {
+        CHECK(sep_dispatch[i].seconds() == Approx(dense_dispatch[i].seconds()).epsilon(1e-9));
+        CHECK(sep_combine[i].seconds() == Approx(dense_combine[i].seconds()).epsilon(1e-9));
+      }
+    }
+  }
+}
+
 TEST_CASE("moving expert weights inside a node beats moving them across nodes") {
   const FabricSpec s = hgx(2);
   const Fabric fabric(s);
