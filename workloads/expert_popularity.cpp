@@ -382,9 +382,13 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
   for (int k = 0; k < bins; ++k)
     b.begin[static_cast<std::size_t>(k) + 1] += b.begin[static_cast<std::size_t>(k)];
   b.at.resize(n);
+  b.pi.resize(n);
+  b.entry.resize(n);
   std::vector<int> fill(b.begin.begin(), b.begin.end() - 1);
   for (std::size_t i = 0; i < n; ++i) {  // ascending positions within each bin
     const auto bin = static_cast<std::size_t>(bin_of_expert[static_cast<std::size_t>(layer.order[i])]);
+    b.pi[static_cast<std::size_t>(fill[bin])] = layer.pi[i];
+    b.entry[i] = fill[bin];
     b.at[static_cast<std::size_t>(fill[bin]++)] = static_cast<int>(i);
   }
   b.prefix.assign(n + static_cast<std::size_t>(bins), Bins::Sums{});
@@ -400,25 +404,42 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
   return b;
 }
 
-std::size_t RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
-                                          std::span<std::int32_t> counts, std::span<std::int64_t> bin_pairs,
-                                          std::span<std::int32_t> bin_hot) {
+void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
+                                   std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
+                                   std::span<std::int32_t> bin_hot) {
   const std::size_t n = layer.order.size();
   const auto nb = static_cast<std::size_t>(bins.count);
-  MOESIM_CHECK(counts.size() == n && bin_pairs.size() == nb && bin_hot.size() == nb && nb <= z_.size(),
+  MOESIM_CHECK(cold.size() == n && bins.pi.size() == n && bin_pairs.size() == nb && bin_hot.size() == nb &&
+                   nb <= z_.size(),
                "binned routing sampler size mismatch");
   std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
   std::fill(bin_hot.begin(), bin_hot.end(), 0);
   const std::int64_t slots = tokens * layer.top_k;
   if (slots == 0) {
-    std::fill(counts.begin(), counts.end(), 0);
-    return n;
+    std::fill(cold.begin(), cold.end(), 0);
+    return;
   }
   const double t = static_cast<double>(tokens);
   const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
-  const ColdDraw cold = draw_cold(layer, tokens, cap, rng, counts);
-  const std::size_t hot = cold.hot;
-  std::int64_t residual = slots - cold.total;
+  // Hot and cold as in sample() (positions [0, hot) of layer.order are hot); each bin's positions ascend,
+  // so its hot experts come first and its cold ones are drawn, Poisson, in the bin's order.
+  const double cold_pi = std::min(0.1, kColdMean / t);
+  const auto hot = static_cast<std::size_t>(
+      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+  std::int64_t cold_total = 0;
+  for (std::size_t k = 0; k < nb; ++k) {
+    const auto first = bins.at.begin() + bins.begin[k];
+    const auto last = bins.at.begin() + bins.begin[k + 1];
+    const auto h = static_cast<std::int32_t>(std::lower_bound(first, last, static_cast<int>(hot)) - first);
+    bin_hot[k] = h;
+    for (auto j = static_cast<std::size_t>(bins.begin[k] + h);
+         j < static_cast<std::size_t>(bins.begin[k + 1]); ++j) {
+      const std::int32_t c = std::min(kPoissonTables.sample(t * bins.pi[j], rng.next_u64()), cap);
+      cold[j] = c;
+      cold_total += c;
+    }
+  }
+  std::int64_t residual = slots - cold_total;
   if (hot > 0) {
     // Bin b's hot experts: mean T P_b, variance T A_b before conditioning (P, A: sums of pi and sd^2);
     // Y_b = T P_b + sqrt(T A_b) z_b + (A_b / A) (H - T P - sqrt(T) sum sqrt(A_c) z_c) is sample()'s
@@ -427,13 +448,9 @@ std::size_t RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, 
     double s = 0;
     std::uint64_t bits = 0;
     for (std::size_t k = 0; k < nb; ++k) {
-      const auto first = bins.at.begin() + bins.begin[k];
-      const auto last = bins.at.begin() + bins.begin[k + 1];
-      const auto h = static_cast<std::int32_t>(std::lower_bound(first, last, static_cast<int>(hot)) - first);
-      bin_hot[k] = h;
       if ((k & 3) == 0) bits = rng.next_u64();
       const double var_b =
-          bins.prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(h)].var;
+          bins.prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k])].var;
       const double az = sqrt_t * std::sqrt(var_b) * table_normal(bits >> 52);
       bits <<= 16;
       z_[k] = az;
@@ -477,12 +494,13 @@ std::size_t RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, 
       if (!moved) break;
     }
   }
-  if (residual != 0) {  // every hot bin at a bound: the cold experts take the rest
-    const std::span<const int> cold_cells(layer.order.data() + hot, n - hot);
-    residual = spread_residual(cold_cells, cold_cells.size(), cap, residual, rng, counts);
+  if (residual != 0) {  // no hot expert, or every hot bin at a bound: the cold experts take the rest
+    // In the order of the positions, as sample() spreads it: in the bins' order a residual would land on
+    // one or two bins (their variance grew by a quarter in a test with every expert cold).
+    cells_.assign(bins.entry.begin() + static_cast<std::ptrdiff_t>(hot), bins.entry.end());
+    residual = spread_residual(cells_, cells_.size(), cap, residual, rng, cold);
   }
   MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
-  return hot;
 }
 
 std::int64_t spread_residual(std::span<const int> cells, std::size_t hot, std::int32_t cap,

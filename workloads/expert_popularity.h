@@ -81,6 +81,8 @@ class RoutingSampler {
     int count = 0;
     std::vector<int> begin;  // [bin]: its first entry in `at` (count + 1 entries)
     std::vector<int> at;     // each bin's experts as positions in Layer::order, ascending
+    std::vector<double> pi;  // Layer::pi of each entry of `at`
+    std::vector<int> entry;  // [position in Layer::order]: its entry in `at`
     struct Sums {
       double pi = 0;   // sum of pi over the bin's first j positions
       double var = 0;  // the same for sd^2
@@ -91,14 +93,15 @@ class RoutingSampler {
 
   explicit RoutingSampler(int experts);
   void sample(const Layer& layer, std::int64_t tokens, Rng& rng, std::span<std::int32_t> counts);
-  // What a cost that reads only per-bin sums needs, without a draw per hot expert: the cold experts
-  // (positions [hot, n) of layer.order, returned `hot`) drawn one by one into `counts` as sample() does;
-  // the hot ones summed per bin into `bin_pairs` (and their number into `bin_hot`) from the same Gaussian
+  // What a cost that reads only per-bin sums needs, without a draw per hot expert. The cold experts (mean
+  // below kColdMean, as in sample()) are drawn one by one, Poisson, into `cold` at their entries of
+  // bins.at: bin b's are [bins.begin[b] + bin_hot[b], bins.begin[b + 1]) (a bin's hot experts come first).
+  // The hot ones are summed per bin into `bin_pairs` (their number into `bin_hot`) from the same Gaussian
   // conditioned on the same total, whose per-bin sums are Gaussian with the summed means and variances:
   // the law of sample()'s per-bin sums, up to rounding per bin instead of per expert. O(bins + cold).
-  std::size_t sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
-                            std::span<std::int32_t> counts, std::span<std::int64_t> bin_pairs,
-                            std::span<std::int32_t> bin_hot);
+  void sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
+                     std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
+                     std::span<std::int32_t> bin_hot);
   // n trials of a layer from prepare_multinomial: up to kDirectTrials one categorical draw per trial (exact,
   // scanning cells by descending probability), beyond that sample().
   static constexpr std::int64_t kDirectTrials = 32;
@@ -110,7 +113,8 @@ class RoutingSampler {
   }
 
  private:
-  std::vector<double> z_;  // scaled normals of the hot experts
+  std::vector<double> z_;   // scaled normals of the hot experts
+  std::vector<int> cells_;  // the cold entries of sample_binned when they absorb a residual
 };
 
 // Spreads a residual of rounding and clamping (counts must gain `residual`, or lose it when negative) by +-1

@@ -1074,24 +1074,34 @@ const StepPlan& StepPlanner::finish_plan() {
     if (binned) {
       const auto l = static_cast<std::size_t>(layer);
       const RoutingSampler::Layer& table = tables_->layers[l];
-      const std::size_t hot =
-          sampler_.sample_binned(table, bins[l], total_tokens, rng_, counts_, bin_pairs_, bin_hot_);
-      // A hot expert (mean of at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
+      const RoutingSampler::Bins& b = bins[l];
+      sampler_.sample_binned(table, b, total_tokens, rng_, counts_, bin_pairs_, bin_hot_);
+      // counts_ holds the cold experts' counts in the bins' order. A hot expert (mean of at least
+      // RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
       for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
         const std::int64_t n = bin_pairs_[g];
         const std::int32_t h = bin_hot_[g];
-        const std::int64_t first = tbo ? round_half_away(double(n) * half_a_) : n;
-        gpu_pairs_[g] += double(n);
-        rank_bytes_[g] += bytes_per_use * h;
-        gpu_touched_[2 * g] += first > 0 ? h : 0;
+        std::int64_t first = tbo ? round_half_away(double(n) * half_a_) : n;
+        std::int64_t pairs = n;
+        std::int32_t touched = h;
+        std::int32_t touched_a = first > 0 ? h : 0;
+        std::int32_t touched_b = n - first > 0 ? h : 0;
+        for (int j = b.begin[g] + h; j < b.begin[g + 1]; ++j) {
+          const std::int32_t c = counts_[static_cast<std::size_t>(j)];
+          if (c == 0) continue;
+          const std::int32_t fa = first_half(c);
+          pairs += c;
+          first += fa;
+          ++touched;
+          touched_a += fa > 0 ? 1 : 0;
+          touched_b += c - fa > 0 ? 1 : 0;
+        }
+        gpu_pairs_[g] += double(pairs);
+        rank_bytes_[g] += bytes_per_use * touched;
+        gpu_touched_[2 * g] += touched_a;
         gpu_half_pairs_[2 * g] += double(first);
-        gpu_touched_[2 * g + 1] += n - first > 0 ? h : 0;
-        gpu_half_pairs_[2 * g + 1] += double(n - first);
-      }
-      for (std::size_t i = hot; i < table.order.size(); ++i) {
-        const int e = table.order[i];
-        const std::int32_t c = counts_[static_cast<std::size_t>(e)];
-        if (c > 0) use(static_cast<std::size_t>(single[e]), c);
+        gpu_touched_[2 * g + 1] += touched_b;
+        gpu_half_pairs_[2 * g + 1] += double(pairs - first);
       }
     } else {
       sample_layer(layer, total_tokens);
