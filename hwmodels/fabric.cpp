@@ -285,10 +285,16 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
     const double nvl = std::max(ld(topology_.nvlink_out(g)), ld(topology_.nvlink_in(g)));
     LinkKind nic_kind = LinkKind::kNicOut;
     double nic = 0;
+    const auto ri = static_cast<std::size_t>(r);
+    const double out_stretch = ri < t.nic_out_shared.size() ? 1.0 + t.nic_out_shared[ri] : 1.0;
+    const double in_stretch = ri < t.nic_in_shared.size() ? 1.0 + t.nic_in_shared[ri] : 1.0;
+    int i = 0;
     for (const int link :
          {topology_.nic_out(g), topology_.nic_in(g), topology_.pcie_up(g), topology_.pcie_down(g),
           topology_.leaf_up(topology_.leaf_of(g)), topology_.leaf_down(topology_.leaf_of(g))}) {
-      const double v = ld(link);
+      const double stretch = i == 0 || i == 2 ? out_stretch : i == 1 || i == 3 ? in_stretch : 1.0;
+      ++i;
+      const double v = ld(link) * stretch;
       if (v > nic) {
         nic = v;
         nic_kind = topology_.link(link).kind;
@@ -304,7 +310,6 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
       c.hot_link = a >= b ? LinkKind::kNvlinkOut : nic_kind;
       worst_link_s = std::max(nvl, nic);
     }
-    const auto ri = static_cast<std::size_t>(r);
     if (ri < rank_dispatch.size()) {
       rank_dispatch[ri] =
           max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(data * t.dispatch_bytes_per_token));
@@ -425,7 +430,7 @@ Duration Fabric::send_recv(double bytes, bool intra_node) const {
   return spec_.nic_latency + c.p2p_nic_overhead + Duration::from_seconds(std::max(0.0, bytes) / rate);
 }
 
-Duration Fabric::transfer(double bytes, int src_gpu, int dst_gpu) const {
+Duration Fabric::transfer(double bytes, int src_gpu, int dst_gpu, double shared) const {
   MOESIM_CHECK(src_gpu >= 0 && src_gpu < topology_.gpus() && dst_gpu >= 0 && dst_gpu < topology_.gpus(),
                "transfer between GPUs outside the fabric");
   if (src_gpu == dst_gpu || bytes <= 0) return Duration::zero();
@@ -441,7 +446,8 @@ Duration Fabric::transfer(double bytes, int src_gpu, int dst_gpu) const {
   const CollectiveCalibration& c = spec_.collectives;
   const Duration overhead = intra ? c.p2p_nvlink_overhead : c.p2p_nic_overhead;
   const double eff = intra ? spec_.efficiency : c.p2p_nic_efficiency;
-  return latency + overhead + Duration::from_seconds(bytes / (rate * eff));
+  return latency + overhead +
+         Duration::from_seconds(bytes / (rate * eff) * (1.0 + std::clamp(shared, 0.0, 1.0)));
 }
 
 Duration Fabric::host_to_gpu(double bytes, int gpu) const {

@@ -38,6 +38,11 @@ struct AllToAllTraffic {
   // costing is O(ranks x nodes) instead of O(ranks^2): the same loads up to rounding.
   bool separable = false;
   std::vector<double> src_tokens{}, rank_share{}, node_share{}, pair_share{};
+  // Other traffic on each rank's NIC path during the phase (KV-cache transfers of disaggregated serving):
+  // the fraction of the time a flow of its own holds the rank's outgoing (NIC out, PCIe up) and incoming
+  // (NIC in, PCIe down) links. Links share fairly, so the All-to-All's data time on them stretches by
+  // 1 + that fraction. Empty: none.
+  std::vector<double> nic_out_shared{}, nic_in_shared{};
 };
 
 struct AllToAllCost {
@@ -90,8 +95,10 @@ class Fabric {
   [[nodiscard]] Duration all_reduce(double bytes, int group, bool intra_node) const;
   // One point-to-point message (pipeline-parallel activations), NCCL send/recv.
   [[nodiscard]] Duration send_recv(double bytes, bool intra_node) const;
-  // Bulk copy of `bytes` (expert weights) from one GPU to another over their route, alone on it.
-  [[nodiscard]] Duration transfer(double bytes, int src_gpu, int dst_gpu) const;
+  // Bulk copy of `bytes` (expert weights, KV caches) from one GPU to another over their route. `shared`:
+  // the fraction of the time another flow holds the route's bottleneck (fair sharing halves the rate then,
+  // so the data time stretches by 1 + shared); 0: alone on it.
+  [[nodiscard]] Duration transfer(double bytes, int src_gpu, int dst_gpu, double shared = 0) const;
   // Host -> GPU copy over the GPU's host link, alone on it. A loader that runs several copies on one
   // host link shares host_link_bytes_per_s between them.
   [[nodiscard]] Duration host_to_gpu(double bytes, int gpu) const;

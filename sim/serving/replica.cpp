@@ -102,6 +102,14 @@ void Replica::on_decide() {
   // The step's cheap half now; the rest (sampling and costing every MoE layer) may run on a worker while
   // the simulation goes on, up to the time the step cannot end before: the plan is joined there, always
   // (with or without workers), so the order of events, hence the report, does not depend on threads.
+  // KV caches moving through this replica's NICs share them with the step's All-to-All.
+  const auto gpus = static_cast<std::size_t>(planner_->gpus());
+  kv_out_.assign(gpus, 0.0);
+  kv_in_.assign(gpus, 0.0);
+  const Duration horizon = max(planner_->last_plan().total, Duration::from_us(1));
+  const bool kv = ctx_.host.kv_on_nics(first_gpu_, now, horizon, kv_out_, kv_in_);
+  planner_->set_nic_shared(kv ? std::span<const double>(kv_out_) : std::span<const double>{},
+                           kv ? std::span<const double>(kv_in_) : std::span<const double>{});
   const Duration lower_bound = planner_->begin_plan(batches_, now);
   if (ctx_.plans != nullptr) {
     ctx_.plans->submit(plan_job_);
@@ -130,6 +138,11 @@ void Replica::on_planned() {
     }
   }
   step_.plan = &plan;
+  const Fabric& fabric = ctx_.models.fabric();
+  const double nic_rate = std::min(fabric.spec().nic_bytes_per_s / fabric.topology().gpus_per_nic(),
+                                   fabric.spec().pcie_bytes_per_s);
+  const double nic_s = plan.dispatch_nic_bytes / planner_->gpus() / nic_rate;
+  nic_busy_share_ = plan.total > Duration::zero() ? std::min(1.0, nic_s / plan.total.seconds()) : 0.0;
   ctx_.metrics.on_step(step_, *planner_, step_start_);
   ctx_.sim.schedule_at(step_start_ + plan.total, Phase::kNormal, [this] { on_step_done(); });
 }

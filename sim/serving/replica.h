@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "sim/engine/simulator.h"
@@ -28,6 +29,14 @@ class ReplicaHost {
   virtual void on_prefilled(RequestIdx idx, Time now) = 0;
   // `idx` left the replica to migrate with its KV cache (KV blocks freed).
   virtual void on_migrated_out(RequestIdx idx, Time now) = 0;
+  // KV-cache transfers on the NIC paths of GPUs [first_gpu, first_gpu + out.size()) during [now, now +
+  // horizon): the fraction of that window each GPU's outgoing and incoming NIC path carries one. False when
+  // none does (then `out` and `in` are untouched).
+  virtual bool kv_on_nics(int first_gpu, Time now, Duration horizon, std::span<double> out,
+                          std::span<double> in) {
+    (void)first_gpu, (void)now, (void)horizon, (void)out, (void)in;
+    return false;
+  }
 };
 
 // What a replica needs from the run: the engine, the request table, the shared models, the batch policy
@@ -77,6 +86,9 @@ class Replica {
   [[nodiscard]] const std::vector<AttentionGroup>& groups() const { return groups_; }
   [[nodiscard]] const StepPlanner& planner() const { return *planner_; }
   [[nodiscard]] const SpeculativeCounts& speculative_counts() const { return speculative_; }
+  // The share of its last step that the All-to-All kept a GPU's NIC path busy (the mean GPU's), which a KV
+  // transfer through that NIC shares.
+  [[nodiscard]] double nic_busy_share() const { return nic_busy_share_; }
   // Waits for a step plan still being computed (before reading the planner at the end of a run).
   void settle();
 
@@ -106,6 +118,8 @@ class Replica {
   int first_gpu_;
   int migrate_ = 0;                  // requests asked to leave at the next step boundary
   std::vector<RequestIdx> handoff_;  // prefilled in the last step, for the host
+  double nic_busy_share_ = 0;
+  std::vector<double> kv_out_, kv_in_;  // KV transfers' share of each GPU's NIC path in this step
 };
 
 }  // namespace moesim

@@ -49,6 +49,8 @@ class Cluster final : public ReplicaHost {
   void on_step_done() override { pull_arrival(); }
   void on_prefilled(RequestIdx idx, Time now) override;
   void on_migrated_out(RequestIdx idx, Time now) override;
+  bool kv_on_nics(int first_gpu, Time now, Duration horizon, std::span<double> out,
+                  std::span<double> in) override;
 
  private:
   void add_pool(const PoolSpec& p, const GpuCostModel& gpu);
@@ -87,10 +89,11 @@ class Cluster final : public ReplicaHost {
   std::vector<int> entry_pools_;   // where requests arrive: role both or prefill
   std::vector<int> decode_pools_;  // where prefilled requests go
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<GroupLoad> loads_;           // the router's view, refreshed per arrival
-  std::vector<std::int64_t> kv_inflight_;  // per decode group (flat over decode_pools_): KV on the way
-  std::vector<Time> link_free_;            // per GPU of the cluster: when its KV sends are done
-  std::vector<int> migration_to_;          // per replica: where its migrating requests go (-1: none)
+  std::vector<GroupLoad> loads_;                  // the router's view, refreshed per arrival
+  std::vector<std::int64_t> kv_inflight_;         // per decode group (flat over decode_pools_): KV on the way
+  std::vector<Time> link_free_;                   // per GPU of the cluster: when its KV sends are done
+  std::vector<Time> nic_out_free_, nic_in_free_;  // per GPU: when KV transfers leave its NIC path free
+  std::vector<int> migration_to_;                 // per replica: where its migrating requests go (-1: none)
   bool arrival_pending_ = false;
   std::int64_t next_id_ = 0;
   std::vector<std::uint64_t> keys_;  // scratch: a prompt's block keys from the source
@@ -144,6 +147,8 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
   loads_.resize(static_cast<std::size_t>(std::max(entry_groups, decode_groups)));
   kv_inflight_.assign(static_cast<std::size_t>(decode_groups), 0);
   link_free_.assign(static_cast<std::size_t>(s.cluster.total_gpus()), Time{});
+  nic_out_free_.assign(link_free_.size(), Time{});
+  nic_in_free_.assign(link_free_.size(), Time{});
   migration_to_.assign(replicas_.size(), -1);
 }
 
@@ -351,8 +356,10 @@ void Cluster::on_prefilled(RequestIdx idx, Time now) {
 // request's KV cache (kv_transfer_size: MLA replicated on every TP rank, GQA heads sharded) from a GPU of
 // the source group (round robin over the source's TP ranks), over the fabric route between them
 // (Fabric::transfer: the bottleneck link of the route, its latency and p2p overhead). Transfers leaving one
-// GPU queue behind each other (one KV send engine per GPU, FIFO); they do not slow, nor are slowed by,
-// the All-to-All and other transfers on the same links: link sharing beyond that queue is not modelled.
+// GPU queue behind each other (one KV send engine per GPU, FIFO). Across nodes a transfer shares the NIC
+// paths with the All-to-All of the instances at both ends: fair sharing halves its rate while theirs is
+// on, so its data time stretches by 1 + the larger of their NIC busy shares (Replica::nic_busy_share); in
+// turn their steps see it on those NICs (kv_on_nics). Inside a node it goes over NVLink, not shared.
 // A pipeline-staged instance sends from its first stage's GPUs.
 void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int group, Time now, bool migration) {
   Request& r = requests_[idx];
@@ -365,8 +372,17 @@ void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int grou
     const int dst_gpu = to.first_gpu() + group * dst.attention_tp + j;
     Time& free = link_free_[static_cast<std::size_t>(src_gpu)];
     const Time start = std::max(now, free);
-    free = start + models_.fabric().transfer(size.bytes_per_dest_gpu, src_gpu, dst_gpu);
+    const Topology& topo = models_.fabric().topology();
+    const bool across = topo.node_of(src_gpu) != topo.node_of(dst_gpu);
+    const double shared = across ? std::max(from.nic_busy_share(), to.nic_busy_share()) : 0.0;
+    free = start + models_.fabric().transfer(size.bytes_per_dest_gpu, src_gpu, dst_gpu, shared);
     done = std::max(done, free);
+    if (across) {
+      Time& out = nic_out_free_[static_cast<std::size_t>(src_gpu)];
+      Time& in = nic_in_free_[static_cast<std::size_t>(dst_gpu)];
+      out = std::max(out, free);
+      in = std::max(in, free);
+    }
   }
   metrics_.on_kv_transfer(size.wire_bytes, done - now, migration);
   r.replica = to.index();
@@ -413,6 +429,23 @@ void Cluster::check_migration(int pool) {
   }
   const bool done = metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived;
   if (!done) sim_.schedule_in(m.check_every, Phase::kNormal, [this, pool] { check_migration(pool); });
+}
+
+// The KV sends of a GPU run back to back from now until nic_out_free_ (its FIFO queue); a GPU's receives
+// are counted busy until the last of them ends.
+bool Cluster::kv_on_nics(int first_gpu, Time now, Duration horizon, std::span<double> out,
+                         std::span<double> in) {
+  bool any = false;
+  const double h = horizon.seconds();
+  for (std::size_t j = 0; j < out.size(); ++j) {
+    const std::size_t g = static_cast<std::size_t>(first_gpu) + j;
+    const Time o = nic_out_free_[g];
+    const Time i = nic_in_free_[g];
+    out[j] = o > now ? std::min(1.0, (o - now).seconds() / h) : 0.0;
+    in[j] = i > now ? std::min(1.0, (i - now).seconds() / h) : 0.0;
+    any = any || out[j] > 0 || in[j] > 0;
+  }
+  return any;
 }
 
 void Cluster::on_migrated_out(RequestIdx idx, Time now) {

@@ -376,6 +376,11 @@ Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, int comm_s
   return o.time;
 }
 
+void StepPlanner::set_nic_shared(std::span<const double> out, std::span<const double> in) {
+  traffic_.nic_out_shared.assign(out.begin(), out.end());
+  traffic_.nic_in_shared.assign(in.begin(), in.end());
+}
+
 // Dispatch and combine of one layer for `src_tokens` tokens on each GPU (the whole batch or one
 // micro-batch; `pairs` routed (token, expert) pairs of the whole batch), with the expert-TP sum of
 // partial outputs added to the combine.

@@ -115,6 +115,9 @@ class StepPlanner {
   [[nodiscard]] std::span<const double> gpu_flops() const { return flops_; }
   [[nodiscard]] std::span<const double> gpu_bytes() const { return bytes_; }
   [[nodiscard]] int gpus() const { return gpus_; }
+  // Other traffic on each GPU's NIC path during the next step (AllToAllTraffic::nic_out_shared); empty
+  // spans: none. Call before begin_plan.
+  void set_nic_shared(std::span<const double> out, std::span<const double> in);
   [[nodiscard]] const Placement& placement() const { return placement_; }
   // Replaces the placement (a rebalance); cached touch fractions are recomputed lazily.
   void set_placement(Placement p);

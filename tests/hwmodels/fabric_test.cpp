@@ -264,6 +264,47 @@ TEST_CASE("separable traffic costs what its dense outer product costs, on every 
   }
 }
 
+// Disaggregated serving moves KV caches over the NICs the All-to-All uses. Fair sharing halves a flow's
+// rate while the other is on: a transfer whose bottleneck is busy a fraction f of the time takes 1 + f
+// times its data time, and an All-to-All whose NIC paths carry KV a fraction f of the phase the same.
+TEST_CASE("KV traffic on a NIC stretches the data time of transfers and All-to-Alls by 1 + its share") {
+  const Fabric fabric(hgx(2));
+  // transfer = fixed + bytes x slope: the slope from two sizes, alone and shared half the time.
+  const auto slope = [&](double shared) {
+    return (fabric.transfer(2e9, 0, 8, shared) - fabric.transfer(1e9, 0, 8, shared)).seconds() / 1e9;
+  };
+  CHECK(slope(0.5) == Approx(1.5 * slope(0.0)).epsilon(1e-9));
+  CHECK(slope(1.0) == Approx(2.0 * slope(0.0)).epsilon(1e-9));
+  CHECK((fabric.transfer(1e9, 0, 8, 0.5) - fabric.transfer(1e9, 0, 8)).seconds() ==
+        Approx(0.5 * 1e9 * slope(0.0)).epsilon(1e-9));
+
+  // One GPU per node: the All-to-All is NIC traffic only, large enough to be above the latency floors;
+  // the phase is startup + data, and only the data stretches.
+  FabricSpec one_gpu_nodes{.nodes = 4, .gpus_per_node = 1};
+  const Fabric nics(one_gpu_nodes);
+  AllToAllTraffic t = spread_traffic(4, 1, 8192, 8, 0.0);
+  for (const AllToAllMode mode : {AllToAllMode::kHighThroughput, AllToAllMode::kLowLatency}) {
+    const AllToAllKernel& k =
+        mode == AllToAllMode::kHighThroughput ? one_gpu_nodes.high_throughput : one_gpu_nodes.low_latency;
+    t.nic_out_shared.clear();
+    t.nic_in_shared.clear();
+    const AllToAllCost alone = nics.all_to_all(t, mode);
+    REQUIRE(alone.dispatch > max(k.dispatch_floor, k.dispatch_startup) * 2);
+    t.nic_out_shared.assign(4, 0.5);
+    const AllToAllCost out_shared = nics.all_to_all(t, mode);
+    CHECK((out_shared.dispatch - k.dispatch_startup).seconds() ==
+          Approx(1.5 * (alone.dispatch - k.dispatch_startup).seconds()).epsilon(1e-9));
+    CHECK((out_shared.combine - k.combine_startup).seconds() ==
+          Approx(1.5 * (alone.combine - k.combine_startup).seconds()).epsilon(1e-9));
+    t.nic_out_shared.clear();
+    t.nic_in_shared = {0.0, 0.25, 0.0, 0.0};  // one GPU receiving KV a quarter of the time: the slowest rank
+    const AllToAllCost in_shared = nics.all_to_all(t, mode);
+    CHECK((in_shared.dispatch - k.dispatch_startup).seconds() ==
+          Approx(1.25 * (alone.dispatch - k.dispatch_startup).seconds()).epsilon(1e-9));
+    CHECK(in_shared.hot_rank == 1);
+  }
+}
+
 TEST_CASE("moving expert weights inside a node beats moving them across nodes") {
   const FabricSpec s = hgx(2);
   const Fabric fabric(s);

@@ -171,6 +171,49 @@ TEST_CASE("the KV bytes moved are requests x prompt tokens x KV bytes per token 
   CHECK(r.pools[0].weights_bytes_per_gpu < r.pools[1].weights_bytes_per_gpu);
 }
 
+TEST_CASE("a KV cache crossing nodes shares the NIC with the prefill instance's All-to-All") {
+  // Four nodes of one GPU: prefill EP2 on nodes 0-1, decode EP2 on nodes 2-3, so every All-to-All byte
+  // and the KV cache cross NICs. One request: its KV leaves right after the prefill step, whose
+  // All-to-All kept each GPU's NIC path busy for share = NIC bytes per GPU / NIC rate / step time; the
+  // decode instance has not stepped yet. Fair sharing stretches the transfer's data time by 1 + share.
+  const std::int64_t prompt = 2048;
+  Json j = one_p_one_d(1, prompt, 4, 1);
+  j["cluster"]["nodes"] = 4;
+  j["deployment"]["ep_size"] = 2;
+  j["deployment"]["attention"] = Json{{"dp", 2}, {"tp", 1}};
+  const LoadedScenario sc = parse_scenario(j, "");
+  const ScenarioSpec& s = sc.spec;
+  const RooflineCostModel gpu(s.cluster.gpu);
+  const RandomStreams streams(s.run.seed);
+  const ServingModels models(s, streams);
+  const ScenarioSpec prefill_view = s.pool_view(s.pools[0]);  // the planner keeps a reference
+  const auto planner = models.make_planner(prefill_view, gpu, streams.stream("routing", 0));
+  const double p = static_cast<double>(prompt);
+  const std::vector<GroupBatch> batch = {GroupBatch{.prefill_tokens = prompt,
+                                                    .prefill_pairs = p * (p + 1) / 2,
+                                                    .prefill_kv_tokens = p,
+                                                    .sampled_seqs = 1},
+                                         GroupBatch{}};
+  const StepPlan plan = planner->plan(batch, Time{});
+  REQUIRE(plan.dispatch_nic_bytes > 0);
+  const FabricSpec& f = models.fabric().spec();
+  const double nic_rate =
+      std::min(f.nic_bytes_per_s / models.fabric().topology().gpus_per_nic(), f.pcie_bytes_per_s);
+  const double share = plan.dispatch_nic_bytes / 2 / nic_rate / plan.total.seconds();
+  REQUIRE(share > 0.01);
+  REQUIRE(share < 1);
+  const double kv_bytes = 2.0 * 8 * 128 * 2 * 2.0 * p;  // K and V, 8 heads x 128, 2 layers, BF16
+  const Report r = run(j);
+  REQUIRE(r.requests_finished == 1);
+  REQUIRE(r.pools.size() == 2);
+  REQUIRE(r.pools[1].first_gpu == 2);
+  // Group 0 of each instance: GPU 0 to GPU 2.
+  const Duration alone = models.fabric().transfer(kv_bytes, 0, 2);
+  const Duration shared = models.fabric().transfer(kv_bytes, 0, 2, share);
+  CHECK(shared > alone);
+  CHECK(r.disaggregation.kv_transfer.mean == Approx(shared.seconds()).epsilon(1e-9));
+}
+
 TEST_CASE("pools take consecutive GPUs and refuse what does not fit, with the JSON path") {
   Json j = one_p_one_d(2, 64, 4, 8);
   j["deployment"]["pools"] = Json::array({Json{{"role", "prefill"}, {"instances", 2}, {"ep_size", 2}},
