@@ -25,9 +25,9 @@ void execute_plan(const PlanCommandOptions& o) {
   po.context_tokens = o.context;
   po.concurrency = o.concurrency;
   const std::unique_ptr<GpuCostModel> gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
-  // With deployment.pools the review covers one pool's deployment: the first that does not fit (what
-  // validate and run refuse), else the first pool; every pool's memory as deployed is listed; a simulation
-  // runs them all.
+  // With deployment.pools the memory review covers one pool's deployment: the first that does not fit
+  // (what validate and run refuse), else the first pool; every pool's memory as deployed is listed, the
+  // throughput rows cost each phase on its pools' deployments, and a simulation runs them all.
   std::optional<ScenarioSpec> pool_view;
   std::size_t reviewed = 0;
   if (sc.spec.disaggregated()) {
@@ -36,7 +36,7 @@ void execute_plan(const PlanCommandOptions& o) {
     if (plans[reviewed].fits()) reviewed = 0;
     pool_view = sc.spec.pool_view(sc.spec.pools[reviewed]);
   }
-  CapacityPlan p = plan_capacity(pool_view ? *pool_view : sc.spec, *gpu, po);
+  CapacityPlan p = plan_capacity(sc.spec, pool_view ? *pool_view : sc.spec, *gpu, po);
   if (sc.spec.disaggregated()) {
     const std::vector<MemoryPlan> plans = deployed_memory_plans(sc.spec, *gpu);
     for (std::size_t i = 0; i < plans.size(); ++i) {
@@ -49,9 +49,10 @@ void execute_plan(const PlanCommandOptions& o) {
     }
   }
   if (pool_view) {
-    p.notes.push_back("deployment.pools: this review covers pool " + std::to_string(reviewed) + " (" +
+    p.notes.push_back("deployment.pools: the memory review covers pool " + std::to_string(reviewed) + " (" +
                       to_string(sc.spec.pools[reviewed].role) +
-                      ", its own deployment); validate and run decide the fit of every pool");
+                      ", its own deployment); validate and run decide the fit of every pool; the throughput "
+                      "rows cost decode on the decode pools and prefill on the prefill pools");
   }
   const bool json_to_stdout = o.json_file == "-";
   if (o.simulate) {

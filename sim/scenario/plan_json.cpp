@@ -32,19 +32,21 @@ Json precision_json(const PrecisionRow& r, bool components) {
 }
 
 Json throughput_json(const ThroughputRow& t) {
-  return Json{{"phase", t.phase},
-              {"batch", t.batch},
-              {"replica_tokens", t.replica_tokens},
-              {"step_s", t.step_s},
-              {"tokens_per_s_per_gpu", t.tokens_per_s_per_gpu},
-              {"tokens_per_s_per_node", t.tokens_per_s_per_node},
-              {"tokens_per_s_cluster", t.tokens_per_s_cluster},
-              {"flops_per_byte", t.flops_per_byte},
-              {"ridge_flops_per_byte", t.ridge_flops_per_byte},
-              {"compute_util", t.compute_util},
-              {"hbm_util", t.hbm_util},
-              {"all_to_all_share", t.all_to_all_share},
-              {"regime", t.regime}};
+  Json j{{"phase", t.phase},
+         {"batch", t.batch},
+         {"replica_tokens", t.replica_tokens},
+         {"step_s", t.step_s},
+         {"tokens_per_s_per_gpu", t.tokens_per_s_per_gpu},
+         {"tokens_per_s_per_node", t.tokens_per_s_per_node},
+         {"tokens_per_s_cluster", t.tokens_per_s_cluster},
+         {"flops_per_byte", t.flops_per_byte},
+         {"ridge_flops_per_byte", t.ridge_flops_per_byte},
+         {"compute_util", t.compute_util},
+         {"hbm_util", t.hbm_util},
+         {"all_to_all_share", t.all_to_all_share},
+         {"regime", t.regime}};
+  if (!t.pool.empty()) j["pool"] = t.pool;
+  return j;
 }
 
 Json memory_json(const MemoryPlan& m) {

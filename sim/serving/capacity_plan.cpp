@@ -181,8 +181,16 @@ ThroughputRow estimate(StepPlanner& planner, Time& clock, const CapacityPlan& pl
   return t;
 }
 
-void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu,
-                    const PlanOptions& o) {
+// What one deployment's rows cover: the decode rows, the prefill row, the one-request latency.
+struct RowSet {
+  bool decode = true;
+  bool prefill = true;
+  bool single = true;
+  std::string pool;
+};
+
+void add_rows(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu, const PlanOptions& o,
+              const RowSet& rows) {
   const RandomStreams streams(s.run.seed);
   ServingModels models(s, streams);
   const std::unique_ptr<StepPlanner> planner_owner = models.make_planner(gpu, streams.stream("plan-routing"));
@@ -193,35 +201,64 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
   const int steps = std::max(1, o.steps_per_estimate);
   std::vector<GroupBatch> groups(dp);
   for (const std::int64_t b : o.decode_batch_sizes) {
-    if (b <= 0) continue;
+    if (b <= 0 || !rows.decode) continue;
     std::fill(
         groups.begin(), groups.end(),
         GroupBatch{
             .decode_seqs = b, .decode_context_tokens = static_cast<double>(b) * ctx, .sampled_seqs = b});
     ThroughputRow t = estimate(planner, clock, plan, s, groups, steps);
     t.phase = "decode";
+    t.pool = rows.pool;
     t.batch = b;
     plan.throughput.push_back(t);
   }
-  // Prefill: each group fills a step of max_batched_tokens with whole prompts (one chunk when longer).
-  const std::int64_t chunk = s.deployment.max_batched_tokens;
-  const double prompt =
-      s.workload.trace.empty() ? std::max(1.0, std::round(mean_length(s.workload.prompt))) : ctx;
-  const double p = std::min(prompt, static_cast<double>(chunk));
-  const double n = static_cast<double>(chunk) / p;
-  std::fill(groups.begin(), groups.end(),
-            GroupBatch{.prefill_tokens = chunk,
-                       .prefill_pairs = n * p * (p + 1) / 2,
-                       .prefill_kv_tokens = n * p,
-                       .sampled_seqs = std::max<std::int64_t>(1, static_cast<std::int64_t>(n))});
-  ThroughputRow pre = estimate(planner, clock, plan, s, groups, steps);
-  pre.phase = "prefill";
-  pre.batch = chunk;
-  plan.throughput.push_back(pre);
-  // One request alone on the replica: the per-token latency floor (seed: 50-80 ms on 8xH100).
-  std::fill(groups.begin(), groups.end(), GroupBatch{});
-  groups[0] = GroupBatch{.decode_seqs = 1, .decode_context_tokens = ctx, .sampled_seqs = 1};
-  plan.single_request_ms_per_token = estimate(planner, clock, plan, s, groups, steps).ms_per_token;
+  if (rows.prefill) {
+    // Prefill: each group fills a step of max_batched_tokens with whole prompts (one chunk when longer).
+    const std::int64_t chunk = s.deployment.max_batched_tokens;
+    const double prompt =
+        s.workload.trace.empty() ? std::max(1.0, std::round(mean_length(s.workload.prompt))) : ctx;
+    const double p = std::min(prompt, static_cast<double>(chunk));
+    const double n = static_cast<double>(chunk) / p;
+    std::fill(groups.begin(), groups.end(),
+              GroupBatch{.prefill_tokens = chunk,
+                         .prefill_pairs = n * p * (p + 1) / 2,
+                         .prefill_kv_tokens = n * p,
+                         .sampled_seqs = std::max<std::int64_t>(1, static_cast<std::int64_t>(n))});
+    ThroughputRow pre = estimate(planner, clock, plan, s, groups, steps);
+    pre.phase = "prefill";
+    pre.pool = rows.pool;
+    pre.batch = chunk;
+    plan.throughput.push_back(pre);
+  }
+  if (rows.single) {
+    // One request alone on the replica: the per-token latency floor (seed: 50-80 ms on 8xH100).
+    std::fill(groups.begin(), groups.end(), GroupBatch{});
+    groups[0] = GroupBatch{.decode_seqs = 1, .decode_context_tokens = ctx, .sampled_seqs = 1};
+    plan.single_request_ms_per_token = estimate(planner, clock, plan, s, groups, steps).ms_per_token;
+  }
+}
+
+// Without pools one deployment gives every row; with pools each pool its phases' rows (the first decode
+// pool the one-request latency).
+void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu,
+                    const PlanOptions& o) {
+  if (!s.disaggregated()) {
+    add_rows(plan, s, gpu, o, RowSet{});
+  } else {
+    bool single = true;
+    for (std::size_t i = 0; i < s.pools.size(); ++i) {
+      const PoolSpec& ps = s.pools[i];
+      const ScenarioSpec view = s.pool_view(ps);
+      const bool decode = ps.role != PoolRole::kPrefill;
+      add_rows(plan, view, gpu, o,
+               RowSet{.decode = decode,
+                      .prefill = ps.role != PoolRole::kDecode,
+                      .single = decode && single,
+                      .pool = std::to_string(i) + " " + to_string(ps.role) + " EP" +
+                              std::to_string(ps.deployment.ep_size)});
+      single = single && !decode;
+    }
+  }
   plan.cost_model = gpu.source();
 
   std::int64_t memory_bound_up_to = 0;
@@ -367,9 +404,14 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o, c
 }
 
 CapacityPlan plan_capacity(const ScenarioSpec& s, const GpuCostModel& gpu, const PlanOptions& o) {
+  return plan_capacity(s, s, gpu, o);
+}
+
+CapacityPlan plan_capacity(const ScenarioSpec& s, const ScenarioSpec& reviewed, const GpuCostModel& gpu,
+                           const PlanOptions& o) {
   // As deployed: under quantisation each expert at its tier's precision, the plan run and validate decide
   // "fits" from.
-  CapacityPlan plan = plan_capacity_memory(s, o, deployed_memory_plan(s, gpu));
+  CapacityPlan plan = plan_capacity_memory(reviewed, o, deployed_memory_plan(reviewed, gpu));
   add_throughput(plan, s, gpu, o);
   return plan;
 }

@@ -54,6 +54,7 @@ struct KvRow {
 
 struct ThroughputRow {
   std::string phase;                // "decode" or "prefill"
+  std::string pool;                 // deployment.pools: the pool whose deployment is costed ("1 decode EP72")
   std::int64_t batch = 0;           // decode: sequences per attention group; prefill: tokens per group
   std::int64_t replica_tokens = 0;  // tokens per step over the replica
   double step_s = 0;
@@ -138,6 +139,11 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o, c
 
 // The whole review without simulation: memory plus throughput estimates from the step planner.
 CapacityPlan plan_capacity(const ScenarioSpec& s, const GpuCostModel& gpu, const PlanOptions& o);
+// The same with the memory of `reviewed` (a pool view of `s`, or `s`) and the throughput rows of every
+// pool of `s`, each from its own deployment: decode rows and the one-request latency from the decode pools,
+// the prefill row from the prefill pools (both from a `both` pool).
+CapacityPlan plan_capacity(const ScenarioSpec& s, const ScenarioSpec& reviewed, const GpuCostModel& gpu,
+                           const PlanOptions& o);
 
 // Runs the scenario as configured and once per max_batch_size in `batch_sizes`; fills plan.simulated.
 void add_simulation(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu,

@@ -134,11 +134,16 @@ std::string format_plan_table(const CapacityPlan& p) {
   o << "\n";
 
   if (!p.throughput.empty()) {
-    o << "Throughput estimate (step planner, " << p.cost_model << "; batch = per attention group)\n";
-    o << sf("  %-8s %6s %9s %12s %13s %10s %8s %8s %8s %14s\n", "phase", "batch", "step ms", "tok/s/GPU",
-            "tok/s/node", "FLOP/B", "ridge", "MFU", "A2A", "regime");
+    // With deployment.pools each row names the pool whose deployment it costs.
+    const bool pools = !p.throughput.front().pool.empty();
+    o << "Throughput estimate (step planner, " << p.cost_model << "; batch = per attention group"
+      << (pools ? "; each phase on its pool's deployment" : "") << ")\n";
+    o << sf(pools ? "  %-8s %-18s" : "  %-8s%s", "phase", pools ? "pool" : "");
+    o << sf(" %6s %9s %12s %13s %10s %8s %8s %8s %14s\n", "batch", "step ms", "tok/s/GPU", "tok/s/node",
+            "FLOP/B", "ridge", "MFU", "A2A", "regime");
     for (const ThroughputRow& t : p.throughput) {
-      o << sf("  %-8s %6lld %9.2f %12.0f %13.0f %10.1f %8.1f %7.1f%% %7.1f%% %14s\n", t.phase.c_str(),
+      o << sf(pools ? "  %-8s %-18s" : "  %-8s%s", t.phase.c_str(), t.pool.c_str());
+      o << sf(" %6lld %9.2f %12.0f %13.0f %10.1f %8.1f %7.1f%% %7.1f%% %14s\n",
               static_cast<long long>(t.batch), t.step_s * 1e3, t.tokens_per_s_per_gpu,
               t.tokens_per_s_per_node, t.flops_per_byte, t.ridge_flops_per_byte, 100.0 * t.compute_util,
               100.0 * t.all_to_all_share, t.regime.c_str());
@@ -210,11 +215,14 @@ std::string format_plan_markdown(const CapacityPlan& p) {
   }
   if (!p.throughput.empty()) {
     o << "\nThroughput estimate (" << p.cost_model << "; batch per attention group):\n\n";
-    o << "| phase | batch | step ms | tok/s per GPU | tok/s per node | FLOP/byte | ridge | MFU | All-to-All "
-         "| regime |\n"
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    const bool pools = !p.throughput.front().pool.empty();
+    o << (pools ? "| phase | pool " : "| phase ")
+      << "| batch | step ms | tok/s per GPU | tok/s per node | FLOP/byte | ridge | MFU | All-to-All | regime "
+         "|\n"
+      << (pools ? "|---|---" : "|---") << "|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const ThroughputRow& t : p.throughput) {
-      o << sf("| %s | %lld | %.2f | %.0f | %.0f | %.1f | %.1f | %.1f%% | %.1f%% | %s |\n", t.phase.c_str(),
+      o << "| " << t.phase << (pools ? " | " + t.pool : std::string());
+      o << sf(" | %lld | %.2f | %.0f | %.0f | %.1f | %.1f | %.1f%% | %.1f%% | %s |\n",
               static_cast<long long>(t.batch), t.step_s * 1e3, t.tokens_per_s_per_gpu,
               t.tokens_per_s_per_node, t.flops_per_byte, t.ridge_flops_per_byte, 100.0 * t.compute_util,
               100.0 * t.all_to_all_share, t.regime.c_str());

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hwmodels/roofline_cost_model.h"
+#include "sim/scenario/scenario_parser.h"
 #include "sim/serving/capacity_plan_report.h"
 
 using namespace moesim;
@@ -307,4 +308,62 @@ TEST_CASE("the markdown review follows the seed's checklist") {
   const std::string table = format_plan_table(p);
   REQUIRE(table.find("int4") != std::string::npos);
   REQUIRE(table.find("memory-bound") != std::string::npos);
+}
+
+// With deployment.pools, decode is costed on the decode pool's deployment and prefill on the prefill pool's:
+// each row equals the same row of a review of that pool alone (the same planner seed and order of steps).
+TEST_CASE("a disaggregated review costs each phase on its own pool's deployment") {
+  const Json j = Json::parse(R"({
+    "name": "tiny-pd-review",
+    "model": {"num_layers": 2, "num_dense_layers": 0, "hidden": 1024, "vocab": 1000, "attention": "gqa",
+              "num_heads": 8, "num_kv_heads": 8, "head_dim": 128, "routed_experts": 8, "shared_experts": 0,
+              "top_k": 2, "expert_inter": 512},
+    "precision": {"weights": "bf16", "kv_cache": "bf16"},
+    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 4},
+    "deployment": {"ep_size": 1, "max_batched_tokens": 1024,
+                   "pools": [{"role": "decode", "instances": 1, "ep_size": 2, "attention": {"dp": 2, "tp": 1}},
+                             {"role": "prefill", "instances": 1}]},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 4},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 256},
+                 "output_tokens": {"kind": "fixed", "tokens": 16}},
+    "run": {"seed": 3, "duration_s": 10}
+  })");
+  const LoadedScenario sc = parse_scenario(j, "");
+  const ScenarioSpec& s = sc.spec;
+  const RooflineCostModel cost(s.cluster.gpu);
+  const ScenarioSpec decode_view = s.pool_view(s.pools[0]);  // first: an instance must not straddle nodes
+  const ScenarioSpec prefill_view = s.pool_view(s.pools[1]);
+  const CapacityPlan p = plan_capacity(s, prefill_view, cost, PlanOptions{});
+  // Alone: the decode pool's review starts with its decode rows; the prefill pool's, with no decode rows,
+  // with its prefill row.
+  const CapacityPlan decode_alone = plan_capacity(decode_view, cost, PlanOptions{});
+  PlanOptions prefill_only;
+  prefill_only.decode_batch_sizes.clear();
+  const CapacityPlan prefill_alone = plan_capacity(prefill_view, cost, prefill_only);
+  int decode_rows = 0;
+  int prefill_rows = 0;
+  for (const ThroughputRow& t : p.throughput) {
+    INFO(t.phase << " " << t.batch);
+    if (t.phase == "decode") {
+      CHECK(t.pool == "0 decode EP2");
+      const ThroughputRow& alone = decode_alone.throughput[static_cast<std::size_t>(decode_rows++)];
+      REQUIRE(alone.phase == "decode");
+      CHECK(t.batch == alone.batch);
+      CHECK(t.step_s == alone.step_s);
+      CHECK(t.tokens_per_s_per_gpu == alone.tokens_per_s_per_gpu);
+    } else {
+      ++prefill_rows;
+      CHECK(t.pool == "1 prefill EP1");
+      REQUIRE(prefill_alone.throughput.size() == 1);
+      CHECK(t.step_s == prefill_alone.throughput[0].step_s);
+    }
+  }
+  CHECK(decode_rows == static_cast<int>(PlanOptions{}.decode_batch_sizes.size()));
+  CHECK(prefill_rows == 1);
+  // The decode pool spreads a batch over two attention groups and EP2: its decode step (batch 8) is not the
+  // prefill pool's one-GPU step, which a review costing every phase on the reviewed pool would have shown.
+  const CapacityPlan prefill_review = plan_capacity(prefill_view, cost, PlanOptions{});
+  CHECK(prefill_review.throughput[1].step_s != p.throughput[1].step_s);
+  CHECK(format_plan_table(p).find("0 decode EP2") != std::string::npos);
+  CHECK(format_plan_markdown(p).find("| decode | 0 decode EP2 |") != std::string::npos);
 }
