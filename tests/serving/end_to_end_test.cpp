@@ -111,15 +111,19 @@ TEST_CASE("the same seed gives the same report and fingerprint; another seed doe
 
 TEST_CASE("step plans on several threads give the same report as on one") {
   // Four replicas of EP4; the second case adds EPLB with rebalancing and expert tiers (per-planner state that
-  // a worker thread mutates), the third more threads than replicas.
+  // a worker thread mutates); the third is 2P2D with every instance over two nodes, so KV transfers and the
+  // All-to-Alls share NICs (state the event loop reads while plans run). 7 threads: more than replicas.
   const std::vector<std::vector<std::string>> cases = {
       {"cluster.gpus_per_node=16"},
       {"cluster.gpus_per_node=16", "experts.placement=\"eplb\"", "experts.redundant_slots_per_gpu=1",
        "experts.rebalance.every_steps=20",
-       "experts.tiers={\"hbm_expert_gib\":8,\"cold_home\":\"host_dram\"}"}};
+       "experts.tiers={\"hbm_expert_gib\":8,\"cold_home\":\"host_dram\"}"},
+      {"cluster.nodes=8", "cluster.gpus_per_node=2",
+       "deployment.pools=[{\"role\":\"prefill\",\"instances\":2},{\"role\":\"decode\",\"instances\":2}]"}};
   for (const auto& ov : cases) {
     const Report one = run(tiny("tiny_poisson_ep4.json"), ov, 1);
     REQUIRE(one.replicas == 4);  // threads are used from 4 replicas on
+    REQUIRE((one.disaggregation.kv_transfers > 0) == (ov.size() == 3));
     for (const int threads : {2, 7}) {
       const Report many = run(tiny("tiny_poisson_ep4.json"), ov, threads);
       INFO(threads << " threads, " << ov.size() << " overrides");
@@ -134,6 +138,8 @@ TEST_CASE("step plans on several threads give the same report as on one") {
       CHECK(many.experts.rebalances == one.experts.rebalances);
       CHECK(many.experts.host_loads == one.experts.host_loads);
       CHECK(many.experts.stall_s == one.experts.stall_s);
+      CHECK(many.disaggregation.kv_transfers == one.disaggregation.kv_transfers);
+      CHECK(many.disaggregation.kv_transfer_s == one.disaggregation.kv_transfer_s);
     }
   }
 }
