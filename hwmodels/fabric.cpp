@@ -25,11 +25,27 @@ void Fabric::reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
   const auto r = static_cast<std::size_t>(t.ranks);
   for (auto* v : {&sc.row_nvl, &sc.col_nvl, &sc.row_nic, &sc.col_nic, &sc.row_leaf, &sc.col_leaf})
     v->assign(r, 0.0);
+  if (sc.group_ranks == t.ranks && sc.group_per_node == t.ranks_per_node &&
+      sc.group_first_node == t.first_node)
+    return;
+  // A planner costs one group over and over: its ranks' GPUs, leaves and links once.
+  sc.group_ranks = t.ranks;
+  sc.group_per_node = t.ranks_per_node;
+  sc.group_first_node = t.first_node;
   sc.rank_leaf.resize(r);
   sc.rank_node.resize(r);
+  sc.rank_local.resize(r);
+  sc.rank_links.resize(r);
   for (int k = 0; k < t.ranks; ++k) {
-    sc.rank_leaf[static_cast<std::size_t>(k)] = topology_.leaf_of(gpu_of(t, k));
-    sc.rank_node[static_cast<std::size_t>(k)] = k / t.ranks_per_node;
+    const auto i = static_cast<std::size_t>(k);
+    const int g = gpu_of(t, k);
+    const int leaf = topology_.leaf_of(g);
+    sc.rank_leaf[i] = leaf;
+    sc.rank_node[i] = k / t.ranks_per_node;
+    sc.rank_local[i] = k % t.ranks_per_node;
+    sc.rank_links[i] = {topology_.nvlink_out(g), topology_.nvlink_in(g),   topology_.nic_out(g),
+                        topology_.nic_in(g),     topology_.pcie_up(g),     topology_.pcie_down(g),
+                        topology_.leaf_up(leaf), topology_.leaf_down(leaf)};
   }
 }
 
@@ -38,28 +54,23 @@ void Fabric::scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const 
   // those: clear them, not the whole cluster's array (which grows with the cluster: at 1,024 GPUs clearing
   // it was 42% of a run's instructions).
   for (int k = 0; k < t.ranks; ++k) {
-    const int g = gpu_of(t, k);
-    const int leaf = sc.rank_leaf[static_cast<std::size_t>(k)];
-    for (const int link :
-         {topology_.nvlink_out(g), topology_.nvlink_in(g), topology_.pcie_up(g), topology_.nic_out(g),
-          topology_.nic_in(g), topology_.pcie_down(g), topology_.leaf_up(leaf), topology_.leaf_down(leaf)}) {
+    for (const int link : sc.rank_links[static_cast<std::size_t>(k)])
       sc.load[static_cast<std::size_t>(link)] = 0.0;
-    }
   }
   sc.nvl_units = 0;
   sc.nic_units = 0;
   for (int k = 0; k < t.ranks; ++k) {
     const auto i = static_cast<std::size_t>(k);
-    const int g = gpu_of(t, k);
-    const int leaf = sc.rank_leaf[i];
-    sc.load[static_cast<std::size_t>(topology_.nvlink_out(g))] += sc.row_nvl[i];
-    sc.load[static_cast<std::size_t>(topology_.nvlink_in(g))] += sc.col_nvl[i];
-    sc.load[static_cast<std::size_t>(topology_.pcie_up(g))] += sc.row_nic[i];
-    sc.load[static_cast<std::size_t>(topology_.nic_out(g))] += sc.row_nic[i];
-    sc.load[static_cast<std::size_t>(topology_.nic_in(g))] += sc.col_nic[i];
-    sc.load[static_cast<std::size_t>(topology_.pcie_down(g))] += sc.col_nic[i];
-    sc.load[static_cast<std::size_t>(topology_.leaf_up(leaf))] += sc.row_nic[i] - sc.row_leaf[i];
-    sc.load[static_cast<std::size_t>(topology_.leaf_down(leaf))] += sc.col_nic[i] - sc.col_leaf[i];
+    const std::array<int, 8>& l = sc.rank_links[i];
+    const auto at = [&sc](int link) -> double& { return sc.load[static_cast<std::size_t>(link)]; };
+    at(l[kNvlOut]) += sc.row_nvl[i];
+    at(l[kNvlIn]) += sc.col_nvl[i];
+    at(l[kPcieUp]) += sc.row_nic[i];
+    at(l[kNicOut]) += sc.row_nic[i];
+    at(l[kNicIn]) += sc.col_nic[i];
+    at(l[kPcieDown]) += sc.col_nic[i];
+    at(l[kLeafUp]) += sc.row_nic[i] - sc.row_leaf[i];
+    at(l[kLeafDown]) += sc.col_nic[i] - sc.col_leaf[i];
     sc.nvl_units += sc.row_nvl[i];
     sc.nic_units += sc.row_nic[i];
   }
@@ -154,26 +165,26 @@ void Fabric::load_high_throughput_separable(const AllToAllTraffic& t, AllToAllSc
   double* a_local = sc.sums.data();     // tokens of the sources of each local index
   double* b_node = a_local + per_node;  // rank shares of each node
   double a_all = 0;
+  const int* local = sc.rank_local.data();
+  const int* node_of = sc.rank_node.data();
   for (int s = 0; s < r; ++s) {
-    a_local[s % per_node] += a[s];
-    b_node[s / per_node] += b[s];
+    a_local[local[s]] += a[s];
+    b_node[node_of[s]] += b[s];
     a_all += a[s];
   }
   for (int d = 0; d < r; ++d) {
     const auto di = static_cast<std::size_t>(d);
-    const int local = d % per_node;
-    sc.col_nvl[di] = b[d] * std::max(0.0, a_all - a_local[local]);
-    sc.row_nvl[di] = std::max(0.0, b_node[d / per_node] - b[d]) * a_local[local];
+    sc.col_nvl[di] = b[d] * std::max(0.0, a_all - a_local[local[d]]);
+    sc.row_nvl[di] = std::max(0.0, b_node[node_of[d]] - b[d]) * a_local[local[d]];
   }
+  const int last_size =
+      r - (nodes - 1) * per_node;  // ranks of the last node (a partial node when < per_node)
   for (int s = 0; s < r; ++s) {
-    const int local = s % per_node;
-    const int own = s / per_node;
     const auto si = static_cast<std::size_t>(s);
     for (int node = 0; node < nodes; ++node) {
-      const int fwd = node * per_node + local;
-      if (node == own || fwd >= std::min(r, (node + 1) * per_node)) continue;
+      if (node == node_of[s] || (node == nodes - 1 && local[s] >= last_size)) continue;
       const double u = a[s] * c[node];
-      const auto fi = static_cast<std::size_t>(fwd);
+      const auto fi = static_cast<std::size_t>(node * per_node + local[s]);
       sc.row_nic[si] += u;
       sc.col_nic[fi] += u;
       if (sc.rank_leaf[si] == sc.rank_leaf[fi]) {
@@ -278,22 +289,23 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
   double sum = 0;
   double worst_link_s = 0;  // seconds per unit-byte on the hot rank's busiest link, at line rate
   for (int r = 0; r < t.ranks; ++r) {
-    const int g = gpu_of(t, r);
+    const auto ri = static_cast<std::size_t>(r);
+    const std::array<int, 8>& l = sc.rank_links[ri];
     const auto ld = [this, &sc](int link) {
       return sc.load[static_cast<std::size_t>(link)] / topology_.link(link).bytes_per_s;
     };
-    const double nvl = std::max(ld(topology_.nvlink_out(g)), ld(topology_.nvlink_in(g)));
+    const double nvl = std::max(ld(l[kNvlOut]), ld(l[kNvlIn]));
     LinkKind nic_kind = LinkKind::kNicOut;
     double nic = 0;
-    const auto ri = static_cast<std::size_t>(r);
     const double out_stretch = ri < t.nic_out_shared.size() ? 1.0 + t.nic_out_shared[ri] : 1.0;
     const double in_stretch = ri < t.nic_in_shared.size() ? 1.0 + t.nic_in_shared[ri] : 1.0;
-    int i = 0;
-    for (const int link :
-         {topology_.nic_out(g), topology_.nic_in(g), topology_.pcie_up(g), topology_.pcie_down(g),
-          topology_.leaf_up(topology_.leaf_of(g)), topology_.leaf_down(topology_.leaf_of(g))}) {
-      const double stretch = i == 0 || i == 2 ? out_stretch : i == 1 || i == 3 ? in_stretch : 1.0;
-      ++i;
+    for (const auto& [slot, stretch] : {std::pair{kNicOut, out_stretch},
+                                        {kNicIn, in_stretch},
+                                        {kPcieUp, out_stretch},
+                                        {kPcieDown, in_stretch},
+                                        {kLeafUp, 1.0},
+                                        {kLeafDown, 1.0}}) {
+      const int link = l[static_cast<std::size_t>(slot)];
       const double v = ld(link) * stretch;
       if (v > nic) {
         nic = v;

@@ -3,6 +3,7 @@
 // functions; all_to_all reuses scratch buffers, so one Fabric must not be shared between threads.
 #pragma once
 
+#include <array>
 #include <span>
 #include <vector>
 
@@ -65,7 +66,11 @@ struct AllToAllCost {
 struct AllToAllScratch {
   std::vector<double> load;
   std::vector<double> row_nvl, col_nvl, row_nic, col_nic, row_leaf, col_leaf;
-  std::vector<int> rank_leaf, rank_node;
+  std::vector<int> rank_leaf, rank_node, rank_local;
+  // Each rank's links (Fabric::kRankLinks order: NVLink out and in, NIC out and in, PCIe up and down, its
+  // leaf's uplink bundle up and down), for the group last costed: rebuilt when the group changes.
+  std::vector<std::array<int, 8>> rank_links;
+  int group_ranks = 0, group_per_node = 0, group_first_node = -1;
   std::vector<double> sums;  // partial sums of the separable costing
   double nvl_units = 0;
   double nic_units = 0;
@@ -118,6 +123,8 @@ class Fabric {
                                         const AllToAllKernel& k, AllToAllMode mode,
                                         std::span<Duration> rank_dispatch,
                                         std::span<Duration> rank_combine) const;
+  // Slots of AllToAllScratch::rank_links.
+  enum RankLink : std::size_t { kNvlOut, kNvlIn, kNicOut, kNicIn, kPcieUp, kPcieDown, kLeafUp, kLeafDown };
   [[nodiscard]] int gpu_of(const AllToAllTraffic& t, int rank) const {
     return (t.first_node + rank / t.ranks_per_node) * spec_.gpus_per_node + rank % t.ranks_per_node;
   }
