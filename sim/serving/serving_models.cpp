@@ -30,6 +30,8 @@ std::unique_ptr<StepPlanner> ServingModels::make_planner(const ScenarioSpec& poo
     auto [it, fresh] = routing_tables_.try_emplace(&pool_view, planner->routing_tables());
     if (!fresh) planner->share_routing(it->second);
   }
+  auto [memo, fresh] = grouped_memos_.try_emplace({&pool_view, &gpu}, planner->grouped_memo());
+  if (!fresh) planner->share_grouped_memo(memo->second);
   return planner;
 }
 

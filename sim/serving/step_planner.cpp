@@ -96,6 +96,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
+  grouped_memo_ = std::make_shared<GroupedMemo>(static_cast<std::size_t>(placement_.slots_per_gpu()) + 1);
 
   // Expert cost by token count, memoised up to the most tokens one expert can see in a step (capped:
   // larger counts are costed directly). Filled on first use: grouped engines cost the loop rarely, and a
@@ -318,19 +319,34 @@ Duration StepPlanner::expert_time(std::int64_t tokens) const {
 Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
   const ModelSpec& m = s_.model;
   const std::int64_t tokens = round_half_away(pairs);
+  const auto cost = [&] {
+    return gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
+                                                   .tokens = tokens,
+                                                   .hidden = m.hidden,
+                                                   .inter = inter_,
+                                                   .weights = s_.precision.routed_experts});
+  };
+  constexpr std::int64_t kTokenBits = 24;
+  constexpr std::uint64_t kTokenMask = (std::uint64_t{1} << kTokenBits) - 1;
   const auto row = static_cast<std::size_t>(experts);
-  if (row * kGroupedMemoRow >= grouped_memo_.size()) grouped_memo_.resize((row + 1) * kGroupedMemoRow);
-  GroupedMemo& slot =
-      grouped_memo_[row * kGroupedMemoRow + (static_cast<std::size_t>(tokens) & (kGroupedMemoRow - 1))];
-  if (slot.tokens != tokens) {
-    slot.tokens = tokens;
-    slot.time = gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
-                                                        .tokens = tokens,
-                                                        .hidden = m.hidden,
-                                                        .inter = inter_,
-                                                        .weights = s_.precision.routed_experts});
-  }
-  return slot.time;
+  GroupedMemo& memo = *grouped_memo_;
+  if (tokens < 0 || tokens > static_cast<std::int64_t>(kTokenMask) || experts < 0 || row >= memo.rows)
+    return cost();
+  std::atomic<std::uint64_t>& slot =
+      memo.slots[row * GroupedMemo::kRow + (static_cast<std::size_t>(tokens) & (GroupedMemo::kRow - 1))];
+  const std::uint64_t word = slot.load(std::memory_order_relaxed);
+  if ((word & kTokenMask) == static_cast<std::uint64_t>(tokens))
+    return Duration::from_ps(static_cast<std::int64_t>(word >> kTokenBits));
+  const Duration t = cost();
+  if (t.ps() >= 0 && t.ps() < (std::int64_t{1} << (64 - kTokenBits)))
+    slot.store((static_cast<std::uint64_t>(t.ps()) << kTokenBits) | static_cast<std::uint64_t>(tokens),
+               std::memory_order_relaxed);
+  return t;
+}
+
+void StepPlanner::share_grouped_memo(std::shared_ptr<GroupedMemo> memo) {
+  MOESIM_CHECK(memo->rows == grouped_memo_->rows, "grouped-launch memo shared between planners that differ");
+  grouped_memo_ = std::move(memo);
 }
 
 // The sum of an expert-TP rank's partial expert outputs: the ring all-reduce (a reduce-scatter and an
