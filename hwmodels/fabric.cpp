@@ -76,6 +76,20 @@ void Fabric::scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const 
   }
 }
 
+namespace {
+
+// `u` units from rank `si` over its NIC to rank `fi` in another node; on one leaf they never reach the spine.
+void add_nic_crossing(AllToAllScratch& sc, std::size_t si, std::size_t fi, double u) {
+  sc.row_nic[si] += u;
+  sc.col_nic[fi] += u;
+  if (sc.rank_leaf[si] == sc.rank_leaf[fi]) {
+    sc.row_leaf[si] += u;
+    sc.col_leaf[fi] += u;
+  }
+}
+
+}  // namespace
+
 // DeepEP normal kernels (internode.cu): a token crosses the NIC once per destination node, landing on
 // the GPU of the same local index (same rail), which forwards it over NVLink to every destination rank
 // of that node. Tokens for the sender's own node take the NVLink hop directly. Intranode-only groups
@@ -100,15 +114,8 @@ void Fabric::load_high_throughput(const AllToAllTraffic& t, AllToAllScratch& sc)
       }
       if (fwd < end) sc.row_nvl[static_cast<std::size_t>(fwd)] += forwarded;
       if (node == s / per_node || fwd >= end) continue;
-      const double u = t.tokens_to_node[static_cast<std::size_t>(s * nodes + node)];
-      const auto si = static_cast<std::size_t>(s);
-      const auto fi = static_cast<std::size_t>(fwd);
-      sc.row_nic[si] += u;
-      sc.col_nic[fi] += u;
-      if (sc.rank_leaf[si] == sc.rank_leaf[fi]) {
-        sc.row_leaf[si] += u;
-        sc.col_leaf[fi] += u;
-      }
+      add_nic_crossing(sc, static_cast<std::size_t>(s), static_cast<std::size_t>(fwd),
+                       t.tokens_to_node[static_cast<std::size_t>(s * nodes + node)]);
     }
   }
   scatter_ranks(t, sc);
@@ -183,14 +190,7 @@ void Fabric::load_high_throughput_separable(const AllToAllTraffic& t, AllToAllSc
     const auto si = static_cast<std::size_t>(s);
     for (int node = 0; node < nodes; ++node) {
       if (node == node_of[s] || (node == nodes - 1 && local[s] >= last_size)) continue;
-      const double u = a[s] * c[node];
-      const auto fi = static_cast<std::size_t>(node * per_node + local[s]);
-      sc.row_nic[si] += u;
-      sc.col_nic[fi] += u;
-      if (sc.rank_leaf[si] == sc.rank_leaf[fi]) {
-        sc.row_leaf[si] += u;
-        sc.col_leaf[fi] += u;
-      }
+      add_nic_crossing(sc, si, static_cast<std::size_t>(node * per_node + local[s]), a[s] * c[node]);
     }
   }
   scatter_ranks(t, sc);

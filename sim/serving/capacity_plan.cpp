@@ -200,17 +200,20 @@ void add_rows(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu
   const double ctx = static_cast<double>(plan.context_tokens);
   const int steps = std::max(1, o.steps_per_estimate);
   std::vector<GroupBatch> groups(dp);
+  const auto add = [&](const char* phase, std::int64_t batch) {
+    ThroughputRow t = estimate(planner, clock, plan, s, groups, steps);
+    t.phase = phase;
+    t.pool = rows.pool;
+    t.batch = batch;
+    plan.throughput.push_back(t);
+  };
   for (const std::int64_t b : o.decode_batch_sizes) {
     if (b <= 0 || !rows.decode) continue;
     std::fill(
         groups.begin(), groups.end(),
         GroupBatch{
             .decode_seqs = b, .decode_context_tokens = static_cast<double>(b) * ctx, .sampled_seqs = b});
-    ThroughputRow t = estimate(planner, clock, plan, s, groups, steps);
-    t.phase = "decode";
-    t.pool = rows.pool;
-    t.batch = b;
-    plan.throughput.push_back(t);
+    add("decode", b);
   }
   if (rows.prefill) {
     // Prefill: each group fills a step of max_batched_tokens with whole prompts (one chunk when longer).
@@ -224,11 +227,7 @@ void add_rows(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu
                          .prefill_pairs = n * p * (p + 1) / 2,
                          .prefill_kv_tokens = n * p,
                          .sampled_seqs = std::max<std::int64_t>(1, static_cast<std::int64_t>(n))});
-    ThroughputRow pre = estimate(planner, clock, plan, s, groups, steps);
-    pre.phase = "prefill";
-    pre.pool = rows.pool;
-    pre.batch = chunk;
-    plan.throughput.push_back(pre);
+    add("prefill", chunk);
   }
   if (rows.single) {
     // One request alone on the replica: the per-token latency floor (seed: 50-80 ms on 8xH100).
