@@ -129,13 +129,17 @@ double exp_neg_quarter(double x) {
 // transcendental call or a long inversion walk: Poisson(m) = Poisson(mu) + Poisson(m - mu) for independent
 // parts, mu = floor(4 m) / 4 on a grid. Poisson(mu) is inverted from a tabulated CDF through a guide
 // table (Devroye 1986, section III.2.4: start at the first value whose CDF passes the uniform's bucket;
-// about 0.1 steps on average); Poisson(m - mu), m - mu < 1/4, is 0 with probability > 0.77.
+// with 1,024 buckets most draws need no comparison); Poisson(m - mu), m - mu < 1/4, is 0 with probability >
+// 0.77.
 struct PoissonTables {
   static constexpr int kGrid = 4;           // grid points per unit of mean
   static constexpr int kMeans = 8 * kGrid;  // mu = 0, 1/4, ..., 7.75
   static constexpr int kValues = 48;        // P(X >= 48 | mu = 7.75) < 1e-20
-  static constexpr int kGuideBits = 7;
+  // 1,024 buckets per mean: a bucket inside one step of the CDF (flag bit clear, ~98% of the draws at the
+  // means the cold experts have) gives its value without a comparison or a mispredicted branch.
+  static constexpr int kGuideBits = 10;
   static constexpr int kGuide = 1 << kGuideBits;
+  static constexpr std::uint8_t kWalk = 0x80;  // flag: the bucket straddles a step, compare from its value
   std::array<std::array<double, kValues>, kMeans> cdf{};
   std::array<std::array<std::uint8_t, kGuide>, kMeans> guide{};
   PoissonTables() {
@@ -155,7 +159,10 @@ struct PoissonTables {
       int k = 0;
       for (int j = 0; j < kGuide; ++j) {
         while (f[static_cast<std::size_t>(k)] <= static_cast<double>(j) / kGuide) ++k;
-        guide[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(k);
+        // Every u of bucket j is below (j + 1) / kGuide: the value is k when F(k) reaches that bound.
+        const bool walk = f[static_cast<std::size_t>(k)] < static_cast<double>(j + 1) / kGuide;
+        guide[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)] =
+            static_cast<std::uint8_t>(k | (walk ? kWalk : 0));
       }
       p0 *= e_quarter;
     }
@@ -165,10 +172,13 @@ struct PoissonTables {
     const double x = m * kGrid;
     const int g = std::min(static_cast<int>(x), kMeans - 1);
     const auto hi = static_cast<std::uint32_t>(bits >> 32);
-    const double u = static_cast<double>(hi) * 0x1.0p-32;
-    const auto& f = cdf[static_cast<std::size_t>(g)];
-    std::size_t k = guide[static_cast<std::size_t>(g)][hi >> (32 - kGuideBits)];
-    while (u >= f[k]) ++k;
+    const std::uint8_t entry = guide[static_cast<std::size_t>(g)][hi >> (32 - kGuideBits)];
+    std::size_t k = entry & (kWalk - 1);
+    if ((entry & kWalk) != 0) {
+      const double u = static_cast<double>(hi) * 0x1.0p-32;
+      const auto& f = cdf[static_cast<std::size_t>(g)];
+      while (u >= f[k]) ++k;
+    }
     const double delta = (x - static_cast<double>(g)) / kGrid;
     const double v = static_cast<double>(bits & 0xffffffffU) * 0x1.0p-32;
     if (v < 1.0 - delta) return static_cast<std::int32_t>(k);  // e^-delta >= 1 - delta: no call needed
@@ -292,6 +302,38 @@ RoutingSampler::Layer RoutingSampler::prepare(std::span<const double> probs, int
 
 namespace {
 
+// spread_residual(), telling `changed(cell, before, after)` of each count it moves.
+template <class Changed>
+std::int64_t spread_residual_with(std::span<const int> cells, std::size_t hot, std::int32_t cap,
+                                  std::int64_t residual, Rng& rng, std::span<std::int32_t> counts,
+                                  Changed changed) {
+  for (int pass = 0; pass < 2 && residual != 0; ++pass) {
+    const std::size_t m = pass == 0 ? hot : cells.size();
+    if (m == 0) continue;
+    const std::size_t start = rng.below(m);
+    for (std::size_t sweep = 0; sweep < 64 && residual != 0; ++sweep) {
+      bool moved = false;
+      for (std::size_t j = 0; j < m && residual != 0; ++j) {
+        const auto cell = static_cast<std::size_t>(cells[start + j < m ? start + j : start + j - m]);
+        auto& c = counts[cell];
+        if (residual > 0 && c < cap) {
+          changed(cell, c, c + 1);
+          ++c;
+          --residual;
+          moved = true;
+        } else if (residual < 0 && c > 0) {
+          changed(cell, c, c - 1);
+          --c;
+          ++residual;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+  }
+  return residual;
+}
+
 struct ColdDraw {
   std::size_t hot;     // positions [0, hot) of layer.order are hot
   std::int64_t total;  // tokens the cold experts took
@@ -406,14 +448,16 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
 
 void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                                    std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
-                                   std::span<std::int32_t> bin_hot) {
+                                   std::span<std::int32_t> bin_hot, std::span<const Tally> tally,
+                                   std::span<Tally> bin_cold) {
   const std::size_t n = layer.order.size();
   const auto nb = static_cast<std::size_t>(bins.count);
   MOESIM_CHECK(cold.size() == n && bins.pi.size() == n && bin_pairs.size() == nb && bin_hot.size() == nb &&
-                   nb <= z_.size(),
+                   bin_cold.size() == nb && tally.size() == kTallyCounts && nb <= z_.size(),
                "binned routing sampler size mismatch");
   std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
   std::fill(bin_hot.begin(), bin_hot.end(), 0);
+  std::fill(bin_cold.begin(), bin_cold.end(), Tally{});
   const std::int64_t slots = tokens * layer.top_k;
   if (slots == 0) {
     std::fill(cold.begin(), cold.end(), 0);
@@ -432,12 +476,17 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
     const auto last = bins.at.begin() + bins.begin[k + 1];
     const auto h = static_cast<std::int32_t>(std::lower_bound(first, last, static_cast<int>(hot)) - first);
     bin_hot[k] = h;
+    Tally sum;
     for (auto j = static_cast<std::size_t>(bins.begin[k] + h);
          j < static_cast<std::size_t>(bins.begin[k + 1]); ++j) {
       const std::int32_t c = std::min(kPoissonTables.sample(t * bins.pi[j], rng.next_u64()), cap);
       cold[j] = c;
       cold_total += c;
+      const Tally& add = tally[static_cast<std::size_t>(c)];
+      sum.a += add.a;
+      sum.b += add.b;
     }
+    bin_cold[k] = sum;
   }
   std::int64_t residual = slots - cold_total;
   if (hot > 0) {
@@ -498,35 +547,25 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
     // In the order of the positions, as sample() spreads it: in the bins' order a residual would land on
     // one or two bins (their variance grew by a quarter in a test with every expert cold).
     cells_.assign(bins.entry.begin() + static_cast<std::ptrdiff_t>(hot), bins.entry.end());
-    residual = spread_residual(cells_, cells_.size(), cap, residual, rng, cold);
+    residual = spread_residual_with(
+        cells_, cells_.size(), cap, residual, rng, cold,
+        [&](std::size_t j, std::int32_t before, std::int32_t after) {
+          const auto k = static_cast<std::size_t>(
+              std::upper_bound(bins.begin.begin(), bins.begin.end(), static_cast<int>(j)) -
+              bins.begin.begin() - 1);
+          const Tally& was = tally[static_cast<std::size_t>(before)];
+          const Tally& now = tally[static_cast<std::size_t>(after)];
+          bin_cold[k].a = bin_cold[k].a - was.a + now.a;
+          bin_cold[k].b = bin_cold[k].b - was.b + now.b;
+        });
   }
   MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
 }
 
 std::int64_t spread_residual(std::span<const int> cells, std::size_t hot, std::int32_t cap,
                              std::int64_t residual, Rng& rng, std::span<std::int32_t> counts) {
-  for (int pass = 0; pass < 2 && residual != 0; ++pass) {
-    const std::size_t m = pass == 0 ? hot : cells.size();
-    if (m == 0) continue;
-    const std::size_t start = rng.below(m);
-    for (std::size_t sweep = 0; sweep < 64 && residual != 0; ++sweep) {
-      bool moved = false;
-      for (std::size_t j = 0; j < m && residual != 0; ++j) {
-        auto& c = counts[static_cast<std::size_t>(cells[start + j < m ? start + j : start + j - m])];
-        if (residual > 0 && c < cap) {
-          ++c;
-          --residual;
-          moved = true;
-        } else if (residual < 0 && c > 0) {
-          --c;
-          ++residual;
-          moved = true;
-        }
-      }
-      if (!moved) break;
-    }
-  }
-  return residual;
+  return spread_residual_with(cells, hot, cap, residual, rng, counts,
+                              [](std::size_t, std::int32_t, std::int32_t) {});
 }
 
 void sample_routing_counts(std::span<const double> probs, std::int64_t tokens, int top_k, Rng& rng,

@@ -99,9 +99,18 @@ class RoutingSampler {
   // The hot ones are summed per bin into `bin_pairs` (their number into `bin_hot`) from the same Gaussian
   // conditioned on the same total, whose per-bin sums are Gaussian with the summed means and variances:
   // the law of sample()'s per-bin sums, up to rounding per bin instead of per expert. O(bins + cold).
+  // The caller's sums of its cold experts come with the draw: `tally[c]` is what an expert with count c
+  // adds (two words of packed fields, each non-decreasing in c so that sums never borrow), `bin_cold[b]`
+  // receives bin b's sum over its cold experts (residual included). A count never reaches kTallyCounts.
+  struct Tally {
+    std::uint64_t a = 0;
+    std::uint64_t b = 0;
+  };
+  static constexpr std::size_t kTallyCounts = 256;  // < 96 drawn + 64 residual sweeps
   void sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                      std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
-                     std::span<std::int32_t> bin_hot);
+                     std::span<std::int32_t> bin_hot, std::span<const Tally> tally,
+                     std::span<Tally> bin_cold);
   // n trials of a layer from prepare_multinomial: up to kDirectTrials one categorical draw per trial (exact,
   // scanning cells by descending probability), beyond that sample().
   static constexpr std::int64_t kDirectTrials = 32;

@@ -275,6 +275,7 @@ void StepPlanner::set_placement(Placement p) {
     }
     bin_pairs_.resize(static_cast<std::size_t>(ranks_));
     bin_hot_.resize(static_cast<std::size_t>(ranks_));
+    bin_cold_.resize(static_cast<std::size_t>(ranks_));
   }
 }
 
@@ -1023,6 +1024,20 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
 
 // The step's layers: routing sampled per MoE layer, experts, All-to-All and loads; then the LM head,
 // the draft and the pipeline schedule. Touches only this planner and what it reads (see plan_async_safe).
+const std::vector<RoutingSampler::Tally>& StepPlanner::cold_tally() {
+  if (tally_half_a_ == half_a_) return tally_;
+  tally_half_a_ = half_a_;
+  tally_.resize(RoutingSampler::kTallyCounts);
+  for (std::size_t c = 0; c < tally_.size(); ++c) {
+    const auto n = static_cast<std::int32_t>(c);
+    const std::int32_t a = first_half(n);
+    const auto bit = [](bool on) { return std::uint64_t{on ? 1U : 0U}; };
+    tally_[c] = {.a = std::uint64_t(n) | std::uint64_t(a) << 32,
+                 .b = bit(n > 0) | bit(a > 0) << 21 | bit(n - a > 0) << 42};
+  }
+  return tally_;
+}
+
 const StepPlan& StepPlanner::finish_plan() {
   const ModelSpec& m = s_.model;
   const PendingPlan& p = pending_;
@@ -1096,27 +1111,22 @@ const StepPlan& StepPlanner::finish_plan() {
       const auto l = static_cast<std::size_t>(layer);
       const RoutingSampler::Layer& table = tables_->layers[l];
       const RoutingSampler::Bins& b = bins[l];
-      sampler_.sample_binned(table, b, total_tokens, rng_, counts_, bin_pairs_, bin_hot_);
-      // counts_ holds the cold experts' counts in the bins' order. A hot expert (mean of at least
-      // RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
+      sampler_.sample_binned(table, b, total_tokens, rng_, counts_, bin_pairs_, bin_hot_, cold_tally(),
+                             bin_cold_);
+      // The cold experts' sums come with the draw (bin_cold_, fields of cold_tally()). A hot expert (mean of
+      // at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
+      constexpr std::uint64_t kLow32 = 0xffffffffU;
+      constexpr std::uint64_t kLow21 = (std::uint64_t{1} << 21) - 1;
       for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
         const std::int64_t n = bin_pairs_[g];
         const std::int32_t h = bin_hot_[g];
-        std::int64_t first = tbo ? round_half_away(double(n) * half_a_) : n;
-        std::int64_t pairs = n;
-        std::int32_t touched = h;
-        std::int32_t touched_a = first > 0 ? h : 0;
-        std::int32_t touched_b = n - first > 0 ? h : 0;
-        for (int j = b.begin[g] + h; j < b.begin[g + 1]; ++j) {
-          const std::int32_t c = counts_[static_cast<std::size_t>(j)];
-          if (c == 0) continue;
-          const std::int32_t fa = first_half(c);
-          pairs += c;
-          first += fa;
-          ++touched;
-          touched_a += fa > 0 ? 1 : 0;
-          touched_b += c - fa > 0 ? 1 : 0;
-        }
+        const RoutingSampler::Tally& c = bin_cold_[g];
+        const std::int64_t first_hot = tbo ? round_half_away(double(n) * half_a_) : n;
+        const auto pairs = n + static_cast<std::int64_t>(c.a & kLow32);
+        const auto first = first_hot + static_cast<std::int64_t>(c.a >> 32);
+        const auto touched = h + static_cast<std::int32_t>(c.b & kLow21);
+        const auto touched_a = (first_hot > 0 ? h : 0) + static_cast<std::int32_t>((c.b >> 21) & kLow21);
+        const auto touched_b = (n - first_hot > 0 ? h : 0) + static_cast<std::int32_t>(c.b >> 42);
         gpu_pairs_[g] += double(pairs);
         rank_bytes_[g] += bytes_per_use * touched;
         gpu_touched_[2 * g] += touched_a;

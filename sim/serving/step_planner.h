@@ -226,6 +226,12 @@ class StepPlanner {
   // layers draw those sums; one layer per step, in turn, draws every expert for the expert-load statistics.
   std::vector<std::int64_t> bin_pairs_;
   std::vector<std::int32_t> bin_hot_;
+  // What a cold expert with count c adds to its GPU (cold_tally()): pairs and micro-batch A's pairs in .a
+  // (32 bits each); touched, touched in A, touched in B in .b (21 bits each). Rebuilt when half_a_ moves.
+  std::vector<RoutingSampler::Tally> tally_;
+  double tally_half_a_ = -1;
+  std::vector<RoutingSampler::Tally> bin_cold_;
+  const std::vector<RoutingSampler::Tally>& cold_tally();
   std::int64_t plans_done_ = 0;
   bool binned_allowed_ = true;
   // Expert FFN time by token count (kUncosted until first asked), at precision.routed_experts and, under

@@ -254,6 +254,13 @@ TEST_CASE("binned routing draws the law of the per-expert sampler's per-bin sums
     std::vector<std::int32_t> counts(experts);
     std::vector<std::int64_t> bin_pairs(bins);
     std::vector<std::int32_t> bin_hot(bins);
+    // A tally of three kinds of fields (non-decreasing in the count): count and its square; touched, at
+    // least two, at least three. Each bin's sum is checked against the counts drawn.
+    std::vector<RoutingSampler::Tally> tally(RoutingSampler::kTallyCounts);
+    for (std::size_t n = 0; n < tally.size(); ++n)
+      tally[n] = {.a = n | (n * n) << 32,
+                  .b = std::uint64_t{n > 0} | std::uint64_t{n > 1} << 21 | std::uint64_t{n > 2} << 42};
+    std::vector<RoutingSampler::Tally> bin_cold(bins);
     // Which experts are hot, independently of the sampler: T pi >= RoutingSampler::kColdMean (and pi >= 0.1
     // is implied here), counted per bin.
     std::vector<int> hot_per_bin(bins, 0);
@@ -265,17 +272,30 @@ TEST_CASE("binned routing draws the law of the per-expert sampler's per-bin sums
     std::vector<double> sum_a(bins, 0.0), sq_a(bins, 0.0), sum_b(bins, 0.0), sq_b(bins, 0.0);
     for (int r = 0; r < reps; ++r) {
       std::fill(counts.begin(), counts.end(), 0);
-      sampler.sample_binned(layer, binned, tokens, rng, counts, bin_pairs, bin_hot);
+      sampler.sample_binned(layer, binned, tokens, rng, counts, bin_pairs, bin_hot, tally, bin_cold);
       std::vector<double> total(bin_pairs.begin(), bin_pairs.end());
       std::int64_t all = 0;
       for (int b = 0; b < bins; ++b) {  // the cold experts' counts follow each bin's hot ones in bins.at
         const auto i = static_cast<std::size_t>(b);
         REQUIRE(bin_hot[i] == hot_per_bin[i]);
+        std::uint64_t sum = 0, squares = 0, touched = 0, two = 0, three = 0;
         for (int j = binned.begin[i] + bin_hot[i]; j < binned.begin[i + 1]; ++j) {
           const int e = layer.order[static_cast<std::size_t>(binned.at[static_cast<std::size_t>(j)])];
           REQUIRE(bin_of[static_cast<std::size_t>(e)] == b);
-          total[i] += counts[static_cast<std::size_t>(j)];
+          const auto n = static_cast<std::uint64_t>(counts[static_cast<std::size_t>(j)]);
+          total[i] += double(n);
+          sum += n;
+          squares += n * n;
+          touched += n > 0 ? 1 : 0;
+          two += n > 1 ? 1 : 0;
+          three += n > 2 ? 1 : 0;
         }
+        const std::uint64_t low32 = 0xffffffffU, low21 = (1U << 21) - 1;
+        REQUIRE((bin_cold[i].a & low32) == sum);
+        REQUIRE((bin_cold[i].a >> 32) == squares);
+        REQUIRE((bin_cold[i].b & low21) == touched);
+        REQUIRE(((bin_cold[i].b >> 21) & low21) == two);
+        REQUIRE((bin_cold[i].b >> 42) == three);
         all += static_cast<std::int64_t>(total[i]);
         sum_a[i] += total[i];
         sq_a[i] += total[i] * total[i];
