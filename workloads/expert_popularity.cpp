@@ -471,6 +471,7 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   const auto hot = static_cast<std::size_t>(
       std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
   std::int64_t cold_total = 0;
+  Rng draws = rng;  // a local copy keeps the generator's state in registers through the loop
   for (std::size_t k = 0; k < nb; ++k) {
     const auto first = bins.at.begin() + bins.begin[k];
     const auto last = bins.at.begin() + bins.begin[k + 1];
@@ -479,7 +480,7 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
     Tally sum;
     for (auto j = static_cast<std::size_t>(bins.begin[k] + h);
          j < static_cast<std::size_t>(bins.begin[k + 1]); ++j) {
-      const std::int32_t c = std::min(kPoissonTables.sample(t * bins.pi[j], rng.next_u64()), cap);
+      const std::int32_t c = std::min(kPoissonTables.sample(t * bins.pi[j], draws.next_u64()), cap);
       cold[j] = c;
       cold_total += c;
       const Tally& add = tally[static_cast<std::size_t>(c)];
@@ -488,6 +489,7 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
     }
     bin_cold[k] = sum;
   }
+  rng = draws;
   std::int64_t residual = slots - cold_total;
   if (hot > 0) {
     // Bin b's hot experts: mean T P_b, variance T A_b before conditioning (P, A: sums of pi and sd^2);
