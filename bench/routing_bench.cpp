@@ -38,6 +38,32 @@ void BM_RoutingSample(benchmark::State& state) {
 }
 BENCHMARK(BM_RoutingSample)->ArgName("tokens")->Arg(64)->Arg(512)->Arg(1024)->Arg(8192);
 
+// Binned routing as a decode step draws it: 8 GPUs of 32 experts (expert e on GPU e mod 8), the cold experts
+// one by one with their sums tallied per GPU. items = experts drawn per second.
+void BM_RoutingSampleBinned(benchmark::State& state) {
+  const auto pop = pareto(1);
+  const auto layer = moesim::RoutingSampler::prepare(pop.layer(0), kTopK);
+  constexpr int kBins = 8;
+  std::vector<int> bin_of(kExperts);
+  for (int e = 0; e < kExperts; ++e) bin_of[static_cast<std::size_t>(e)] = e % kBins;
+  const auto bins = moesim::RoutingSampler::bin(layer, bin_of, kBins);
+  moesim::RoutingSampler sampler(kExperts);
+  moesim::Rng rng(2);
+  std::vector<std::int32_t> cold(kExperts);
+  std::vector<std::int64_t> bin_pairs(kBins);
+  std::vector<std::int32_t> bin_hot(kBins);
+  std::vector<moesim::RoutingSampler::Tally> tally(moesim::RoutingSampler::kTallyCounts);
+  for (std::size_t n = 0; n < tally.size(); ++n) tally[n] = {.a = n | n << 32, .b = std::uint64_t{n > 0}};
+  std::vector<moesim::RoutingSampler::Tally> bin_cold(kBins);
+  const std::int64_t tokens = state.range(0);
+  for (auto _ : state) {
+    sampler.sample_binned(layer, bins, tokens, rng, cold, bin_pairs, bin_hot, tally, bin_cold);
+    benchmark::DoNotOptimize(bin_cold.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kExperts);
+}
+BENCHMARK(BM_RoutingSampleBinned)->ArgName("tokens")->Arg(64)->Arg(180)->Arg(1024);
+
 void BM_RoutingPrepare(benchmark::State& state) {
   const auto pop = pareto(1);
   for (auto _ : state)
