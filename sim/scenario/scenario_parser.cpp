@@ -268,6 +268,15 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
     d.fail("ep_size",
            std::to_string(dep.ep_size) + " does not divide the cluster's " + std::to_string(total) + " GPUs");
   }
+  // The step planner and the fabric place an EP group inside one node or on whole nodes.
+  const int per_node = s.cluster.gpus_per_node;
+  if (dep.ep_size > per_node ? dep.ep_size % per_node != 0 : per_node % dep.ep_size != 0) {
+    d.fail("ep_size", std::to_string(dep.ep_size) + " GPUs would split a node of " +
+                          std::to_string(per_node) +
+                          " (cluster.gpus_per_node): an EP group must divide a node or be whole nodes (a "
+                          "multiple of " +
+                          std::to_string(per_node) + ")");
+  }
   // Whether the experts (with redundant slots) divide over ep_size is checked with the experts section.
   auto attn = d.optional_object("attention");
   Json empty = Json::object();

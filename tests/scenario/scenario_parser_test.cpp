@@ -74,9 +74,14 @@ TEST_CASE("a wrong type is an error naming its path and the value") {
 
 TEST_CASE("impossible values are errors naming their path") {
   REQUIRE(
-      starts_with(error_of({"cluster.nodes=3", "deployment.ep_size=3"}),
-                  "deployment.ep_size: 3 does not divide 128 experts; with placement \"eplb\", "
-                  "experts.redundant_experts can make experts + redundant slots a multiple of it (e.g. 1)"));
+      starts_with(error_of({"cluster.nodes=3", "deployment.ep_size=12"}),
+                  "deployment.ep_size: 12 does not divide 128 experts; with placement \"eplb\", "
+                  "experts.redundant_experts can make experts + redundant slots a multiple of it (e.g. 4)"));
+  // 132 = 11 x 12 is the next multiple of 12 above 128. An EP group of 6 on nodes of 4 would split one.
+  REQUIRE(starts_with(error_of({"cluster.nodes=3", "deployment.ep_size=6"}),
+                      "deployment.ep_size: 6 GPUs would split a node of 4 (cluster.gpus_per_node)"));
+  REQUIRE(starts_with(error_of({"cluster.nodes=3", "deployment.ep_size=3"}),
+                      "deployment.ep_size: 3 GPUs would split a node of 4"));
   REQUIRE(starts_with(error_of({"deployment.ep_size=3"}),
                       "deployment.ep_size: 3 does not divide the cluster's 4 GPUs"));
   REQUIRE(starts_with(error_of({"workload.arrival.rate_per_s=-2"}),
