@@ -87,8 +87,8 @@ class Replica {
   [[nodiscard]] const StepPlanner& planner() const { return *planner_; }
   [[nodiscard]] const SpeculativeCounts& speculative_counts() const { return speculative_; }
   // The share of its last step that the All-to-All kept a GPU's NIC path busy (the mean GPU's), which a KV
-  // transfer through that NIC shares.
-  [[nodiscard]] double nic_busy_share() const { return nic_busy_share_; }
+  // transfer through that NIC shares; 0 while the replica is idle with nothing to run (no step is coming).
+  [[nodiscard]] double nic_busy_share() const { return busy_ || in_system() > 0 ? nic_busy_share_ : 0.0; }
   // Waits for a step plan still being computed (before reading the planner at the end of a run).
   void settle();
 

@@ -173,11 +173,14 @@ TEST_CASE("the KV bytes moved are requests x prompt tokens x KV bytes per token 
 
 TEST_CASE("a KV cache crossing nodes shares the NIC with the prefill instance's All-to-All") {
   // Four nodes of one GPU: prefill EP2 on nodes 0-1, decode EP2 on nodes 2-3, so every All-to-All byte
-  // and the KV cache cross NICs. One request: its KV leaves right after the prefill step, whose
-  // All-to-All kept each GPU's NIC path busy for share = NIC bytes per GPU / NIC rate / step time; the
-  // decode instance has not stepped yet. Fair sharing stretches the transfer's data time by 1 + share.
+  // and the KV cache cross NICs. Three requests arrive together; each prefill attention group takes one per
+  // step. The first two KV caches leave right after the first prefill step, whose All-to-All kept each
+  // GPU's NIC path busy for share = NIC bytes per GPU / NIC rate / step time, while the third waits for the
+  // next step; the decode instance has not stepped yet. Fair sharing stretches those transfers' data time
+  // by 1 + share. The third leaves a prefill instance with nothing left to run and meets a decode instance
+  // whose steps carry a token per sequence: a shorter transfer, and no shorter than unshared.
   const std::int64_t prompt = 2048;
-  Json j = one_p_one_d(1, prompt, 4, 1);
+  Json j = one_p_one_d(3, prompt, 4, 1);
   j["cluster"]["nodes"] = 4;
   j["deployment"]["ep_size"] = 2;
   j["deployment"]["attention"] = Json{{"dp", 2}, {"tp", 1}};
@@ -193,7 +196,10 @@ TEST_CASE("a KV cache crossing nodes shares the NIC with the prefill instance's 
                                                     .prefill_pairs = p * (p + 1) / 2,
                                                     .prefill_kv_tokens = p,
                                                     .sampled_seqs = 1},
-                                         GroupBatch{}};
+                                         GroupBatch{.prefill_tokens = prompt,
+                                                    .prefill_pairs = p * (p + 1) / 2,
+                                                    .prefill_kv_tokens = p,
+                                                    .sampled_seqs = 1}};
   const StepPlan plan = planner->plan(batch, Time{});
   REQUIRE(plan.dispatch_nic_bytes > 0);
   const FabricSpec& f = models.fabric().spec();
@@ -204,14 +210,27 @@ TEST_CASE("a KV cache crossing nodes shares the NIC with the prefill instance's 
   REQUIRE(share < 1);
   const double kv_bytes = 2.0 * 8 * 128 * 2 * 2.0 * p;  // K and V, 8 heads x 128, 2 layers, BF16
   const Report r = run(j);
-  REQUIRE(r.requests_finished == 1);
+  REQUIRE(r.requests_finished == 3);
   REQUIRE(r.pools.size() == 2);
   REQUIRE(r.pools[1].first_gpu == 2);
-  // Group 0 of each instance: GPU 0 to GPU 2.
+  // Each GPU's send crosses its own NIC (GPU 0 or 1 to GPU 2 or 3): the same route cost.
   const Duration alone = models.fabric().transfer(kv_bytes, 0, 2);
   const Duration shared = models.fabric().transfer(kv_bytes, 0, 2, share);
   CHECK(shared > alone);
-  CHECK(r.disaggregation.kv_transfer.mean == Approx(shared.seconds()).epsilon(1e-9));
+  CHECK(r.disaggregation.kv_transfer.max == Approx(shared.seconds()).epsilon(1e-9));
+  const double third = 3 * r.disaggregation.kv_transfer.mean - 2 * r.disaggregation.kv_transfer.max;
+  CHECK(third >= alone.seconds() * (1 - 1e-9));
+  CHECK(third < shared.seconds());
+
+  SECTION("one request: no step follows at either end, nothing shares the NICs") {
+    j = one_p_one_d(1, prompt, 4, 1);
+    j["cluster"]["nodes"] = 4;
+    j["deployment"]["ep_size"] = 2;
+    j["deployment"]["attention"] = Json{{"dp", 2}, {"tp", 1}};
+    const Report one = run(j);
+    REQUIRE(one.requests_finished == 1);
+    CHECK(one.disaggregation.kv_transfer.mean == Approx(alone.seconds()).epsilon(1e-9));
+  }
 }
 
 TEST_CASE("pools take consecutive GPUs and refuse what does not fit, with the JSON path") {
