@@ -103,14 +103,18 @@ void Replica::on_decide() {
   // the simulation goes on, up to the time the step cannot end before: the plan is joined there, always
   // (with or without workers), so the order of events, hence the report, does not depend on threads.
   // KV caches moving through this replica's NICs share them with the step's All-to-All.
+  // The window is the previous step's duration, or on a first step (or after an empty one) this step's
+  // lower bound: the share of it that KV still holds the NICs.
   const auto gpus = static_cast<std::size_t>(planner_->gpus());
   kv_out_.assign(gpus, 0.0);
   kv_in_.assign(gpus, 0.0);
-  const Duration horizon = max(planner_->last_plan().total, Duration::from_us(1));
-  const bool kv = ctx_.host.kv_on_nics(first_gpu_, now, horizon, kv_out_, kv_in_);
+  const Duration previous = planner_->last_plan().total;
+  const Duration lower_bound = planner_->begin_plan(batches_, now);
+  const Duration horizon = previous > Duration::zero() ? previous : lower_bound;
+  const bool kv =
+      horizon > Duration::zero() && ctx_.host.kv_on_nics(first_gpu_, now, horizon, kv_out_, kv_in_);
   planner_->set_nic_shared(kv ? std::span<const double>(kv_out_) : std::span<const double>{},
                            kv ? std::span<const double>(kv_in_) : std::span<const double>{});
-  const Duration lower_bound = planner_->begin_plan(batches_, now);
   if (ctx_.plans != nullptr) {
     ctx_.plans->submit(plan_job_);
     plan_in_flight_ = true;
