@@ -260,19 +260,19 @@ void add_throughput(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMode
   }
   plan.cost_model = gpu.source();
 
-  std::int64_t memory_bound_up_to = 0;
+  // The largest memory-bound decode row (of any decode pool), quoted with its own utilisation and pool.
+  const ThroughputRow* widest = nullptr;
   for (const ThroughputRow& t : plan.throughput) {
-    if (t.phase == "decode" && t.regime == "memory-bound")
-      memory_bound_up_to = std::max(memory_bound_up_to, t.batch);
+    if (t.phase == "decode" && t.regime == "memory-bound" && (widest == nullptr || t.batch > widest->batch))
+      widest = &t;
   }
-  if (memory_bound_up_to > 0) {
+  if (widest != nullptr) {
     std::ostringstream a;
     a.setf(std::ios::fixed);
     a.precision(1);
-    const auto it = std::find_if(plan.throughput.begin(), plan.throughput.end(),
-                                 [&](const ThroughputRow& t) { return t.batch == memory_bound_up_to; });
-    a << "Decode is memory-bound up to batch " << memory_bound_up_to
-      << " per attention group (tensor cores at " << 100.0 * it->compute_util
+    a << "Decode" << (widest->pool.empty() ? "" : " (pool " + widest->pool + ")")
+      << " is memory-bound up to batch " << widest->batch << " per attention group (tensor cores at "
+      << 100.0 * widest->compute_util
       << "%): raise concurrency toward the KV limit; concurrent requests share "
       << "expert weights, so the cost per token falls with batch (seed section 1).";
     plan.advice.push_back(a.str());
