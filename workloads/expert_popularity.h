@@ -106,7 +106,7 @@ class RoutingSampler {
     std::uint64_t a = 0;
     std::uint64_t b = 0;
   };
-  static constexpr std::size_t kTallyCounts = 256;  // < 96 drawn + 64 residual sweeps
+  static constexpr std::size_t kTallyCounts = 256;  // > 95 drawn + 2 passes x 64 residual sweeps of +1
   void sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                      std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
                      std::span<std::int32_t> bin_hot, std::span<const Tally> tally,

@@ -96,7 +96,6 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
-  grouped_memo_ = std::make_shared<GroupedMemo>(static_cast<std::size_t>(placement_.slots_per_gpu()) + 1);
 
   // Expert cost by token count, memoised up to the most tokens one expert can see in a step (capped:
   // larger counts are costed directly). Filled on first use: grouped engines cost the loop rarely, and a
@@ -163,6 +162,9 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   traffic_.dispatch_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.dispatch);
   traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
   if (s.experts.any() || drift_ != nullptr || coact_ != nullptr) setup_loop();
+  // Sized once the loop has set the placement (EPLB's redundant slots add experts per GPU; rebalancing keeps
+  // the slots per GPU).
+  grouped_memo_ = std::make_shared<GroupedMemo>(static_cast<std::size_t>(placement_.slots_per_gpu()) + 1);
   set_placement(placement_);
   if (loop_ && s.experts.tiers.enabled) setup_tiers();
 }
