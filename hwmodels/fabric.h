@@ -67,7 +67,7 @@ struct AllToAllScratch {
   std::vector<double> load;
   std::vector<double> row_nvl, col_nvl, row_nic, col_nic, row_leaf, col_leaf;
   std::vector<int> rank_leaf, rank_node, rank_local;
-  // Each rank's links (Fabric::kRankLinks order: NVLink out and in, NIC out and in, PCIe up and down, its
+  // Each rank's links (Fabric::RankLink order: NVLink out and in, NIC out and in, PCIe up and down, its
   // leaf's uplink bundle up and down), for the group last costed: rebuilt when the group changes.
   std::vector<std::array<int, 8>> rank_links;
   int group_ranks = 0, group_per_node = 0, group_first_node = -1;
