@@ -197,6 +197,29 @@ struct PoissonTables {
 };
 const PoissonTables kPoissonTables;
 
+// e^-x for 0 <= x <= kColdMean by linear interpolation on a grid of 1/128 (error < 8e-6), the grid built by
+// repeated multiplication as above: the cold experts' moments without a transcendental call per expert.
+struct ExpTable {
+  static constexpr int kPerUnit = 128;
+  static constexpr int kSize = static_cast<int>(RoutingSampler::kColdMean) * kPerUnit + 2;
+  std::array<double, kSize> v{};
+  ExpTable() {
+    const double step = exp_neg_quarter(0.25 / 32);  // e^(-1/128)
+    double e = 1.0;
+    for (double& x : v) {
+      x = e;
+      e *= step;
+    }
+  }
+  [[nodiscard]] double operator()(double x) const {
+    const double g = std::clamp(x, 0.0, RoutingSampler::kColdMean) * kPerUnit;
+    const auto i = static_cast<std::size_t>(g);
+    const double f = g - static_cast<double>(i);
+    return v[i] + f * (v[i + 1] - v[i]);
+  }
+};
+const ExpTable kExpTable;
+
 }  // namespace
 
 double table_normal(std::uint64_t bits12) { return kNormalTable.z[bits12 & 4095]; }
@@ -446,6 +469,74 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
   return b;
 }
 
+// Bin b's hot experts are its entries before the first position >= hot (each bin's positions ascend).
+void RoutingSampler::split_hot(const Bins& bins, std::size_t hot, std::span<std::int32_t> bin_hot) {
+  for (std::size_t k = 0; k < static_cast<std::size_t>(bins.count); ++k) {
+    const auto first = bins.at.begin() + bins.begin[k];
+    const auto last = bins.at.begin() + bins.begin[k + 1];
+    bin_hot[k] = static_cast<std::int32_t>(std::lower_bound(first, last, static_cast<int>(hot)) - first);
+  }
+}
+
+std::int64_t RoutingSampler::draw_hot_bins(const Layer& layer, const Bins& bins, double t, std::int32_t cap,
+                                           std::size_t hot, std::int64_t residual, Rng& rng,
+                                           std::span<std::int64_t> bin_pairs,
+                                           std::span<const std::int32_t> bin_hot) {
+  const auto nb = static_cast<std::size_t>(bins.count);
+  // Bin b's hot experts: mean T P_b, variance T A_b before conditioning (P, A: sums of pi and sd^2);
+  // Y_b = T P_b + sqrt(T A_b) z_b + (A_b / A) (H - T P - sqrt(T) sum sqrt(A_c) z_c) is sample()'s
+  // formula summed over the bin.
+  const double sqrt_t = std::sqrt(t);
+  double s = 0;
+  std::uint64_t bits = 0;
+  for (std::size_t k = 0; k < nb; ++k) {
+    if ((k & 3) == 0) bits = rng.next_u64();
+    const double var_b =
+        bins.prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k])].var;
+    const double az = sqrt_t * std::sqrt(var_b) * table_normal(bits >> 52);
+    bits <<= 16;
+    z_[k] = az;
+    s += az;
+  }
+  const double var = layer.var_prefix[hot];
+  const double pi_sum = layer.pi_prefix[hot];
+  const double gap = static_cast<double>(residual) - t * pi_sum - s;
+  const double inv_var = var > 0 ? 1.0 / var : 0.0;
+  const double inv_pi_sum = 1.0 / pi_sum;
+  std::int64_t assigned = 0;
+  for (std::size_t k = 0; k < nb; ++k) {
+    const std::size_t o = static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k]);
+    const Bins::Sums& sums = bins.prefix[o];
+    const double w = var > 0 ? sums.var * inv_var : sums.pi * inv_pi_sum;
+    const double x = t * sums.pi + z_[k] + w * gap;
+    const double bin_cap = static_cast<double>(bin_hot[k]) * cap;
+    const auto c = static_cast<std::int64_t>(std::clamp(x + 0.5, 0.0, bin_cap));
+    bin_pairs[k] = c;
+    assigned += c;
+  }
+  residual -= assigned;
+  // What rounding left, by +-1 over the bins with hot experts from a random bin (as spread_residual).
+  const std::size_t start = rng.below(nb);
+  for (int sweep = 0; sweep < 64 && residual != 0; ++sweep) {
+    bool moved = false;
+    for (std::size_t j = 0; j < nb && residual != 0; ++j) {
+      const std::size_t k = start + j < nb ? start + j : start + j - nb;
+      const std::int64_t bin_cap = static_cast<std::int64_t>(bin_hot[k]) * cap;
+      if (residual > 0 && bin_pairs[k] < bin_cap) {
+        ++bin_pairs[k];
+        --residual;
+        moved = true;
+      } else if (residual < 0 && bin_pairs[k] > 0) {
+        --bin_pairs[k];
+        ++residual;
+        moved = true;
+      }
+    }
+    if (!moved) break;
+  }
+  return residual;
+}
+
 void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                                    std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
                                    std::span<std::int32_t> bin_hot, std::span<const Tally> tally,
@@ -470,15 +561,12 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   const double cold_pi = std::min(0.1, kColdMean / t);
   const auto hot = static_cast<std::size_t>(
       std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+  split_hot(bins, hot, bin_hot);
   std::int64_t cold_total = 0;
   Rng draws = rng;  // a local copy keeps the generator's state in registers through the loop
   for (std::size_t k = 0; k < nb; ++k) {
-    const auto first = bins.at.begin() + bins.begin[k];
-    const auto last = bins.at.begin() + bins.begin[k + 1];
-    const auto h = static_cast<std::int32_t>(std::lower_bound(first, last, static_cast<int>(hot)) - first);
-    bin_hot[k] = h;
     Tally sum;
-    for (auto j = static_cast<std::size_t>(bins.begin[k] + h);
+    for (auto j = static_cast<std::size_t>(bins.begin[k] + bin_hot[k]);
          j < static_cast<std::size_t>(bins.begin[k + 1]); ++j) {
       const std::int32_t c = std::min(kPoissonTables.sample(t * bins.pi[j], draws.next_u64()), cap);
       cold[j] = c;
@@ -491,60 +579,7 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   }
   rng = draws;
   std::int64_t residual = slots - cold_total;
-  if (hot > 0) {
-    // Bin b's hot experts: mean T P_b, variance T A_b before conditioning (P, A: sums of pi and sd^2);
-    // Y_b = T P_b + sqrt(T A_b) z_b + (A_b / A) (H - T P - sqrt(T) sum sqrt(A_c) z_c) is sample()'s
-    // formula summed over the bin.
-    const double sqrt_t = std::sqrt(t);
-    double s = 0;
-    std::uint64_t bits = 0;
-    for (std::size_t k = 0; k < nb; ++k) {
-      if ((k & 3) == 0) bits = rng.next_u64();
-      const double var_b =
-          bins.prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k])].var;
-      const double az = sqrt_t * std::sqrt(var_b) * table_normal(bits >> 52);
-      bits <<= 16;
-      z_[k] = az;
-      s += az;
-    }
-    const double var = layer.var_prefix[hot];
-    const double pi_sum = layer.pi_prefix[hot];
-    const double gap = static_cast<double>(residual) - t * pi_sum - s;
-    const double inv_var = var > 0 ? 1.0 / var : 0.0;
-    const double inv_pi_sum = 1.0 / pi_sum;
-    std::int64_t assigned = 0;
-    for (std::size_t k = 0; k < nb; ++k) {
-      const std::size_t o =
-          static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k]);
-      const Bins::Sums& sums = bins.prefix[o];
-      const double w = var > 0 ? sums.var * inv_var : sums.pi * inv_pi_sum;
-      const double x = t * sums.pi + z_[k] + w * gap;
-      const double bin_cap = static_cast<double>(bin_hot[k]) * cap;
-      const auto c = static_cast<std::int64_t>(std::clamp(x + 0.5, 0.0, bin_cap));
-      bin_pairs[k] = c;
-      assigned += c;
-    }
-    residual -= assigned;
-    // What rounding left, by +-1 over the bins with hot experts from a random bin (as spread_residual).
-    const std::size_t start = rng.below(nb);
-    for (int sweep = 0; sweep < 64 && residual != 0; ++sweep) {
-      bool moved = false;
-      for (std::size_t j = 0; j < nb && residual != 0; ++j) {
-        const std::size_t k = start + j < nb ? start + j : start + j - nb;
-        const std::int64_t bin_cap = static_cast<std::int64_t>(bin_hot[k]) * cap;
-        if (residual > 0 && bin_pairs[k] < bin_cap) {
-          ++bin_pairs[k];
-          --residual;
-          moved = true;
-        } else if (residual < 0 && bin_pairs[k] > 0) {
-          --bin_pairs[k];
-          ++residual;
-          moved = true;
-        }
-      }
-      if (!moved) break;
-    }
-  }
+  if (hot > 0) residual = draw_hot_bins(layer, bins, t, cap, hot, residual, rng, bin_pairs, bin_hot);
   if (residual != 0) {  // no hot expert, or every hot bin at a bound: the cold experts take the rest
     // In the order of the positions, as sample() spreads it: in the bins' order a residual would land on
     // one or two bins (their variance grew by a quarter in a test with every expert cold).
@@ -562,6 +597,128 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
         });
   }
   MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
+}
+
+void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
+                                     BinLaw& law, std::span<std::int64_t> bin_pairs,
+                                     std::span<ColdSums> bin_cold) {
+  const auto nb = static_cast<std::size_t>(bins.count);
+  MOESIM_CHECK(bins.pi.size() == layer.order.size() && bin_pairs.size() == nb && bin_cold.size() == nb &&
+                   nb <= z_.size(),
+               "binned routing sampler size mismatch");
+  std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
+  std::fill(bin_cold.begin(), bin_cold.end(), ColdSums{});
+  const std::int64_t slots = tokens * layer.top_k;
+  if (slots == 0) return;
+  const double t = static_cast<double>(tokens);
+  const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
+  if (law.tokens != tokens || law.cold.size() != nb) {
+    // Each bin's cold experts: n experts of means m_j = T pi_j, independent Poissons. Their pairs P have
+    // mean and variance M = sum m_j; touched U = sum 1[X_j > 0] has mean sum (1 - e_j) and variance
+    // sum e_j (1 - e_j), e_j = e^-m_j; cov(P, U) = sum m_j e_j.
+    law.tokens = tokens;
+    const double cold_pi = std::min(0.1, kColdMean / t);
+    law.hot = static_cast<std::size_t>(
+        std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+    law.bin_hot.resize(nb);
+    law.cold.resize(nb);
+    split_hot(bins, law.hot, law.bin_hot);
+    law.lambda = 0;
+    // The variance rounding to integers adds (Sheppard); rounding at random adds about twice as much.
+    constexpr double kRounding = 1.0 / 12;
+    for (std::size_t k = 0; k < nb; ++k) {
+      const auto first = static_cast<std::size_t>(bins.begin[k] + law.bin_hot[k]);
+      const auto last = static_cast<std::size_t>(bins.begin[k + 1]);
+      double e1 = 0, e2 = 0, me = 0;
+      for (std::size_t j = first; j < last; ++j) {
+        const double m = t * bins.pi[j];
+        const double e = kExpTable(m);
+        e1 += e;
+        e2 += e * e;
+        me += m * e;
+      }
+      const std::size_t base = static_cast<std::size_t>(bins.begin[k]) + k;
+      const double lambda = t * (bins.prefix[base + (last - static_cast<std::size_t>(bins.begin[k]))].pi -
+                                 bins.prefix[base + static_cast<std::size_t>(law.bin_hot[k])].pi);
+      const double slope = lambda > 0 ? me / lambda : 0.0;
+      law.cold[k] = {.experts = static_cast<std::int32_t>(last - first),
+                     .lambda = lambda,
+                     .sd = std::sqrt(std::max(0.0, lambda - kRounding)),
+                     .touched = static_cast<double>(last - first) - e1,
+                     .slope = slope,
+                     .touched_sd = std::sqrt(std::max(0.0, e1 - e2 - slope * me - 2 * kRounding))};
+      law.lambda += lambda;
+    }
+  }
+  const std::size_t hot = law.hot;
+  const std::span<const std::int32_t> bin_hot = law.bin_hot;
+  const double lambda_all = law.lambda;
+  // Pairs: Gaussian with the Poisson's mean and variance; with no hot expert, conditioned (as the hot
+  // bins are) on the layer's total, which is then the cold experts' alone.
+  std::uint64_t bits = 0;
+  double s = 0;
+  for (std::size_t k = 0; k < nb; ++k) {
+    if ((k & 3) == 0) bits = rng.next_u64();
+    z_[k] = law.cold[k].sd * table_normal(bits >> 52);
+    bits <<= 16;
+    s += z_[k];
+  }
+  const double gap = hot > 0 ? 0.0 : static_cast<double>(slots) - lambda_all - s;
+  std::int64_t cold_total = 0;
+  for (std::size_t k = 0; k < nb; ++k) {
+    const ColdMoments& c = law.cold[k];
+    const double w = lambda_all > 0 ? c.lambda / lambda_all : 0.0;
+    const double x = c.lambda + z_[k] + w * gap;
+    const double bound = static_cast<double>(c.experts) * cap;
+    bin_cold[k].pairs = static_cast<std::int64_t>(std::clamp(x + 0.5, 0.0, bound));
+    cold_total += bin_cold[k].pairs;
+  }
+  std::int64_t residual = slots - cold_total;
+  if (hot > 0) residual = draw_hot_bins(layer, bins, t, cap, hot, residual, rng, bin_pairs, bin_hot);
+  if (residual != 0) {  // no hot expert, or every hot bin at a bound: +-1 over the cold sums
+    const std::size_t start = rng.below(nb);
+    for (int sweep = 0; sweep < 64 && residual != 0; ++sweep) {
+      bool moved = false;
+      for (std::size_t j = 0; j < nb && residual != 0; ++j) {
+        const std::size_t k = start + j < nb ? start + j : start + j - nb;
+        std::int64_t& pairs = bin_cold[k].pairs;
+        if (residual > 0 && pairs < static_cast<std::int64_t>(law.cold[k].experts) * cap) {
+          ++pairs;
+          --residual;
+          moved = true;
+        } else if (residual < 0 && pairs > 0) {
+          --pairs;
+          ++residual;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+  }
+  MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
+  constexpr double kUntouchedPoisson = 1.0;
+  // Touched given pairs: the Gaussian's conditional law, rounded at random (floor(x + u), u uniform: the
+  // mean is kept even when the law is a point or two, as near every expert touched) into what the pairs
+  // allow (at least one expert per cap pairs, at most one per pair and the bin's cold experts).
+  for (std::size_t k = 0; k < nb; ++k) {
+    if ((k & 1) == 0) bits = rng.next_u64();
+    const double z = table_normal(bits >> 52);
+    const double v = static_cast<double>((bits >> 32) & 0xfffffU) * 0x1.0p-20;
+    bits <<= 32;
+    const ColdMoments& c = law.cold[k];
+    const std::int64_t pairs = bin_cold[k].pairs;
+    if (pairs == 0 || c.experts == 0) continue;
+    const double mean = c.touched + c.slope * (static_cast<double>(pairs) - c.lambda);
+    const double untouched = static_cast<double>(c.experts) - mean;
+    // Nearly every cold expert touched: the untouched ones are a sum of rare Bernoullis, Poisson.
+    const double x =
+        untouched < kUntouchedPoisson
+            ? static_cast<double>(c.experts - kPoissonTables.sample(std::max(0.0, untouched), rng.next_u64()))
+            : std::floor(mean + c.touched_sd * z + v);
+    const double low = static_cast<double>((pairs + cap - 1) / cap);
+    const double high = static_cast<double>(std::min<std::int64_t>(pairs, c.experts));
+    bin_cold[k].touched = static_cast<std::int32_t>(std::clamp(x, low, high));
+  }
 }
 
 std::int64_t spread_residual(std::span<const int> cells, std::size_t hot, std::int32_t cap,

@@ -240,6 +240,7 @@ void StepPlanner::share_routing(std::shared_ptr<RoutingTables> tables) {
                    tables->bins.size() == tables_->bins.size(),
                "routing tables shared between planners that differ");
   tables_ = std::move(tables);
+  for (RoutingSampler::BinLaw& law : bin_laws_) law.tokens = -1;  // derived from the tables it had
 }
 
 void StepPlanner::set_binned_routing(bool on) {
@@ -278,7 +279,9 @@ void StepPlanner::set_placement(Placement p) {
     bin_pairs_.resize(static_cast<std::size_t>(ranks_));
     bin_hot_.resize(static_cast<std::size_t>(ranks_));
     bin_cold_.resize(static_cast<std::size_t>(ranks_));
+    bin_sums_.resize(static_cast<std::size_t>(ranks_));
   }
+  bin_laws_.assign(tables.bins.size() * kLawSlots, RoutingSampler::BinLaw{});
 }
 
 void StepPlanner::ensure_touch(int layer) {
@@ -1113,28 +1116,44 @@ const StepPlan& StepPlanner::finish_plan() {
       const auto l = static_cast<std::size_t>(layer);
       const RoutingSampler::Layer& table = tables_->layers[l];
       const RoutingSampler::Bins& b = bins[l];
-      sampler_.sample_binned(table, b, total_tokens, rng_, counts_, bin_pairs_, bin_hot_, cold_tally(),
-                             bin_cold_);
-      // The cold experts' sums come with the draw (bin_cold_, fields of cold_tally()). A hot expert (mean of
-      // at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
-      constexpr std::uint64_t kLow32 = 0xffffffffU;
-      constexpr std::uint64_t kLow21 = (std::uint64_t{1} << 21) - 1;
-      for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
-        const std::int64_t n = bin_pairs_[g];
-        const std::int32_t h = bin_hot_[g];
-        const RoutingSampler::Tally& c = bin_cold_[g];
-        const std::int64_t first_hot = tbo ? round_half_away(double(n) * half_a_) : n;
-        const auto pairs = n + static_cast<std::int64_t>(c.a & kLow32);
-        const auto first = first_hot + static_cast<std::int64_t>(c.a >> 32);
-        const auto touched = h + static_cast<std::int32_t>(c.b & kLow21);
-        const auto touched_a = (first_hot > 0 ? h : 0) + static_cast<std::int32_t>((c.b >> 21) & kLow21);
-        const auto touched_b = (n - first_hot > 0 ? h : 0) + static_cast<std::int32_t>(c.b >> 42);
-        gpu_pairs_[g] += double(pairs);
-        rank_bytes_[g] += bytes_per_use * touched;
-        gpu_touched_[2 * g] += touched_a;
-        gpu_half_pairs_[2 * g] += double(first);
-        gpu_touched_[2 * g + 1] += touched_b;
-        gpu_half_pairs_[2 * g + 1] += double(pairs - first);
+      if (!tbo && slots >= RoutingSampler::kSumsMinMean * m.routed_experts) {
+        // One launch per GPU: its pairs and touched experts are all the cost reads, so the cold experts
+        // come as per-GPU sums (RoutingSampler::sample_bin_sums) without a draw each.
+        RoutingSampler::BinLaw& law =
+            bin_laws_[l * kLawSlots + static_cast<std::size_t>(total_tokens) % kLawSlots];
+        sampler_.sample_bin_sums(table, b, total_tokens, rng_, law, bin_pairs_, bin_sums_);
+        for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
+          const std::int64_t pairs = bin_pairs_[g] + bin_sums_[g].pairs;
+          const std::int32_t touched = law.bin_hot[g] + bin_sums_[g].touched;
+          gpu_pairs_[g] += double(pairs);
+          rank_bytes_[g] += bytes_per_use * touched;
+          gpu_touched_[2 * g] += touched;
+          gpu_half_pairs_[2 * g] += double(pairs);
+        }
+      } else {
+        sampler_.sample_binned(table, b, total_tokens, rng_, counts_, bin_pairs_, bin_hot_, cold_tally(),
+                               bin_cold_);
+        // The cold experts' sums come with the draw (bin_cold_, fields of cold_tally()). A hot expert (mean
+        // of at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
+        constexpr std::uint64_t kLow32 = 0xffffffffU;
+        constexpr std::uint64_t kLow21 = (std::uint64_t{1} << 21) - 1;
+        for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
+          const std::int64_t n = bin_pairs_[g];
+          const std::int32_t h = bin_hot_[g];
+          const RoutingSampler::Tally& c = bin_cold_[g];
+          const std::int64_t first_hot = tbo ? round_half_away(double(n) * half_a_) : n;
+          const auto pairs = n + static_cast<std::int64_t>(c.a & kLow32);
+          const auto first = first_hot + static_cast<std::int64_t>(c.a >> 32);
+          const auto touched = h + static_cast<std::int32_t>(c.b & kLow21);
+          const auto touched_a = (first_hot > 0 ? h : 0) + static_cast<std::int32_t>((c.b >> 21) & kLow21);
+          const auto touched_b = (n - first_hot > 0 ? h : 0) + static_cast<std::int32_t>(c.b >> 42);
+          gpu_pairs_[g] += double(pairs);
+          rank_bytes_[g] += bytes_per_use * touched;
+          gpu_touched_[2 * g] += touched_a;
+          gpu_half_pairs_[2 * g] += double(first);
+          gpu_touched_[2 * g + 1] += touched_b;
+          gpu_half_pairs_[2 * g + 1] += double(pairs - first);
+        }
       }
     } else {
       sample_layer(layer, total_tokens);

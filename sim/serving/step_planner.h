@@ -231,6 +231,11 @@ class StepPlanner {
   std::vector<RoutingSampler::Tally> tally_;
   double tally_half_a_ = -1;
   std::vector<RoutingSampler::Tally> bin_cold_;
+  // Without two-batch overlap: sample_bin_sums(), its laws kept per layer for the last kLawSlots token
+  // counts (by tokens modulo kLawSlots: a decode batch moves by a few sequences per step).
+  std::vector<RoutingSampler::ColdSums> bin_sums_;
+  static constexpr std::size_t kLawSlots = 32;
+  std::vector<RoutingSampler::BinLaw> bin_laws_;  // [layer][slot]
   const std::vector<RoutingSampler::Tally>& cold_tally();
   std::int64_t plans_done_ = 0;
   bool binned_allowed_ = true;

@@ -363,3 +363,113 @@ TEST_CASE("cold Poisson draws equal a direct inversion of the Poisson law") {
   // Mean over uniform means on [0, 8): 4, sd of the average about 0.0073.
   CHECK(sum / draws == Approx(4.0).margin(0.04));
 }
+
+TEST_CASE("per-bin cold sums without a draw per expert follow the law of drawing each cold expert") {
+  // sample_bin_sums() replaces the cold experts' Poisson draws of sample_binned() by a Gaussian with their
+  // exact moments. Both are drawn 20,000 times on the same bins; each bin's pairs and touched experts (hot
+  // and cold together) must have the same means, variances and covariance, and the slowest bin of a grouped
+  // launch (touched + pairs / 16, weights read and tokens computed) the same mean and 99th percentile.
+  struct Case {
+    std::vector<double> p;
+    int top_k;
+    int bins;
+    std::int64_t tokens;
+  };
+  auto pareto = zipf_probabilities(256, zipf_exponent_for_top_share(256, 8, 0.2, 0.8));
+  cap_for_top_k(pareto, 8);
+  auto zipf = zipf_probabilities(64, 1.0);
+  cap_for_top_k(zipf, 4);
+  // Where the planner uses it: at least RoutingSampler::kSumsMinMean pairs per expert on average.
+  const std::vector<Case> cases = {{pareto, 8, 8, 128},  {pareto, 8, 8, 180},
+                                   {pareto, 8, 16, 256}, {pareto, 8, 8, 1024},
+                                   {zipf, 4, 8, 500},    {std::vector<double>(256, 1.0 / 256), 8, 8, 128}};
+  for (const Case& c : cases) {
+    const int experts = static_cast<int>(c.p.size());
+    const auto nb = static_cast<std::size_t>(c.bins);
+    INFO(experts << " experts, top-" << c.top_k << ", " << c.bins << " bins, " << c.tokens << " tokens");
+    std::vector<int> bin_of(static_cast<std::size_t>(experts));
+    for (int e = 0; e < experts; ++e) bin_of[static_cast<std::size_t>(e)] = (e * 5 + e / c.bins) % c.bins;
+    const auto layer = RoutingSampler::prepare(c.p, c.top_k);
+    const auto binned = RoutingSampler::bin(layer, bin_of, c.bins);
+    RoutingSampler sampler(experts);
+    Rng rng(11);
+    std::vector<std::int32_t> counts(static_cast<std::size_t>(experts));
+    std::vector<std::int64_t> bin_pairs(nb);
+    std::vector<std::int32_t> bin_hot(nb);
+    std::vector<RoutingSampler::Tally> tally(RoutingSampler::kTallyCounts);
+    for (std::size_t n = 0; n < tally.size(); ++n) tally[n] = {.a = n, .b = std::uint64_t{n > 0}};
+    std::vector<RoutingSampler::Tally> bin_cold(nb);
+    std::vector<RoutingSampler::ColdSums> sums(nb);
+    RoutingSampler::BinLaw law;
+    const int reps = 20000;
+    struct Moments {
+      std::vector<double> p, pp, u, uu, pu;
+      std::vector<double> slowest;
+    };
+    Moments m[2];
+    for (Moments& x : m) {
+      for (auto* v : {&x.p, &x.pp, &x.u, &x.uu, &x.pu}) v->assign(nb, 0.0);
+    }
+    for (int r = 0; r < reps; ++r) {
+      for (int w = 0; w < 2; ++w) {
+        std::int64_t all = 0;
+        double slowest = 0;
+        if (w == 0) {
+          sampler.sample_binned(layer, binned, c.tokens, rng, counts, bin_pairs, bin_hot, tally, bin_cold);
+        } else {
+          sampler.sample_bin_sums(layer, binned, c.tokens, rng, law, bin_pairs, sums);
+        }
+        for (std::size_t k = 0; k < nb; ++k) {
+          const double pairs =
+              double(bin_pairs[k]) + (w == 0 ? double(bin_cold[k].a) : double(sums[k].pairs));
+          const double touched = w == 0 ? double(bin_hot[k]) + double(bin_cold[k].b)
+                                        : double(law.bin_hot[k]) + double(sums[k].touched);
+          if (w == 1) REQUIRE(sums[k].touched <= sums[k].pairs);
+          m[w].p[k] += pairs;
+          m[w].pp[k] += pairs * pairs;
+          m[w].u[k] += touched;
+          m[w].uu[k] += touched * touched;
+          m[w].pu[k] += pairs * touched;
+          all += static_cast<std::int64_t>(pairs);
+          slowest = std::max(slowest, touched + pairs / 16);
+        }
+        REQUIRE(all == c.tokens * c.top_k);
+        m[w].slowest.push_back(slowest);
+      }
+    }
+    for (std::size_t k = 0; k < nb; ++k) {
+      double mean_p[2], mean_u[2], var_p[2], var_u[2], cov[2];
+      for (int w = 0; w < 2; ++w) {
+        mean_p[w] = m[w].p[k] / reps;
+        mean_u[w] = m[w].u[k] / reps;
+        var_p[w] = m[w].pp[k] / reps - mean_p[w] * mean_p[w];
+        var_u[w] = m[w].uu[k] / reps - mean_u[w] * mean_u[w];
+        cov[w] = m[w].pu[k] / reps - mean_p[w] * mean_u[w];
+      }
+      INFO("bin " << k << ": pairs " << mean_p[0] << " / " << mean_p[1] << " var " << var_p[0] << " / "
+                  << var_p[1] << "; touched " << mean_u[0] << " / " << mean_u[1] << " var " << var_u[0]
+                  << " / " << var_u[1] << "; cov " << cov[0] << " / " << cov[1]);
+      CHECK(mean_p[1] == Approx(mean_p[0]).epsilon(0.01));
+      CHECK(mean_u[1] == Approx(mean_u[0]).epsilon(0.01));
+      // Variances to 6% for pairs, 10% for touched; when touched is nearly every cold expert (a law on one
+      // or two values, variance below 1, which random rounding only approaches) to 0.05 (rounding adds up
+      // to 1/4).
+      CHECK(var_p[1] == Approx(var_p[0]).epsilon(0.06));
+      CHECK(var_u[1] == Approx(var_u[0]).epsilon(0.1).margin(var_u[0] < 1 ? 0.05 : 0.0));
+      // Correlation of pairs and touched to 0.05 (it ranges from 0 when every cold expert is touched to
+      // about 0.6 at 128 tokens).
+      const auto corr = [&](int w) {
+        return var_p[w] > 0 && var_u[w] > 0 ? cov[w] / std::sqrt(var_p[w] * var_u[w]) : 0.0;
+      };
+      CHECK(corr(1) == Approx(corr(0)).margin(0.05));
+    }
+    for (Moments& x : m) std::sort(x.slowest.begin(), x.slowest.end());
+    const auto p99 = static_cast<std::size_t>(0.99 * reps);
+    const double mean0 = std::accumulate(m[0].slowest.begin(), m[0].slowest.end(), 0.0) / reps;
+    const double mean1 = std::accumulate(m[1].slowest.begin(), m[1].slowest.end(), 0.0) / reps;
+    INFO("slowest bin: mean " << mean0 << " / " << mean1 << ", p99 " << m[0].slowest[p99] << " / "
+                              << m[1].slowest[p99]);
+    CHECK(mean1 == Approx(mean0).epsilon(0.005));
+    CHECK(m[1].slowest[p99] == Approx(m[0].slowest[p99]).epsilon(0.02));
+  }
+}
