@@ -715,7 +715,7 @@ void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::
         untouched < kUntouchedPoisson
             ? static_cast<double>(c.experts - kPoissonTables.sample(std::max(0.0, untouched), rng.next_u64()))
             : std::floor(mean + c.touched_sd * z + v);
-    const double low = static_cast<double>((pairs + cap - 1) / cap);
+    const double low = static_cast<double>(pairs <= cap ? 1 : (pairs + cap - 1) / cap);
     const double high = static_cast<double>(std::min<std::int64_t>(pairs, c.experts));
     bin_cold[k].touched = static_cast<std::int32_t>(std::clamp(x, low, high));
   }
