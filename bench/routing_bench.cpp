@@ -64,6 +64,32 @@ void BM_RoutingSampleBinned(benchmark::State& state) {
 }
 BENCHMARK(BM_RoutingSampleBinned)->ArgName("tokens")->Arg(64)->Arg(180)->Arg(1024);
 
+// The same layer as the planner draws it without two-batch overlap from 4 pairs per expert: per-GPU cold
+// sums from their moments. rebuild = 1 derives the law on every call (a token count not seen before), 0
+// reuses it. items = experts covered per second.
+void BM_RoutingSampleBinSums(benchmark::State& state) {
+  const auto pop = pareto(1);
+  const auto layer = moesim::RoutingSampler::prepare(pop.layer(0), kTopK);
+  constexpr int kBins = 8;
+  std::vector<int> bin_of(kExperts);
+  for (int e = 0; e < kExperts; ++e) bin_of[static_cast<std::size_t>(e)] = e % kBins;
+  const auto bins = moesim::RoutingSampler::bin(layer, bin_of, kBins);
+  moesim::RoutingSampler sampler(kExperts);
+  moesim::Rng rng(2);
+  std::vector<std::int64_t> bin_pairs(kBins);
+  std::vector<moesim::RoutingSampler::ColdSums> sums(kBins);
+  moesim::RoutingSampler::BinLaw law;
+  const std::int64_t tokens = state.range(0);
+  const bool rebuild = state.range(1) != 0;
+  for (auto _ : state) {
+    if (rebuild) law.tokens = -1;
+    sampler.sample_bin_sums(layer, bins, tokens, rng, law, bin_pairs, sums);
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kExperts);
+}
+BENCHMARK(BM_RoutingSampleBinSums)->ArgNames({"tokens", "rebuild"})->ArgsProduct({{180, 1024}, {0, 1}});
+
 void BM_RoutingPrepare(benchmark::State& state) {
   const auto pop = pareto(1);
   for (auto _ : state)

@@ -599,6 +599,16 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
 }
 
+bool RoutingSampler::use_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens) {
+  const auto n = static_cast<double>(layer.order.size());
+  if (static_cast<double>(tokens) * layer.top_k < kSumsMinMean * n) return false;
+  const double cold_pi = std::min(0.1, kColdMean / static_cast<double>(tokens));
+  const auto hot =
+      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin();
+  return static_cast<std::ptrdiff_t>(layer.order.size()) - hot >=
+         static_cast<std::ptrdiff_t>(kSumsMinCold) * bins.count;
+}
+
 void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                                      BinLaw& law, std::span<std::int64_t> bin_pairs,
                                      std::span<ColdSums> bin_cold) {
@@ -641,12 +651,13 @@ void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::
       const double lambda = t * (bins.prefix[base + (last - static_cast<std::size_t>(bins.begin[k]))].pi -
                                  bins.prefix[base + static_cast<std::size_t>(law.bin_hot[k])].pi);
       const double slope = lambda > 0 ? me / lambda : 0.0;
-      law.cold[k] = {.experts = static_cast<std::int32_t>(last - first),
-                     .lambda = lambda,
-                     .sd = std::sqrt(std::max(0.0, lambda - kRounding)),
-                     .touched = static_cast<double>(last - first) - e1,
-                     .slope = slope,
-                     .touched_sd = std::sqrt(std::max(0.0, e1 - e2 - slope * me - 2 * kRounding))};
+      law.cold[k] = {
+          .experts = static_cast<std::int32_t>(last - first),
+          .lambda = static_cast<float>(lambda),
+          .sd = static_cast<float>(std::sqrt(std::max(0.0, lambda - kRounding))),
+          .touched = static_cast<float>(static_cast<double>(last - first) - e1),
+          .slope = static_cast<float>(slope),
+          .touched_sd = static_cast<float>(std::sqrt(std::max(0.0, e1 - e2 - slope * me - 2 * kRounding)))};
       law.lambda += lambda;
     }
   }

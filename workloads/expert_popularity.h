@@ -123,17 +123,22 @@ class RoutingSampler {
   // experts top-8 in 8 or 16 bins, Pareto 80/20 or uniform, 128 to 1,024 tokens; the tests hold 0.5% and
   // 2%). Below it counts are too few for a Gaussian: at 16 tokens of DeepSeek-V3 the mean is 1% low.
   static constexpr double kSumsMinMean = 4.0;
+  // Whether to use sample_bin_sums() for this layer at `tokens`: from kSumsMinMean pairs per expert, and
+  // with at least kSumsMinCold cold experts per bin on average (with fewer, drawing them one by one is
+  // exact and costs about what the Gaussian's fixed work per bin does).
+  static constexpr int kSumsMinCold = 4;
+  [[nodiscard]] static bool use_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens);
   struct ColdSums {
     std::int64_t pairs = 0;
     std::int32_t touched = 0;
   };
-  struct ColdMoments {  // a bin's cold experts
+  struct ColdMoments {  // a bin's cold experts (single precision: a law is kept per layer and token count)
     std::int32_t experts = 0;
-    double lambda = 0;      // mean (and variance) of their pairs
-    double sd = 0;          // sqrt(lambda - 1/12): the Gaussian's, before rounding adds 1/12
-    double touched = 0;     // mean of their touched count
-    double slope = 0;       // cov(pairs, touched) / var(pairs): touched's regression on pairs
-    double touched_sd = 0;  // touched's sd given pairs
+    float lambda = 0;      // mean (and variance) of their pairs
+    float sd = 0;          // sqrt(lambda - 1/12): the Gaussian's, before rounding adds 1/12
+    float touched = 0;     // mean of their touched count
+    float slope = 0;       // cov(pairs, touched) / var(pairs): touched's regression on pairs
+    float touched_sd = 0;  // touched's sd given pairs
   };
   // What sample_bin_sums() derives from a layer's bins at one token count (O(experts) to build), kept by
   // the caller and rebuilt when `tokens` differs or the layer's tables change.

@@ -978,6 +978,7 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   for (int r = 0; r < groups_; ++r) {
     const GroupBatch& b = groups[static_cast<std::size_t>(r)];
     total_tokens += b.tokens();
+    p.prefill_tokens += b.prefill_tokens;
     p.sampled_max = std::max(p.sampled_max, b.sampled_seqs);
     pre_moe_max = max(pre_moe_max, pre_moe_[static_cast<std::size_t>(r)]);
     if (dense_layer_[static_cast<std::size_t>(r)] > dense_max) {
@@ -1116,11 +1117,16 @@ const StepPlan& StepPlanner::finish_plan() {
       const auto l = static_cast<std::size_t>(layer);
       const RoutingSampler::Layer& table = tables_->layers[l];
       const RoutingSampler::Bins& b = bins[l];
-      if (!tbo && slots >= RoutingSampler::kSumsMinMean * m.routed_experts) {
+      if (!tbo && RoutingSampler::use_bin_sums(table, b, total_tokens)) {
         // One launch per GPU: its pairs and touched experts are all the cost reads, so the cold experts
         // come as per-GPU sums (RoutingSampler::sample_bin_sums) without a draw each.
+        // A decode batch's token count recurs (it moves by a few sequences per step): its law is kept. With
+        // prefill, the layer's law is derived afresh (step_law_ serves every layer).
+        step_law_.tokens = -1;
         RoutingSampler::BinLaw& law =
-            bin_laws_[l * kLawSlots + static_cast<std::size_t>(total_tokens) % kLawSlots];
+            p.prefill_tokens > 0
+                ? step_law_
+                : bin_laws_[l * kLawSlots + static_cast<std::size_t>(total_tokens) % kLawSlots];
         sampler_.sample_bin_sums(table, b, total_tokens, rng_, law, bin_pairs_, bin_sums_);
         for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
           const std::int64_t pairs = bin_pairs_[g] + bin_sums_[g].pairs;

@@ -232,10 +232,12 @@ class StepPlanner {
   double tally_half_a_ = -1;
   std::vector<RoutingSampler::Tally> bin_cold_;
   // Without two-batch overlap: sample_bin_sums(), its laws kept per layer for the last kLawSlots token
-  // counts (by tokens modulo kLawSlots: a decode batch moves by a few sequences per step).
+  // counts of decode-only steps (by tokens modulo kLawSlots: a decode batch moves by a few sequences per
+  // step); a step with prefill, whose count seldom recurs, derives its laws in step_law_.
   std::vector<RoutingSampler::ColdSums> bin_sums_;
-  static constexpr std::size_t kLawSlots = 32;
+  static constexpr std::size_t kLawSlots = 16;
   std::vector<RoutingSampler::BinLaw> bin_laws_;  // [layer][slot]
+  RoutingSampler::BinLaw step_law_;
   const std::vector<RoutingSampler::Tally>& cold_tally();
   std::int64_t plans_done_ = 0;
   bool binned_allowed_ = true;
@@ -257,6 +259,7 @@ class StepPlanner {
     std::span<const GroupBatch> full{};  // the step's batches
     Time now{};
     std::int64_t total_tokens = 0;
+    std::int64_t prefill_tokens = 0;
     std::int64_t sampled_max = 0;
     Duration pre_moe_max{}, dense_max{}, small_max{}, small_dense_max{};
     Duration pre_a{}, pre_b{};  // two-batch overlap: each micro-batch's attention and small kernels
