@@ -54,6 +54,7 @@ double RooflineFit::seconds(double bytes, double flops) const {
   if (hi <= 0) return fixed_s;
   // (a^p + b^p)^(1/p) = hi * (1 + (lo/hi)^p)^(1/p): no overflow for large p.
   const double lo = std::min(mem, compute);
+  if (lo <= 0 && sharpness > 0) return fixed_s + hi;  // the formula's value, without two pow calls
   return fixed_s + hi * std::pow(1.0 + std::pow(lo / hi, sharpness), 1.0 / sharpness);
 }
 
