@@ -40,13 +40,22 @@ BENCHMARK(BM_RoutingSample)->ArgName("tokens")->Arg(64)->Arg(512)->Arg(1024)->Ar
 
 // Binned routing as a decode step draws it: 8 GPUs of 32 experts (expert e on GPU e mod 8), the cold experts
 // one by one with their sums tallied per GPU. items = experts drawn per second.
+// One Pareto layer over kBins GPUs, expert e on GPU e mod kBins.
+constexpr int kBins = 8;
+struct BinnedLayer {
+  moesim::RoutingSampler::Layer layer = moesim::RoutingSampler::prepare(pareto(1).layer(0), kTopK);
+  moesim::RoutingSampler::Bins bins = moesim::RoutingSampler::bin(layer, gpu_of_expert(), kBins);
+  static std::vector<int> gpu_of_expert() {
+    std::vector<int> bin_of(kExperts);
+    for (int e = 0; e < kExperts; ++e) bin_of[static_cast<std::size_t>(e)] = e % kBins;
+    return bin_of;
+  }
+};
+
 void BM_RoutingSampleBinned(benchmark::State& state) {
-  const auto pop = pareto(1);
-  const auto layer = moesim::RoutingSampler::prepare(pop.layer(0), kTopK);
-  constexpr int kBins = 8;
-  std::vector<int> bin_of(kExperts);
-  for (int e = 0; e < kExperts; ++e) bin_of[static_cast<std::size_t>(e)] = e % kBins;
-  const auto bins = moesim::RoutingSampler::bin(layer, bin_of, kBins);
+  const BinnedLayer binned;
+  const auto& layer = binned.layer;
+  const auto& bins = binned.bins;
   moesim::RoutingSampler sampler(kExperts);
   moesim::Rng rng(2);
   std::vector<std::int32_t> cold(kExperts);
@@ -68,12 +77,9 @@ BENCHMARK(BM_RoutingSampleBinned)->ArgName("tokens")->Arg(64)->Arg(180)->Arg(102
 // sums from their moments. rebuild = 1 derives the law on every call (a token count not seen before), 0
 // reuses it. items = experts covered per second.
 void BM_RoutingSampleBinSums(benchmark::State& state) {
-  const auto pop = pareto(1);
-  const auto layer = moesim::RoutingSampler::prepare(pop.layer(0), kTopK);
-  constexpr int kBins = 8;
-  std::vector<int> bin_of(kExperts);
-  for (int e = 0; e < kExperts; ++e) bin_of[static_cast<std::size_t>(e)] = e % kBins;
-  const auto bins = moesim::RoutingSampler::bin(layer, bin_of, kBins);
+  const BinnedLayer binned;
+  const auto& layer = binned.layer;
+  const auto& bins = binned.bins;
   moesim::RoutingSampler sampler(kExperts);
   moesim::Rng rng(2);
   std::vector<std::int64_t> bin_pairs(kBins);

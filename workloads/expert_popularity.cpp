@@ -357,6 +357,39 @@ std::int64_t spread_residual_with(std::span<const int> cells, std::size_t hot, s
   return residual;
 }
 
+// Spreads `residual` by +-1 over `nb` bins from `start` (bin k's value at value(k), kept in [0, bound(k)]),
+// up to 64 sweeps; returns what could not be placed.
+template <class Value, class Bound>
+std::int64_t spread_over_bins(std::size_t nb, std::size_t start, std::int64_t residual, Value value,
+                              Bound bound) {
+  for (int sweep = 0; sweep < 64 && residual != 0; ++sweep) {
+    bool moved = false;
+    for (std::size_t j = 0; j < nb && residual != 0; ++j) {
+      const std::size_t k = start + j < nb ? start + j : start + j - nb;
+      std::int64_t& v = value(k);
+      if (residual > 0 && v < bound(k)) {
+        ++v;
+        --residual;
+        moved = true;
+      } else if (residual < 0 && v > 0) {
+        --v;
+        ++residual;
+        moved = true;
+      }
+    }
+    if (!moved) break;
+  }
+  return residual;
+}
+
+// Positions [0, result) of layer.order are hot at `t` tokens: mean at least RoutingSampler::kColdMean and
+// pi at least 0.1 (pi descends, so the cold experts are a suffix).
+std::size_t hot_count(const RoutingSampler::Layer& layer, double t) {
+  const double cold_pi = std::min(0.1, RoutingSampler::kColdMean / t);
+  return static_cast<std::size_t>(
+      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+}
+
 struct ColdDraw {
   std::size_t hot;     // positions [0, hot) of layer.order are hot
   std::int64_t total;  // tokens the cold experts took
@@ -367,9 +400,7 @@ struct ColdDraw {
 ColdDraw draw_cold(const RoutingSampler::Layer& layer, std::int64_t tokens, std::int32_t cap, Rng& rng,
                    std::span<std::int32_t> counts) {
   const double t = static_cast<double>(tokens);
-  const double cold_pi = std::min(0.1, RoutingSampler::kColdMean / t);
-  const auto hot = static_cast<std::size_t>(
-      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+  const auto hot = hot_count(layer, t);
   std::int64_t total = 0;
   for (std::size_t i = hot; i < layer.order.size(); ++i) {
     const std::int32_t c = std::min(kPoissonTables.sample(t * layer.pi[i], rng.next_u64()), cap);
@@ -517,24 +548,9 @@ std::int64_t RoutingSampler::draw_hot_bins(const Layer& layer, const Bins& bins,
   residual -= assigned;
   // What rounding left, by +-1 over the bins with hot experts from a random bin (as spread_residual).
   const std::size_t start = rng.below(nb);
-  for (int sweep = 0; sweep < 64 && residual != 0; ++sweep) {
-    bool moved = false;
-    for (std::size_t j = 0; j < nb && residual != 0; ++j) {
-      const std::size_t k = start + j < nb ? start + j : start + j - nb;
-      const std::int64_t bin_cap = static_cast<std::int64_t>(bin_hot[k]) * cap;
-      if (residual > 0 && bin_pairs[k] < bin_cap) {
-        ++bin_pairs[k];
-        --residual;
-        moved = true;
-      } else if (residual < 0 && bin_pairs[k] > 0) {
-        --bin_pairs[k];
-        ++residual;
-        moved = true;
-      }
-    }
-    if (!moved) break;
-  }
-  return residual;
+  return spread_over_bins(
+      nb, start, residual, [&](std::size_t k) -> std::int64_t& { return bin_pairs[k]; },
+      [&](std::size_t k) { return static_cast<std::int64_t>(bin_hot[k]) * cap; });
 }
 
 void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
@@ -558,9 +574,7 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tokens, INT32_MAX));
   // Hot and cold as in sample() (positions [0, hot) of layer.order are hot); each bin's positions ascend,
   // so its hot experts come first and its cold ones are drawn, Poisson, in the bin's order.
-  const double cold_pi = std::min(0.1, kColdMean / t);
-  const auto hot = static_cast<std::size_t>(
-      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+  const auto hot = hot_count(layer, t);
   split_hot(bins, hot, bin_hot);
   std::int64_t cold_total = 0;
   Rng draws = rng;  // a local copy keeps the generator's state in registers through the loop
@@ -602,11 +616,8 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
 bool RoutingSampler::use_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens) {
   const auto n = static_cast<double>(layer.order.size());
   if (static_cast<double>(tokens) * layer.top_k < kSumsMinMean * n) return false;
-  const double cold_pi = std::min(0.1, kColdMean / static_cast<double>(tokens));
-  const auto hot =
-      std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin();
-  return static_cast<std::ptrdiff_t>(layer.order.size()) - hot >=
-         static_cast<std::ptrdiff_t>(kSumsMinCold) * bins.count;
+  const std::size_t cold = layer.order.size() - hot_count(layer, static_cast<double>(tokens));
+  return cold >= static_cast<std::size_t>(kSumsMinCold) * static_cast<std::size_t>(bins.count);
 }
 
 void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
@@ -627,9 +638,7 @@ void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::
     // mean and variance M = sum m_j; touched U = sum 1[X_j > 0] has mean sum (1 - e_j) and variance
     // sum e_j (1 - e_j), e_j = e^-m_j; cov(P, U) = sum m_j e_j.
     law.tokens = tokens;
-    const double cold_pi = std::min(0.1, kColdMean / t);
-    law.hot = static_cast<std::size_t>(
-        std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
+    law.hot = hot_count(layer, t);
     law.bin_hot.resize(nb);
     law.cold.resize(nb);
     split_hot(bins, law.hot, law.bin_hot);
@@ -688,23 +697,9 @@ void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::
   if (hot > 0) residual = draw_hot_bins(layer, bins, t, cap, hot, residual, rng, bin_pairs, bin_hot);
   if (residual != 0) {  // no hot expert, or every hot bin at a bound: +-1 over the cold sums
     const std::size_t start = rng.below(nb);
-    for (int sweep = 0; sweep < 64 && residual != 0; ++sweep) {
-      bool moved = false;
-      for (std::size_t j = 0; j < nb && residual != 0; ++j) {
-        const std::size_t k = start + j < nb ? start + j : start + j - nb;
-        std::int64_t& pairs = bin_cold[k].pairs;
-        if (residual > 0 && pairs < static_cast<std::int64_t>(law.cold[k].experts) * cap) {
-          ++pairs;
-          --residual;
-          moved = true;
-        } else if (residual < 0 && pairs > 0) {
-          --pairs;
-          ++residual;
-          moved = true;
-        }
-      }
-      if (!moved) break;
-    }
+    residual = spread_over_bins(
+        nb, start, residual, [&](std::size_t k) -> std::int64_t& { return bin_cold[k].pairs; },
+        [&](std::size_t k) { return static_cast<std::int64_t>(law.cold[k].experts) * cap; });
   }
   MOESIM_CHECK(residual == 0, "routing counts could not be made to sum to tokens x top_k");
   constexpr double kUntouchedPoisson = 1.0;
