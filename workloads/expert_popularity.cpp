@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -390,6 +391,24 @@ std::size_t hot_count(const RoutingSampler::Layer& layer, double t) {
       std::lower_bound(layer.pi.begin(), layer.pi.end(), cold_pi, std::greater<>()) - layer.pi.begin());
 }
 
+// Bin k's cold moments at `t` tokens: its entries from bin_hot on (sample_bin_sums' law sums these).
+struct ColdMomentSums {
+  double e1 = 0, v = 0, me = 0;
+};
+ColdMomentSums cold_moment_sums(const RoutingSampler::Bins& bins, std::size_t k, std::int32_t bin_hot,
+                                double t) {
+  ColdMomentSums c;
+  const auto last = static_cast<std::size_t>(bins.begin[k + 1]);
+  for (auto j = static_cast<std::size_t>(bins.begin[k] + bin_hot); j < last; ++j) {
+    const double m = t * bins.pi[j];
+    const double e = kExpTable(m);
+    c.e1 += e;
+    c.v += e * (1 - e);
+    c.me += m * e;
+  }
+  return c;
+}
+
 struct ColdDraw {
   std::size_t hot;     // positions [0, hot) of layer.order are hot
   std::int64_t total;  // tokens the cold experts took
@@ -497,7 +516,59 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
                          .var = b.prefix[o].var + layer.sd[i] * layer.sd[i]};
     }
   }
+  // The grid spans the counts where use_bin_sums() may hold: from kSumsMinMean pairs per expert to the
+  // count at which fewer than kSumsMinCold cold experts per bin remain (pi descends: the one at n - that
+  // many turns hot at kColdMean / pi).
+  const auto min_cold = static_cast<std::size_t>(kSumsMinCold) * static_cast<std::size_t>(bins);
+  if (min_cold <= n && min_cold > 0 && layer.pi[n - min_cold] < 0.1) {
+    constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
+    const double pi = layer.pi[n - min_cold];
+    const auto low = static_cast<std::int64_t>(std::ceil(kSumsMinMean * double(n) / layer.top_k));
+    const std::int64_t high =
+        pi > 0 ? std::min(kMaxTokens, static_cast<std::int64_t>(std::ceil(kColdMean / pi))) : kMaxTokens;
+    if (low <= high) {
+      b.grid_first = grid_index(low);
+      b.grid.resize(static_cast<std::size_t>(grid_index(high) + 2 - b.grid_first));
+    }
+  }
   return b;
+}
+
+std::int64_t RoutingSampler::grid_point(std::int64_t index) {
+  constexpr std::int64_t k = kGridPerOctave;
+  if (index < k) return index;
+  return (k + index % k) << (index / k - 1);
+}
+
+std::int64_t RoutingSampler::grid_index(std::int64_t tokens) {
+  constexpr std::int64_t k = kGridPerOctave;
+  static_assert(std::has_single_bit(static_cast<unsigned>(kGridPerOctave)));
+  if (tokens < k) return std::max<std::int64_t>(tokens, 0);
+  // tokens in [k << s, 2k << s): point k (s + 1) + (tokens >> s) - k.
+  const int s = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(tokens))) -
+                static_cast<int>(std::bit_width(static_cast<unsigned>(k)));
+  return k * (s + 1) + (tokens >> s) - k;
+}
+
+void RoutingSampler::fill_moment_grid(const Layer& layer, Bins& bins, std::int64_t tokens) {
+  if (bins.grid.empty()) return;
+  const std::int64_t i = grid_index(tokens) - bins.grid_first;
+  const auto nb = static_cast<std::size_t>(bins.count);
+  for (std::int64_t p = std::max<std::int64_t>(i, 0);
+       p <= i + 1 && p < static_cast<std::int64_t>(bins.grid.size()); ++p) {
+    std::vector<Bins::Moments>& at = bins.grid[static_cast<std::size_t>(p)];
+    if (!at.empty()) continue;
+    const double t = static_cast<double>(grid_point(p + bins.grid_first));
+    std::vector<std::int32_t> bin_hot(nb);
+    split_hot(bins, hot_count(layer, t), bin_hot);
+    std::vector<Bins::Moments> moments(nb);
+    for (std::size_t k = 0; k < nb; ++k) {
+      const ColdMomentSums c = cold_moment_sums(bins, k, bin_hot[k], t);
+      moments[k] = {
+          .e1 = static_cast<float>(c.e1), .v = static_cast<float>(c.v), .me = static_cast<float>(c.me)};
+    }
+    at = std::move(moments);
+  }
 }
 
 // Bin b's hot experts are its entries before the first position >= hot (each bin's positions ascend).
@@ -643,30 +714,44 @@ void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::
     law.cold.resize(nb);
     split_hot(bins, law.hot, law.bin_hot);
     law.lambda = 0;
+    // The moments from the grid when its points around `tokens` are filled (linear in the count between
+    // them), else summed over the cold experts.
+    const std::int64_t i = grid_index(tokens) - bins.grid_first;
+    const bool grid = i >= 0 && i + 1 < static_cast<std::int64_t>(bins.grid.size()) &&
+                      !bins.grid[static_cast<std::size_t>(i)].empty() &&
+                      !bins.grid[static_cast<std::size_t>(i + 1)].empty();
+    const Bins::Moments* below = grid ? bins.grid[static_cast<std::size_t>(i)].data() : nullptr;
+    const Bins::Moments* above = grid ? bins.grid[static_cast<std::size_t>(i + 1)].data() : nullptr;
+    double f = 0;
+    if (grid) {
+      const std::int64_t at = grid_point(i + bins.grid_first);
+      f = double(tokens - at) / double(grid_point(i + 1 + bins.grid_first) - at);
+    }
     // The variance rounding to integers adds (Sheppard); rounding at random adds about twice as much.
     constexpr double kRounding = 1.0 / 12;
     for (std::size_t k = 0; k < nb; ++k) {
       const auto first = static_cast<std::size_t>(bins.begin[k] + law.bin_hot[k]);
       const auto last = static_cast<std::size_t>(bins.begin[k + 1]);
-      double e1 = 0, e2 = 0, me = 0;
-      for (std::size_t j = first; j < last; ++j) {
-        const double m = t * bins.pi[j];
-        const double e = kExpTable(m);
-        e1 += e;
-        e2 += e * e;
-        me += m * e;
+      ColdMomentSums c;
+      if (grid) {
+        const auto lerp = [f](float a, float b) { return double(a) + f * (double(b) - double(a)); };
+        c = {.e1 = lerp(below[k].e1, above[k].e1),
+             .v = lerp(below[k].v, above[k].v),
+             .me = lerp(below[k].me, above[k].me)};
+      } else {
+        c = cold_moment_sums(bins, k, law.bin_hot[k], t);
       }
       const std::size_t base = static_cast<std::size_t>(bins.begin[k]) + k;
       const double lambda = t * (bins.prefix[base + (last - static_cast<std::size_t>(bins.begin[k]))].pi -
                                  bins.prefix[base + static_cast<std::size_t>(law.bin_hot[k])].pi);
-      const double slope = lambda > 0 ? me / lambda : 0.0;
+      const double slope = lambda > 0 ? c.me / lambda : 0.0;
       law.cold[k] = {
           .experts = static_cast<std::int32_t>(last - first),
           .lambda = static_cast<float>(lambda),
           .sd = static_cast<float>(std::sqrt(std::max(0.0, lambda - kRounding))),
-          .touched = static_cast<float>(static_cast<double>(last - first) - e1),
+          .touched = static_cast<float>(static_cast<double>(last - first) - c.e1),
           .slope = static_cast<float>(slope),
-          .touched_sd = static_cast<float>(std::sqrt(std::max(0.0, e1 - e2 - slope * me - 2 * kRounding)))};
+          .touched_sd = static_cast<float>(std::sqrt(std::max(0.0, c.v - slope * c.me - 2 * kRounding)))};
       law.lambda += lambda;
     }
   }

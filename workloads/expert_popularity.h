@@ -88,8 +88,28 @@ class RoutingSampler {
       double var = 0;  // the same for sd^2
     };
     std::vector<Sums> prefix;  // [begin[b] + b + j]
+    // sample_bin_sums()'s cold moments of each bin at the token counts of a grid (grid_point()), over the
+    // counts where sums may be used; a point is filled by fill_moment_grid() and empty until then.
+    struct Moments {
+      float e1 = 0;  // sum over the bin's cold experts of e^-m (m = tokens x pi)
+      float v = 0;   // sum of e^-m (1 - e^-m)
+      float me = 0;  // sum of m e^-m
+    };
+    std::int64_t grid_first = 0;             // grid index of grid[0]
+    std::vector<std::vector<Moments>> grid;  // [index - grid_first][bin]
   };
   static Bins bin(const Layer& layer, std::span<const int> bin_of_expert, int bins);
+  // A grid of token counts, kGridPerOctave points per octave (every count below kGridPerOctave): point i is
+  // i below kGridPerOctave, else (kGridPerOctave + i % kGridPerOctave) << (i / kGridPerOctave - 1); counts
+  // between neighbours differ by at most 1/kGridPerOctave. grid_index(t): the last point at or below t.
+  static constexpr int kGridPerOctave = 32;
+  [[nodiscard]] static std::int64_t grid_point(std::int64_t index);
+  [[nodiscard]] static std::int64_t grid_index(std::int64_t tokens);
+  // Fills the two grid points that bracket `tokens` (when inside the bins' grid and not yet filled), so
+  // that sample_bin_sums() derives its law at `tokens` in O(bins) by interpolating between them instead of
+  // summing over the cold experts. Writes only points not filled before: one thread may fill while others
+  // read points filled earlier (the planner fills in begin_plan, on the event loop's thread).
+  static void fill_moment_grid(const Layer& layer, Bins& bins, std::int64_t tokens);
 
   explicit RoutingSampler(int experts);
   void sample(const Layer& layer, std::int64_t tokens, Rng& rng, std::span<std::int32_t> counts);
@@ -117,7 +137,10 @@ class RoutingSampler {
   // first (conditioned on the layer's total when no expert is hot, as the hot bins are), then touched given
   // pairs, rounded at random (which keeps the mean) into [ceil(pairs / tokens), min(pairs, cold experts)];
   // when under one cold expert is expected untouched, the untouched count is Poisson instead (a sum of rare
-  // Bernoullis, which a Gaussian fits badly). O(bins) per call once `law` holds this token count.
+  // Bernoullis, which a Gaussian fits badly). O(bins) per call once `law` holds this token count; deriving
+  // `law` is O(bins) when fill_moment_grid() has filled the grid points around `tokens` (the moments
+  // interpolated linearly between counts 1/32 apart: e^-m's curvature leaves under 1e-4 per expert), else
+  // O(cold experts).
   // An approximation, used from kSumsMinMean pairs per expert on average (tokens x top_k / experts): there
   // the slowest bin's grouped cost has sample_binned()'s mean to 0.2% and its 99th percentile to 1.3% (256
   // experts top-8 in 8 or 16 bins, Pareto 80/20 or uniform, 128 to 1,024 tokens; the tests hold 0.5% and

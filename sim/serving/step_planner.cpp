@@ -1025,6 +1025,13 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
         (pre_a + pre_b) * m.moe_layers() + dense_attention * m.num_dense_layers;
     plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
   }
+  // Per-GPU cold sums (finish_plan) derive their laws from the shared routing tables' moment grid: its
+  // points around this step's count are filled here, on the caller's thread, before finish_plan reads
+  // them on whichever thread runs it.
+  if (!tbo && !tables_->bins.empty()) {
+    for (std::size_t l = 0; l < tables_->bins.size(); ++l)
+      RoutingSampler::fill_moment_grid(tables_->layers[l], tables_->bins[l], total_tokens);
+  }
   return s_.deployment.pipeline_stages > 1 ? Duration::zero() : plan_.parts.sum();
 }
 

@@ -473,3 +473,73 @@ TEST_CASE("per-bin cold sums without a draw per expert follow the law of drawing
     CHECK(m[1].slowest[p99] == Approx(m[0].slowest[p99]).epsilon(0.02));
   }
 }
+
+TEST_CASE("the token-count grid brackets every count within 1/32 of it") {
+  std::int64_t last = -1;
+  for (std::int64_t i = 0; i < 32 * 20; ++i) {
+    const std::int64_t p = RoutingSampler::grid_point(i);
+    REQUIRE(p > last);  // increasing
+    REQUIRE(RoutingSampler::grid_index(p) == i);
+    last = p;
+  }
+  for (std::int64_t t = 0; t < 200000; t += 1 + t / 97) {
+    const std::int64_t i = RoutingSampler::grid_index(t);
+    const std::int64_t below = RoutingSampler::grid_point(i);
+    const std::int64_t above = RoutingSampler::grid_point(i + 1);
+    INFO(t << " between " << below << " and " << above);
+    REQUIRE(below <= t);
+    REQUIRE(t < above);
+    REQUIRE(above - below <= std::max<std::int64_t>(1, below / RoutingSampler::kGridPerOctave));
+  }
+}
+
+TEST_CASE("a law interpolated on the moment grid is the law summed over the cold experts") {
+  // Each bin's cold moments are sums of e^-m, e^-m (1 - e^-m) and m e^-m over experts of mean m = T pi.
+  // Linear in T between grid points T and T (1 + 1/32), each term is off by at most (m / 32)^2 / 8 times
+  // the largest |m^2 d2/dm2| of the three (0.54 for m e^-m): 6.6e-5 per expert; an expert turning hot
+  // between the points adds up to e^-8 = 3.4e-4. With up to 32 cold experts per bin: 3e-3.
+  auto pareto = zipf_probabilities(256, zipf_exponent_for_top_share(256, 8, 0.2, 0.8));
+  cap_for_top_k(pareto, 8);
+  struct Case {
+    std::vector<double> p;
+    int bins;
+  };
+  for (const Case& c : {Case{pareto, 8}, Case{pareto, 16}, Case{std::vector<double>(256, 1.0 / 256), 8}}) {
+    const auto nb = static_cast<std::size_t>(c.bins);
+    std::vector<int> bin_of(256);
+    for (int e = 0; e < 256; ++e) bin_of[static_cast<std::size_t>(e)] = (e * 5 + e / c.bins) % c.bins;
+    const auto layer = RoutingSampler::prepare(c.p, 8);
+    const auto plain = RoutingSampler::bin(layer, bin_of, c.bins);
+    auto gridded = plain;
+    REQUIRE(!gridded.grid.empty());
+    RoutingSampler sampler(256);
+    Rng rng(3);
+    std::vector<std::int64_t> bin_pairs(nb);
+    std::vector<RoutingSampler::ColdSums> sums(nb);
+    int compared = 0;
+    for (std::int64_t tokens = 128; tokens < 6000; tokens += 7 + tokens / 16) {
+      if (!RoutingSampler::use_bin_sums(layer, plain, tokens)) continue;
+      RoutingSampler::fill_moment_grid(layer, gridded, tokens);
+      RoutingSampler::BinLaw exact, interpolated;
+      sampler.sample_bin_sums(layer, plain, tokens, rng, exact, bin_pairs, sums);
+      sampler.sample_bin_sums(layer, gridded, tokens, rng, interpolated, bin_pairs, sums);
+      REQUIRE(interpolated.bin_hot == exact.bin_hot);
+      for (std::size_t k = 0; k < nb; ++k) {
+        const auto& a = exact.cold[k];
+        const auto& b = interpolated.cold[k];
+        INFO(c.bins << " bins, " << tokens << " tokens, bin " << k << ": touched " << a.touched << " / "
+                    << b.touched << ", slope x lambda " << a.slope * a.lambda << " / " << b.slope * b.lambda
+                    << ", touched sd " << a.touched_sd << " / " << b.touched_sd);
+        REQUIRE(b.experts == a.experts);
+        REQUIRE(b.lambda == a.lambda);
+        CHECK(b.touched == Approx(a.touched).margin(3e-3));
+        CHECK(b.slope * b.lambda == Approx(a.slope * a.lambda).margin(3e-3));
+        // The conditional variance is e1 - e2 - slope me - 1/6: off by 3e-3 for each of two sums.
+        CHECK(double(b.touched_sd) * b.touched_sd ==
+              Approx(double(a.touched_sd) * a.touched_sd).margin(1e-2));
+      }
+      ++compared;
+    }
+    CHECK(compared >= 5);
+  }
+}
