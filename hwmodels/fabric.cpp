@@ -21,7 +21,6 @@ Fabric::Fabric(FabricSpec spec) : spec_(spec), topology_(spec_) {}
 // The O(ranks^2) passes below only sum rows and columns (sequential reads, no scattered writes);
 // scatter_ranks() then puts the per-rank sums on the links of each rank's GPU, NIC and leaf.
 void Fabric::reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
-  if (sc.load.empty()) sc.load.assign(static_cast<std::size_t>(topology_.link_count()), 0.0);
   const auto r = static_cast<std::size_t>(t.ranks);
   for (auto* v : {&sc.row_nvl, &sc.col_nvl, &sc.row_nic, &sc.col_nic, &sc.row_leaf, &sc.col_leaf})
     v->assign(r, 0.0);
@@ -36,6 +35,10 @@ void Fabric::reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
   sc.rank_node.resize(r);
   sc.rank_local.resize(r);
   sc.rank_links.resize(r);
+  sc.link_bw.clear();
+  sc.link_kind.clear();
+  sc.doublings = doublings_beyond_8(t.ranks);
+  std::vector<int> local_of(static_cast<std::size_t>(topology_.link_count()), -1);
   for (int k = 0; k < t.ranks; ++k) {
     const auto i = static_cast<std::size_t>(k);
     const int g = gpu_of(t, k);
@@ -46,17 +49,24 @@ void Fabric::reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
     sc.rank_links[i] = {topology_.nvlink_out(g), topology_.nvlink_in(g),   topology_.nic_out(g),
                         topology_.nic_in(g),     topology_.pcie_up(g),     topology_.pcie_down(g),
                         topology_.leaf_up(leaf), topology_.leaf_down(leaf)};
+    for (int& link : sc.rank_links[i]) {
+      int& local = local_of[static_cast<std::size_t>(link)];
+      if (local < 0) {
+        local = static_cast<int>(sc.link_bw.size());
+        sc.link_bw.push_back(topology_.link(link).bytes_per_s);
+        sc.link_kind.push_back(topology_.link(link).kind);
+      }
+      link = local;
+    }
   }
+  sc.load.assign(sc.link_bw.size(), 0.0);
 }
 
 void Fabric::scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
   // Only the links of the group's GPUs and of their leaves carry its traffic, and cost_loads() reads only
-  // those: clear them, not the whole cluster's array (which grows with the cluster: at 1,024 GPUs clearing
-  // it was 42% of a run's instructions).
-  for (int k = 0; k < t.ranks; ++k) {
-    for (const int link : sc.rank_links[static_cast<std::size_t>(k)])
-      sc.load[static_cast<std::size_t>(link)] = 0.0;
-  }
+  // those: the scratch holds them alone (a cluster-wide array, cleared per call, was 42% of a run's
+  // instructions at 1,024 GPUs).
+  std::fill(sc.load.begin(), sc.load.end(), 0.0);
   sc.nvl_units = 0;
   sc.nic_units = 0;
   for (int k = 0; k < t.ranks; ++k) {
@@ -277,7 +287,7 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
     for (auto& d : rank_combine) d = Duration::zero();
     return c;
   }
-  const double doublings = doublings_beyond_8(t.ranks);
+  const double doublings = sc.doublings;
   const double eff_scale = std::max(0.05, 1.0 - k.efficiency_loss_per_doubling * doublings);
   const double nvl_rate = spec_.nvlink_bytes_per_s * k.nvlink_efficiency * eff_scale;
   const double nic_eff = k.nic_efficiency * eff_scale;
@@ -291,8 +301,8 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
   for (int r = 0; r < t.ranks; ++r) {
     const auto ri = static_cast<std::size_t>(r);
     const std::array<int, 8>& l = sc.rank_links[ri];
-    const auto ld = [this, &sc](int link) {
-      return sc.load[static_cast<std::size_t>(link)] / topology_.link(link).bytes_per_s;
+    const auto ld = [&sc](int link) {
+      return sc.load[static_cast<std::size_t>(link)] / sc.link_bw[static_cast<std::size_t>(link)];
     };
     const double nvl = std::max(ld(l[kNvlOut]), ld(l[kNvlIn]));
     LinkKind nic_kind = LinkKind::kNicOut;
@@ -309,7 +319,7 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
       const double v = ld(link) * stretch;
       if (v > nic) {
         nic = v;
-        nic_kind = topology_.link(link).kind;
+        nic_kind = sc.link_kind[static_cast<std::size_t>(link)];
       }
     }
     const double a = nvl * spec_.nvlink_bytes_per_s / nvl_rate;  // seconds per byte of a unit

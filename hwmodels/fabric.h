@@ -64,12 +64,17 @@ struct AllToAllCost {
 // per rank the units sent (row) and received (col) over NVLink and the NIC and the NIC units whose other
 // end sits on the same leaf (they never reach the spine). A caller on its own thread brings its own.
 struct AllToAllScratch {
-  std::vector<double> load;
   std::vector<double> row_nvl, col_nvl, row_nic, col_nic, row_leaf, col_leaf;
   std::vector<int> rank_leaf, rank_node, rank_local;
   // Each rank's links (Fabric::RankLink order: NVLink out and in, NIC out and in, PCIe up and down, its
-  // leaf's uplink bundle up and down), for the group last costed: rebuilt when the group changes.
+  // leaf's uplink bundle up and down) as indices into the group's own links (each once: GPUs may share a
+  // NIC or a leaf), for the group last costed: rebuilt when the group changes. `load` holds their loads,
+  // `link_bw` and `link_kind` what the topology says of them.
   std::vector<std::array<int, 8>> rank_links;
+  std::vector<double> load;
+  std::vector<double> link_bw;
+  std::vector<LinkKind> link_kind;
+  double doublings = 0;  // of the group beyond 8 ranks
   int group_ranks = 0, group_per_node = 0, group_first_node = -1;
   std::vector<double> sums;  // partial sums of the separable costing
   double nvl_units = 0;
