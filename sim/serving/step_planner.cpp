@@ -268,7 +268,11 @@ void StepPlanner::set_placement(Placement p) {
   }
   RoutingTables& tables = own_tables();
   tables.bins.clear();
-  if (binned_allowed_ && all_single && grouped_ && !loop_ && ranks_ > 1 && ranks_ <= experts) {
+  // Binned routing needs only per-GPU sums: not with a mechanism that reads each expert's count (statistics,
+  // rerouting, co-activation groups, per-copy tiers or precisions) or splits an expert over copies.
+  const bool per_expert = loop_ && (loop_->stats || loop_->rerouter || coact_ != nullptr ||
+                                    s_.experts.tiers.enabled || s_.experts.quantization);
+  if (binned_allowed_ && all_single && grouped_ && !per_expert && ranks_ > 1 && ranks_ <= experts) {
     for (int l = 0; l < placement_.layers(); ++l) {
       tables.bins.push_back(
           RoutingSampler::bin(tables.layers[static_cast<std::size_t>(l)],
@@ -814,6 +818,7 @@ void StepPlanner::begin_step(Time now) {
       }
     }
     std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
+    if (!tables_->bins.empty()) set_placement(placement_);  // bins and laws follow the new tables
   }
   if (L.stats && (x.tiers.enabled || x.quantization) && x.tiers.reclassify_every_steps > 0 &&
       L.steps % x.tiers.reclassify_every_steps == 0) {
