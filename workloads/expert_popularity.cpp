@@ -650,10 +650,38 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   std::int64_t cold_total = 0;
   Rng draws = rng;  // a local copy keeps the generator's state in registers through the loop
   for (std::size_t k = 0; k < nb; ++k) {
+    const auto first = static_cast<std::size_t>(bins.begin[k] + bin_hot[k]);
+    const auto last = static_cast<std::size_t>(bins.begin[k + 1]);
+    // Few pairs among many cold experts (a small decode step): their independent Poissons are, exactly,
+    // a Poisson total spread over them in proportion to pi (Poisson splitting), a draw per pair instead of
+    // one per expert. The pairs pick experts by inverting the bin's cumulative pi.
+    const std::size_t base = static_cast<std::size_t>(bins.begin[k]) + k;
+    const auto from = static_cast<std::size_t>(bin_hot[k]);
+    const std::size_t to = last - static_cast<std::size_t>(bins.begin[k]);
+    const double low = bins.prefix[base + from].pi;
+    const double mass = bins.prefix[base + to].pi - low;
+    const double lambda = t * mass;
+    if (lambda < kSplitMean * static_cast<double>(last - first) && lambda < kColdMean) {
+      std::fill(cold.begin() + static_cast<std::ptrdiff_t>(first),
+                cold.begin() + static_cast<std::ptrdiff_t>(last), 0);
+      const std::int32_t pairs = kPoissonTables.sample(lambda, draws.next_u64());
+      const auto cumulative = bins.prefix.begin() + static_cast<std::ptrdiff_t>(base);
+      for (std::int32_t i = 0; i < pairs; ++i) {
+        const double u = low + mass * (static_cast<double>(draws.next_u64() >> 11) * 0x1.0p-53);
+        // The entry j (from..to-1) whose cumulative range [P_j, P_j+1) holds u.
+        auto at = std::upper_bound(cumulative + static_cast<std::ptrdiff_t>(from) + 1,
+                                   cumulative + static_cast<std::ptrdiff_t>(to), u,
+                                   [](double x, const Bins::Sums& p) { return x < p.pi; }) -
+                  cumulative - 1;
+        ++cold[static_cast<std::size_t>(bins.begin[k]) + static_cast<std::size_t>(at)];
+      }
+    } else {
+      for (std::size_t j = first; j < last; ++j)
+        cold[j] = kPoissonTables.sample(t * bins.pi[j], draws.next_u64());
+    }
     Tally sum;
-    for (auto j = static_cast<std::size_t>(bins.begin[k] + bin_hot[k]);
-         j < static_cast<std::size_t>(bins.begin[k + 1]); ++j) {
-      const std::int32_t c = std::min(kPoissonTables.sample(t * bins.pi[j], draws.next_u64()), cap);
+    for (std::size_t j = first; j < last; ++j) {
+      const std::int32_t c = std::min(cold[j], cap);
       cold[j] = c;
       cold_total += c;
       const Tally& add = tally[static_cast<std::size_t>(c)];

@@ -61,6 +61,9 @@ class ExpertPopularity {
 class RoutingSampler {
  public:
   static constexpr double kColdMean = 8.0;
+  // sample_binned() spreads a Poisson total over a bin's cold experts (a draw per pair) when they average
+  // under kSplitMean pairs each, and draws each expert otherwise.
+  static constexpr double kSplitMean = 0.5;
   // What the sampler derives from one layer's probabilities; rebuild when they change.
   struct Layer {
     int top_k = 1;
