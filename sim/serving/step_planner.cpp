@@ -255,35 +255,46 @@ void StepPlanner::set_placement(Placement p) {
   std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
   const int experts = s_.model.routed_experts;
   single_gpu_.assign(static_cast<std::size_t>(placement_.layers()) * static_cast<std::size_t>(experts), -1);
-  bool all_single = true;
   for (int l = 0; l < placement_.layers(); ++l) {
     for (int e = 0; e < experts; ++e) {
       const auto copies = placement_.slots_of(l, e);
       if (copies.size() == 1) {
         single_gpu_[static_cast<std::size_t>(l * experts + e)] = placement_.gpu_of_slot(copies[0]);
-      } else {
-        all_single = false;
       }
     }
   }
   RoutingTables& tables = own_tables();
   tables.bins.clear();
+  replicated_.clear();
   // Binned routing needs only per-GPU sums: not with a mechanism that reads each expert's count (statistics,
-  // rerouting, co-activation groups, per-copy tiers or precisions) or splits an expert over copies.
+  // rerouting, co-activation groups, per-copy tiers or precisions). An expert with several copies (EPLB's
+  // redundant slots) is a bin of its own, its count split over its copies after the draw.
   const bool per_expert = loop_ && (loop_->stats || loop_->rerouter || coact_ != nullptr ||
                                     s_.experts.tiers.enabled || s_.experts.quantization);
-  if (binned_allowed_ && all_single && grouped_ && !per_expert && ranks_ > 1 && ranks_ <= experts) {
+  if (binned_allowed_ && grouped_ && !per_expert && ranks_ > 1 && ranks_ <= experts) {
+    std::vector<int> bin_of(static_cast<std::size_t>(experts));
+    std::size_t most = 0;
     for (int l = 0; l < placement_.layers(); ++l) {
-      tables.bins.push_back(
-          RoutingSampler::bin(tables.layers[static_cast<std::size_t>(l)],
-                              std::span<const int>(single_gpu_.data() + static_cast<std::size_t>(l * experts),
-                                                   static_cast<std::size_t>(experts)),
-                              ranks_));
+      std::vector<int>& extra = replicated_.emplace_back();
+      for (int e = 0; e < experts; ++e) {
+        const int gpu = single_gpu_[static_cast<std::size_t>(l * experts + e)];
+        bin_of[static_cast<std::size_t>(e)] = gpu >= 0 ? gpu : ranks_ + static_cast<int>(extra.size());
+        if (gpu < 0) extra.push_back(e);
+      }
+      most = std::max(most, extra.size());
+      tables.bins.push_back(RoutingSampler::bin(tables.layers[static_cast<std::size_t>(l)], bin_of,
+                                                ranks_ + static_cast<int>(extra.size())));
     }
-    bin_pairs_.resize(static_cast<std::size_t>(ranks_));
-    bin_hot_.resize(static_cast<std::size_t>(ranks_));
-    bin_cold_.resize(static_cast<std::size_t>(ranks_));
-    bin_sums_.resize(static_cast<std::size_t>(ranks_));
+    const std::size_t nb = static_cast<std::size_t>(ranks_) + most;
+    if (nb <= static_cast<std::size_t>(experts)) {  // the sampler's scratch holds a normal per bin
+      bin_pairs_.resize(nb);
+      bin_hot_.resize(nb);
+      bin_cold_.resize(nb);
+      bin_sums_.resize(nb);
+    } else {
+      tables.bins.clear();
+      replicated_.clear();
+    }
   }
   bin_laws_.assign(tables.bins.size() * kLawSlots, RoutingSampler::BinLaw{});
 }
@@ -1129,6 +1140,21 @@ const StepPlan& StepPlanner::finish_plan() {
       const auto l = static_cast<std::size_t>(layer);
       const RoutingSampler::Layer& table = tables_->layers[l];
       const RoutingSampler::Bins& b = bins[l];
+      const auto nb = static_cast<std::size_t>(b.count);
+      // An expert with several copies is a bin of its own: its tokens split evenly over its copies (EPLB).
+      const auto split_copies = [&](auto&& bin_count) {
+        const std::vector<int>& extra = replicated_[l];
+        for (std::size_t x = 0; x < extra.size(); ++x) {
+          const int e = extra[x];
+          const auto n = static_cast<std::int32_t>(bin_count(static_cast<std::size_t>(ranks_) + x));
+          const auto copies = placement_.slots_of(layer, e);
+          for (std::size_t r = 0; r < copies.size(); ++r) {
+            const std::int32_t share =
+                replica_share(n, replicas[static_cast<std::size_t>(e)], static_cast<int>(r));
+            if (share > 0) use(static_cast<std::size_t>(placement_.gpu_of_slot(copies[r])), share);
+          }
+        }
+      };
       if (!tbo && RoutingSampler::use_bin_sums(table, b, total_tokens)) {
         // One launch per GPU: its pairs and touched experts are all the cost reads, so the cold experts
         // come as per-GPU sums (RoutingSampler::sample_bin_sums) without a draw each.
@@ -1139,7 +1165,8 @@ const StepPlan& StepPlanner::finish_plan() {
             p.prefill_tokens > 0
                 ? step_law_
                 : bin_laws_[l * kLawSlots + static_cast<std::size_t>(total_tokens) % kLawSlots];
-        sampler_.sample_bin_sums(table, b, total_tokens, rng_, law, bin_pairs_, bin_sums_);
+        sampler_.sample_bin_sums(table, b, total_tokens, rng_, law, std::span(bin_pairs_).first(nb),
+                                 std::span(bin_sums_).first(nb));
         for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
           const std::int64_t pairs = bin_pairs_[g] + bin_sums_[g].pairs;
           const std::int32_t touched = law.bin_hot[g] + bin_sums_[g].touched;
@@ -1148,9 +1175,10 @@ const StepPlan& StepPlanner::finish_plan() {
           gpu_touched_[2 * g] += touched;
           gpu_half_pairs_[2 * g] += double(pairs);
         }
+        split_copies([&](std::size_t x) { return bin_pairs_[x] + bin_sums_[x].pairs; });
       } else {
-        sampler_.sample_binned(table, b, total_tokens, rng_, counts_, bin_pairs_, bin_hot_, cold_tally(),
-                               bin_cold_);
+        sampler_.sample_binned(table, b, total_tokens, rng_, counts_, std::span(bin_pairs_).first(nb),
+                               std::span(bin_hot_).first(nb), cold_tally(), std::span(bin_cold_).first(nb));
         // The cold experts' sums come with the draw (bin_cold_, fields of cold_tally()). A hot expert (mean
         // of at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
         constexpr std::uint64_t kLow32 = 0xffffffffU;
@@ -1172,6 +1200,9 @@ const StepPlan& StepPlanner::finish_plan() {
           gpu_touched_[2 * g + 1] += touched_b;
           gpu_half_pairs_[2 * g + 1] += double(pairs - first);
         }
+        split_copies([&](std::size_t x) {
+          return bin_pairs_[x] + static_cast<std::int64_t>(bin_cold_[x].a & kLow32);
+        });
       }
     } else {
       sample_layer(layer, total_tokens);

@@ -224,6 +224,8 @@ class StepPlanner {
   // Binned routing (RoutingSampler::sample_binned, tables_->bins): with grouped launches, one copy per expert
   // and no experts-in-the-loop mechanism, a layer's cost reads only per-GPU sums of its hot experts, so most
   // layers draw those sums; one layer per step, in turn, draws every expert for the expert-load statistics.
+  std::vector<std::vector<int>>
+      replicated_;  // [layer]: experts with several copies, bins ranks_, ranks_ + 1...
   std::vector<std::int64_t> bin_pairs_;
   std::vector<std::int32_t> bin_hot_;
   // What a cold expert with count c adds to its GPU (cold_tally()): pairs and micro-batch A's pairs in .a

@@ -93,45 +93,50 @@ TEST_CASE("an empty batch costs nothing") {
 TEST_CASE("binned routing costs steps as drawing every expert does, on average") {
   // DeepSeek-V3 on EP16 (58 MoE layers, Pareto popularity). Binned: 57 of 58 layers draw per-GPU sums of
   // their hot experts. Same batches, 300 plans each way: the means of the step, of its expert and
-  // All-to-All parts and of the GPU imbalance agree to within their sampling noise plus rounding.
-  const LoadedScenario sc = load_scenario(
-      std::string(MOESIM_SOURCE_DIR) + "/scenarios/reference/deepseek_v3_2x8xh200_ep16_1h.json", {});
-  const RooflineCostModel gpu(sc.spec.cluster.gpu);
-  const RandomStreams streams(1);
-  const ServingModels models(sc.spec, streams);
-  const auto binned = models.make_planner(gpu, Rng(3));
-  const auto full = models.make_planner(gpu, Rng(4));
-  full->set_binned_routing(false);
-  REQUIRE(binned->binned_routing());
-  REQUIRE_FALSE(full->binned_routing());
-  for (const std::int64_t seqs : {4, 64}) {
-    std::vector<GroupBatch> batches(16);
-    for (GroupBatch& b : batches) {
-      b.decode_seqs = seqs;
-      b.decode_context_tokens = static_cast<double>(seqs) * 1500;
-      b.sampled_seqs = seqs;
-    }
-    batches[3].prefill_tokens = 2048;  // one group with a prefill chunk
-    batches[3].prefill_pairs = 2048.0 * 1024;
-    batches[3].prefill_kv_tokens = 2048;
-    double sum[2][4] = {};
-    const int plans = 300;
-    for (int i = 0; i < plans; ++i) {
-      int w = 0;
-      for (StepPlanner* pl : {binned.get(), full.get()}) {
-        const StepPlan& p = pl->plan(batches, Time{});
-        sum[w][0] += p.total.seconds();
-        sum[w][1] += p.part(StepPart::kExperts).seconds();
-        sum[w][2] += (p.part(StepPart::kDispatch) + p.part(StepPart::kCombine)).seconds();
-        sum[w][3] += p.gpu_imbalance;
-        ++w;
+  // All-to-All parts and of the GPU imbalance agree to within their sampling noise plus rounding. Also with
+  // EPLB's redundant slots: an expert with two copies is a bin of its own, its count split over them.
+  const std::vector<std::string> eplb = {"experts.placement=\"eplb\"", "experts.redundant_slots_per_gpu=1"};
+  for (const auto& sets : {std::vector<std::string>{}, eplb}) {
+    INFO((sets.empty() ? "contiguous placement" : "EPLB, one redundant slot per GPU"));
+    const LoadedScenario sc = load_scenario(
+        std::string(MOESIM_SOURCE_DIR) + "/scenarios/reference/deepseek_v3_2x8xh200_ep16_1h.json", sets);
+    const RooflineCostModel gpu(sc.spec.cluster.gpu);
+    const RandomStreams streams(1);
+    const ServingModels models(sc.spec, streams);
+    const auto binned = models.make_planner(gpu, Rng(3));
+    const auto full = models.make_planner(gpu, Rng(4));
+    full->set_binned_routing(false);
+    REQUIRE(binned->binned_routing());
+    REQUIRE_FALSE(full->binned_routing());
+    for (const std::int64_t seqs : {4, 64}) {
+      std::vector<GroupBatch> batches(16);
+      for (GroupBatch& b : batches) {
+        b.decode_seqs = seqs;
+        b.decode_context_tokens = static_cast<double>(seqs) * 1500;
+        b.sampled_seqs = seqs;
       }
+      batches[3].prefill_tokens = 2048;  // one group with a prefill chunk
+      batches[3].prefill_pairs = 2048.0 * 1024;
+      batches[3].prefill_kv_tokens = 2048;
+      double sum[2][4] = {};
+      const int plans = 300;
+      for (int i = 0; i < plans; ++i) {
+        int w = 0;
+        for (StepPlanner* pl : {binned.get(), full.get()}) {
+          const StepPlan& p = pl->plan(batches, Time{});
+          sum[w][0] += p.total.seconds();
+          sum[w][1] += p.part(StepPart::kExperts).seconds();
+          sum[w][2] += (p.part(StepPart::kDispatch) + p.part(StepPart::kCombine)).seconds();
+          sum[w][3] += p.gpu_imbalance;
+          ++w;
+        }
+      }
+      INFO(seqs << " sequences per group");
+      CHECK(sum[0][0] == Approx(sum[1][0]).epsilon(0.01));
+      CHECK(sum[0][1] == Approx(sum[1][1]).epsilon(0.02));
+      CHECK(sum[0][2] == Approx(sum[1][2]).epsilon(0.02));
+      CHECK(sum[0][3] == Approx(sum[1][3]).epsilon(0.02));
     }
-    INFO(seqs << " sequences per group");
-    CHECK(sum[0][0] == Approx(sum[1][0]).epsilon(0.01));
-    CHECK(sum[0][1] == Approx(sum[1][1]).epsilon(0.02));
-    CHECK(sum[0][2] == Approx(sum[1][2]).epsilon(0.02));
-    CHECK(sum[0][3] == Approx(sum[1][3]).epsilon(0.02));
   }
 }
 
