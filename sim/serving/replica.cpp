@@ -170,7 +170,14 @@ void Replica::on_step_done() {
   busy_ = false;
   const Time now = ctx_.sim.now();
   bool any_finished = false;
-  for (const ScheduledWork& sc : scheduled_) {
+  // The batch's requests lie all over the request table (one cache miss each, across a cluster's replicas
+  // more than the caches hold): ask for them a few iterations ahead.
+  constexpr std::size_t kAhead = 6;
+  for (std::size_t w = 0; w < std::min(kAhead, scheduled_.size()); ++w)
+    ctx_.requests.prefetch(scheduled_[w].req);
+  for (std::size_t w = 0; w < scheduled_.size(); ++w) {
+    if (w + kAhead < scheduled_.size()) ctx_.requests.prefetch(scheduled_[w + kAhead].req);
+    const ScheduledWork& sc = scheduled_[w];
     Request& r = ctx_.requests[sc.req];
     if (!sc.prefill && sc.tokens > 1) {
       // Speculative decoding: the verified drafts accepted in order plus the target's own token, at most
