@@ -340,6 +340,9 @@ Duration StepPlanner::expert_time(std::int64_t tokens) const {
 Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
   const ModelSpec& m = s_.model;
   const std::int64_t tokens = round_half_away(pairs);
+  // No work costs nothing in every cost model (the half a step without two-batch overlap leaves empty):
+  // no memo lookup, a cache miss in a table of a few MB.
+  if (tokens <= 0 || experts <= 0) return Duration::zero();
   const auto cost = [&] {
     return gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
                                                    .tokens = tokens,
