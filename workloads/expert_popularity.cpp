@@ -627,17 +627,18 @@ std::int64_t RoutingSampler::draw_hot_bins(const Layer& layer, const Bins& bins,
 void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                                    std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
                                    std::span<std::int32_t> bin_hot, std::span<const Tally> tally,
-                                   std::span<Tally> bin_cold) {
+                                   std::span<Tally> bin_cold, std::size_t& split_for) {
   const std::size_t n = layer.order.size();
   const auto nb = static_cast<std::size_t>(bins.count);
   MOESIM_CHECK(cold.size() == n && bins.pi.size() == n && bin_pairs.size() == nb && bin_hot.size() == nb &&
                    bin_cold.size() == nb && tally.size() == kTallyCounts && nb <= z_.size(),
                "binned routing sampler size mismatch");
   std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
-  std::fill(bin_hot.begin(), bin_hot.end(), 0);
   std::fill(bin_cold.begin(), bin_cold.end(), Tally{});
   const std::int64_t slots = tokens * layer.top_k;
   if (slots == 0) {
+    std::fill(bin_hot.begin(), bin_hot.end(), 0);
+    split_for = kNoSplit;
     std::fill(cold.begin(), cold.end(), 0);
     return;
   }
@@ -646,7 +647,10 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   // Hot and cold as in sample() (positions [0, hot) of layer.order are hot); each bin's positions ascend,
   // so its hot experts come first and its cold ones are drawn, Poisson, in the bin's order.
   const auto hot = hot_count(layer, t);
-  split_hot(bins, hot, bin_hot);
+  if (hot != split_for) {
+    split_hot(bins, hot, bin_hot);
+    split_for = hot;
+  }
   std::int64_t cold_total = 0;
   Rng draws = rng;  // a local copy keeps the generator's state in registers through the loop
   for (std::size_t k = 0; k < nb; ++k) {

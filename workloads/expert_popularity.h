@@ -133,7 +133,17 @@ class RoutingSampler {
   void sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                      std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
                      std::span<std::int32_t> bin_hot, std::span<const Tally> tally,
-                     std::span<Tally> bin_cold);
+                     std::span<Tally> bin_cold) {
+    std::size_t split_for = kNoSplit;
+    sample_binned(layer, bins, tokens, rng, cold, bin_pairs, bin_hot, tally, bin_cold, split_for);
+  }
+  // The same with `bin_hot` kept by the caller between calls on one layer: it holds the split of
+  // `split_for` hot experts (kNoSplit: none), redone only when this call's count of hot experts differs.
+  static constexpr std::size_t kNoSplit = ~std::size_t{0};
+  void sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
+                     std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,
+                     std::span<std::int32_t> bin_hot, std::span<const Tally> tally, std::span<Tally> bin_cold,
+                     std::size_t& split_for);
   // The same law of each bin's hot sums, with each bin's cold experts reduced to their pairs and touched
   // experts (all a grouped launch's cost reads) without a random draw per expert: a Gaussian with the exact
   // means, variances and covariance of those two sums under sample_binned()'s independent Poissons. Pairs

@@ -241,6 +241,7 @@ void StepPlanner::share_routing(std::shared_ptr<RoutingTables> tables) {
                "routing tables shared between planners that differ");
   tables_ = std::move(tables);
   for (RoutingSampler::BinLaw& law : bin_laws_) law.tokens = -1;  // derived from the tables it had
+  std::fill(bin_hot_for_.begin(), bin_hot_for_.end(), RoutingSampler::kNoSplit);
 }
 
 void StepPlanner::set_binned_routing(bool on) {
@@ -288,7 +289,8 @@ void StepPlanner::set_placement(Placement p) {
     const std::size_t nb = static_cast<std::size_t>(ranks_) + most;
     if (nb <= static_cast<std::size_t>(experts)) {  // the sampler's scratch holds a normal per bin
       bin_pairs_.resize(nb);
-      bin_hot_.resize(nb);
+      bin_hot_.assign(nb * static_cast<std::size_t>(placement_.layers()), 0);
+      bin_hot_for_.assign(static_cast<std::size_t>(placement_.layers()), RoutingSampler::kNoSplit);
       bin_cold_.resize(nb);
       bin_sums_.resize(nb);
     } else {
@@ -1180,15 +1182,17 @@ const StepPlan& StepPlanner::finish_plan() {
         }
         split_copies([&](std::size_t x) { return bin_pairs_[x] + bin_sums_[x].pairs; });
       } else {
+        // Each layer keeps its split of hot experts over the GPUs (redone when the count of hot ones moves).
+        const std::span<std::int32_t> layer_hot = std::span(bin_hot_).subspan(l * bin_pairs_.size(), nb);
         sampler_.sample_binned(table, b, total_tokens, rng_, counts_, std::span(bin_pairs_).first(nb),
-                               std::span(bin_hot_).first(nb), cold_tally(), std::span(bin_cold_).first(nb));
+                               layer_hot, cold_tally(), std::span(bin_cold_).first(nb), bin_hot_for_[l]);
         // The cold experts' sums come with the draw (bin_cold_, fields of cold_tally()). A hot expert (mean
         // of at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
         constexpr std::uint64_t kLow32 = 0xffffffffU;
         constexpr std::uint64_t kLow21 = (std::uint64_t{1} << 21) - 1;
         for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
           const std::int64_t n = bin_pairs_[g];
-          const std::int32_t h = bin_hot_[g];
+          const std::int32_t h = layer_hot[g];
           const RoutingSampler::Tally& c = bin_cold_[g];
           const std::int64_t first_hot = tbo ? round_half_away(double(n) * half_a_) : n;
           const auto pairs = n + static_cast<std::int64_t>(c.a & kLow32);

@@ -227,7 +227,8 @@ class StepPlanner {
   std::vector<std::vector<int>>
       replicated_;  // [layer]: experts with several copies, bins ranks_, ranks_ + 1...
   std::vector<std::int64_t> bin_pairs_;
-  std::vector<std::int32_t> bin_hot_;
+  std::vector<std::int32_t> bin_hot_;     // [layer][bin]: each layer's last split of hot experts
+  std::vector<std::size_t> bin_hot_for_;  // [layer]: the count of hot experts it was split for
   // What a cold expert with count c adds to its GPU (cold_tally()): pairs and micro-batch A's pairs in .a
   // (32 bits each); touched, touched in A, touched in B in .b (21 bits each). Rebuilt when half_a_ moves.
   std::vector<RoutingSampler::Tally> tally_;
