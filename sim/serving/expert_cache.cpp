@@ -137,18 +137,9 @@ CacheAccess ExpertCache::admit_copy(int c, std::vector<ExpertKey>& evicted) {
   return {.outcome = CacheOutcome::kLoaded, .source = home_[u], .bytes = bytes_[u]};
 }
 
-CacheAccess ExpertCache::access_copy(int c, std::int32_t routed, std::vector<ExpertKey>& evicted) {
-  MOESIM_CHECK(c >= 0 && c < copies(), "expert copy not held by this GPU");
+CacheAccess ExpertCache::access_miss(int c, std::int32_t routed, std::vector<ExpertKey>& evicted) {
   const auto u = static_cast<std::size_t>(c);
   record(c, routed);
-  if (resident_[u] || staged_[u]) {
-    ++hits_;
-    if (resident_[u] && hotness_[u] == Hotness::kWarm) {
-      lru_unlink(c);
-      lru_push_front(c);
-    }
-    return {};
-  }
   ++misses_;
   if (hotness_[u] != Hotness::kCold) {
     const CacheAccess a = admit_copy(c, evicted);

@@ -10,6 +10,7 @@
 
 #include "hwmodels/loader.h"
 #include "hwmodels/precision.h"
+#include "sim/engine/check.h"
 #include "sim/serving/expert_stats.h"
 
 namespace moesim {
@@ -69,7 +70,24 @@ class ExpertCache final {
   }
   // The same by copy id (copy_id()): what the planner calls per expert, layer and step, without the
   // [layer][expert] index (a cache miss per call when every GPU's index is walked each layer).
-  CacheAccess access_copy(int copy, std::int32_t routed, std::vector<ExpertKey>& evicted);
+  CacheAccess access_copy(int copy, std::int32_t routed, std::vector<ExpertKey>& evicted) {
+    if (hit(copy, routed)) return {};
+    return access_miss(copy, routed, evicted);
+  }
+  // access_copy() when the copy is resident or staged (the common case, inline): counts and refreshes it
+  // and returns true; otherwise changes nothing and returns false.
+  bool hit(int copy, std::int32_t routed) {
+    const auto u = static_cast<std::size_t>(copy);
+    MOESIM_CHECK(u < resident_.size(), "expert copy not held by this GPU");
+    if (resident_[u] == 0 && staged_[u] == 0) return false;
+    record(copy, routed);
+    ++hits_;
+    if (resident_[u] != 0 && hotness_[u] == Hotness::kWarm && head_ != copy) {
+      lru_unlink(copy);
+      lru_push_front(copy);
+    }
+    return true;
+  }
   // A held copy's id in [0, copies()), -1 when this GPU does not hold it. Stable until the next add_copy.
   [[nodiscard]] int copy_id(ExpertKey key) const { return id(key); }
   [[nodiscard]] int copies() const { return static_cast<int>(key_.size()); }
@@ -108,6 +126,7 @@ class ExpertCache final {
     window_[static_cast<std::size_t>(window_pos_)][static_cast<std::size_t>(c)] += routed;
     window_sum_[static_cast<std::size_t>(c)] += routed;
   }
+  CacheAccess access_miss(int c, std::int32_t routed, std::vector<ExpertKey>& evicted);
   bool make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted);
   CacheAccess admit_copy(int c, std::vector<ExpertKey>& evicted);
 

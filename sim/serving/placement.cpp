@@ -54,13 +54,6 @@ void Placement::finalize() {
   }
 }
 
-std::span<const int> Placement::slots_of(int layer, int expert) const {
-  const int* first =
-      first_slot_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_ + 1);
-  const int* list = slot_list_.data() + slot_index(layer, 0);
-  return {list + first[expert], static_cast<std::size_t>(first[expert + 1] - first[expert])};
-}
-
 int Placement::replicated_experts(int layer) const {
   const auto r = replicas(layer);
   return static_cast<int>(std::count_if(r.begin(), r.end(), [](int c) { return c > 1; }));

@@ -41,7 +41,12 @@ class Placement final {
     return {replicas_.data() + expert_index(layer, 0), static_cast<std::size_t>(experts_)};
   }
   // Slots holding `expert`, ascending ("log2phy" without padding).
-  [[nodiscard]] std::span<const int> slots_of(int layer, int expert) const;
+  [[nodiscard]] std::span<const int> slots_of(int layer, int expert) const {
+    const int* first =
+        first_slot_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_ + 1);
+    const int* list = slot_list_.data() + slot_index(layer, 0);
+    return {list + first[expert], static_cast<std::size_t>(first[expert + 1] - first[expert])};
+  }
   [[nodiscard]] SlotMap slot_map(int layer) const {
     return {.slot_expert = phy2log(layer), .slots_per_bin = slots_per_gpu_, .replicas = replicas(layer)};
   }

@@ -46,11 +46,15 @@ RerouteResult Rerouter::apply(const Placement& placement, int layer, std::span<c
   const auto reps = placement.replicas(layer);
   const int per = placement.slots_per_gpu();
   const auto gpus = static_cast<int>(load_.size());
-  std::fill(load_.begin(), load_.end(), 0.0);
   double total = 0;
-  for (int s = 0; s < placement.slots(); ++s) {
-    const auto e = static_cast<std::size_t>(map[static_cast<std::size_t>(s)]);
-    load_[static_cast<std::size_t>(s / per)] += static_cast<double>(counts[e]) / reps[e];
+  for (int g = 0; g < gpus; ++g) {  // in slot order; a single copy's count is its load as is
+    double load = 0;
+    for (int s = g * per; s < (g + 1) * per; ++s) {
+      const auto e = static_cast<std::size_t>(map[static_cast<std::size_t>(s)]);
+      const auto c = static_cast<double>(counts[e]);
+      load += reps[e] == 1 ? c : c / reps[e];
+    }
+    load_[static_cast<std::size_t>(g)] = load;
   }
   for (const double l : load_) total += l;
   const double limit = threshold * total / gpus;

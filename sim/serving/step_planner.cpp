@@ -615,9 +615,13 @@ void StepPlanner::access_copy(int gpu, int copy, std::int32_t tokens, Duration f
   const auto g = static_cast<std::size_t>(gpu);
   ExpertCache& cache = L.caches[g];
   ++plan_.expert_uses;
-  const CacheAccess a = cache.access_copy(copy, tokens, L.evicted);
-  plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
-  L.evicted.clear();
+  // A hit (the common case) evicts nothing and loads nothing: the copy's cache state inline.
+  const bool hit = cache.hit(copy, tokens);
+  const CacheAccess a = hit ? CacheAccess{} : cache.access_copy(copy, tokens, L.evicted);
+  if (!hit) {
+    plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
+    L.evicted.clear();
+  }
   Time& ready = L.ready[g][static_cast<std::size_t>(copy)];
   Time done;
   if (a.outcome == CacheOutcome::kHit) {
@@ -749,6 +753,8 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
     const auto i = static_cast<std::size_t>(layer * experts + e);
     const Precision p = L.precision[i];
     if (quant) quality_.add(p, c);
+    // A rank's GPUs hold 1/etp of each copy (division by 1 skipped: it is exact).
+    const double bytes = etp_ == 1 ? double(L.copy_bytes[i]) : double(L.copy_bytes[i]) / etp_;
     auto copy = [&](int slot, std::int32_t share) {
       const int gpu = placement_.gpu_of_slot(slot);
       const auto g = static_cast<std::size_t>(gpu);
@@ -761,7 +767,7 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
       half_time_[2 * g + 1] += tb;
       gpu_pairs_[g] += share;
       gpu_expert_time_[g] += t;
-      rank_bytes_[g] += double(L.copy_bytes[i]) / etp_;
+      rank_bytes_[g] += bytes;
       if (tiers) access_copy(gpu, copy_of_slot[slot], share, t, request);
     };
     const auto copies = placement_.slots_of(layer, e);
