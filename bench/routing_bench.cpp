@@ -71,7 +71,7 @@ void BM_RoutingSampleBinned(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * kExperts);
 }
-BENCHMARK(BM_RoutingSampleBinned)->ArgName("tokens")->Arg(64)->Arg(180)->Arg(1024);
+BENCHMARK(BM_RoutingSampleBinned)->ArgName("tokens")->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Arg(180)->Arg(1024);
 
 // The same layer as the planner draws it without two-batch overlap from 4 pairs per expert: per-GPU cold
 // sums from their moments. rebuild = 1 derives the law on every call (a token count not seen before), 0

@@ -516,6 +516,53 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
                          .var = b.prefix[o].var + layer.sd[i] * layer.sd[i]};
     }
   }
+  b.alias_cut.assign(n, 0);
+  b.alias.assign(n, 0);
+  std::vector<double> scaled;
+  std::vector<std::int32_t> small;
+  std::vector<std::int32_t> large;
+  for (int k = 0; k < bins; ++k) {
+    const auto first = static_cast<std::size_t>(b.begin[static_cast<std::size_t>(k)]);
+    const std::size_t size = static_cast<std::size_t>(b.begin[static_cast<std::size_t>(k) + 1]) - first;
+    if (size == 0) continue;
+    double mass = 0;
+    for (std::size_t j = 0; j < size; ++j) mass += b.pi[first + j];
+    // Vose: columns of average height 1; a short column is topped up from a tall one, which keeps the rest.
+    scaled.resize(size);
+    small.clear();
+    large.clear();
+    for (std::size_t j = 0; j < size; ++j) {
+      scaled[j] = mass > 0 ? b.pi[first + j] * static_cast<double>(size) / mass : 1.0;
+      (scaled[j] < 1.0 ? small : large).push_back(static_cast<std::int32_t>(j));
+    }
+    constexpr double kOne = 0x1.0p32;
+    auto cut = [&](double height) {  // the low 32 bits below this keep the column
+      return static_cast<std::uint32_t>(std::min(kOne - 1, std::round(height * kOne)));
+    };
+    while (!small.empty() && !large.empty()) {
+      const std::int32_t s_col = small.back();
+      small.pop_back();
+      const std::int32_t l_col = large.back();
+      const auto su = static_cast<std::size_t>(s_col);
+      const auto lu = static_cast<std::size_t>(l_col);
+      b.alias_cut[first + su] = cut(scaled[su]);
+      b.alias[first + su] = l_col;
+      scaled[lu] -= 1.0 - scaled[su];
+      if (scaled[lu] < 1.0) {
+        large.pop_back();
+        small.push_back(l_col);
+      }
+    }
+    // What remains is full to rounding: it always keeps its column.
+    for (const std::int32_t j : small) {
+      b.alias_cut[first + static_cast<std::size_t>(j)] = ~std::uint32_t{0};
+      b.alias[first + static_cast<std::size_t>(j)] = j;
+    }
+    for (const std::int32_t j : large) {
+      b.alias_cut[first + static_cast<std::size_t>(j)] = ~std::uint32_t{0};
+      b.alias[first + static_cast<std::size_t>(j)] = j;
+    }
+  }
   // The grid spans the counts where use_bin_sums() may hold: from kSumsMinMean pairs per expert to the
   // count at which fewer than kSumsMinCold cold experts per bin remain (pi descends: the one at n - that
   // many turns hot at kColdMean / pi).
@@ -652,32 +699,45 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
     split_for = hot;
   }
   std::int64_t cold_total = 0;
+  // A cold expert's count (mean under kColdMean) stays below kMaxDrawn but for odds under 1e-50; the cap
+  // keeps `tally`'s index in range whatever the draw.
+  const std::int32_t drawn_cap = std::min(cap, kMaxDrawn);
   Rng draws = rng;  // a local copy keeps the generator's state in registers through the loop
   for (std::size_t k = 0; k < nb; ++k) {
     const auto first = static_cast<std::size_t>(bins.begin[k] + bin_hot[k]);
     const auto last = static_cast<std::size_t>(bins.begin[k + 1]);
     // Few pairs among many cold experts (a small decode step): their independent Poissons are, exactly,
     // a Poisson total spread over them in proportion to pi (Poisson splitting), a draw per pair instead of
-    // one per expert. The pairs pick experts by inverting the bin's cumulative pi.
+    // one per expert.
     const std::size_t base = static_cast<std::size_t>(bins.begin[k]) + k;
     const auto from = static_cast<std::size_t>(bin_hot[k]);
     const std::size_t to = last - static_cast<std::size_t>(bins.begin[k]);
     const double low = bins.prefix[base + from].pi;
     const double mass = bins.prefix[base + to].pi - low;
     const double lambda = t * mass;
-    if (lambda < kSplitMean * static_cast<double>(last - first) && lambda < kColdMean) {
+    // The pairs pick entries from the bin's alias table and a pick of a hot entry is drawn again: (low +
+    // mass) / mass draws per pair on average, which must stay under kSplitMean per cold expert.
+    if (mass > 0 && lambda * (low + mass) < kSplitMean * static_cast<double>(last - first) * mass) {
       std::fill(cold.begin() + static_cast<std::ptrdiff_t>(first),
                 cold.begin() + static_cast<std::ptrdiff_t>(last), 0);
-      const std::int32_t pairs = kPoissonTables.sample(lambda, draws.next_u64());
-      const auto cumulative = bins.prefix.begin() + static_cast<std::ptrdiff_t>(base);
-      for (std::int32_t i = 0; i < pairs; ++i) {
-        const double u = low + mass * (static_cast<double>(draws.next_u64() >> 11) * 0x1.0p-53);
-        // The entry j (from..to-1) whose cumulative range [P_j, P_j+1) holds u.
-        auto at = std::upper_bound(cumulative + static_cast<std::ptrdiff_t>(from) + 1,
-                                   cumulative + static_cast<std::ptrdiff_t>(to), u,
-                                   [](double x, const Bins::Sums& p) { return x < p.pi; }) -
-                  cumulative - 1;
-        ++cold[static_cast<std::size_t>(bins.begin[k]) + static_cast<std::size_t>(at)];
+      // Poisson(lambda) as a sum of parts under kColdMean (independent Poissons add).
+      const int parts = static_cast<int>(lambda / (kColdMean - 0.5)) + 1;
+      const double part = lambda / parts;
+      std::int64_t pairs = 0;
+      for (int i = 0; i < parts; ++i) pairs += kPoissonTables.sample(part, draws.next_u64());
+      const auto bin_first = static_cast<std::size_t>(bins.begin[k]);
+      const std::uint32_t* cut = bins.alias_cut.data() + bin_first;
+      const std::int32_t* alias = bins.alias.data() + bin_first;
+      std::int32_t* counts = cold.data() + bin_first;
+      const std::uint64_t columns = to;
+      const auto hot_entries = static_cast<std::int32_t>(from);
+      for (std::int64_t i = 0; i < pairs;) {
+        const std::uint64_t r = draws.next_u64();
+        const auto c = static_cast<std::int32_t>(((r >> 32) * columns) >> 32);
+        const std::int32_t j = static_cast<std::uint32_t>(r) < cut[c] ? c : alias[c];
+        if (j < hot_entries) continue;
+        ++counts[j];
+        ++i;
       }
     } else {
       for (std::size_t j = first; j < last; ++j)
@@ -685,7 +745,7 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
     }
     Tally sum;
     for (std::size_t j = first; j < last; ++j) {
-      const std::int32_t c = std::min(cold[j], cap);
+      const std::int32_t c = std::min(cold[j], drawn_cap);
       cold[j] = c;
       cold_total += c;
       const Tally& add = tally[static_cast<std::size_t>(c)];

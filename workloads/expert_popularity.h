@@ -61,9 +61,10 @@ class ExpertPopularity {
 class RoutingSampler {
  public:
   static constexpr double kColdMean = 8.0;
-  // sample_binned() spreads a Poisson total over a bin's cold experts (a draw per pair) when they average
-  // under kSplitMean pairs each, and draws each expert otherwise.
-  static constexpr double kSplitMean = 0.5;
+  // sample_binned() spreads a Poisson total over a bin's cold experts (a draw per pair from the bin's alias
+  // table, drawn again when it picks a hot expert) when that takes under kSplitMean draws per cold expert on
+  // average, and draws each expert otherwise.
+  static constexpr double kSplitMean = 1.0;
   // What the sampler derives from one layer's probabilities; rebuild when they change.
   struct Layer {
     int top_k = 1;
@@ -91,6 +92,12 @@ class RoutingSampler {
       double var = 0;  // the same for sd^2
     };
     std::vector<Sums> prefix;  // [begin[b] + b + j]
+    // Each bin's entries as an alias table (Walker's method, Vose's construction): one 64-bit draw picks
+    // entry j of bin b (0-based) with probability pi / (the bin's sum of pi), to 2^-32: the high 32 bits
+    // choose a column c, which stays when the low 32 bits fall below alias_cut[begin[b] + c] and else is
+    // alias[begin[b] + c].
+    std::vector<std::uint32_t> alias_cut;
+    std::vector<std::int32_t> alias;
     // sample_bin_sums()'s cold moments of each bin at the token counts of a grid (grid_point()), over the
     // counts where sums may be used; a point is filled by fill_moment_grid() and empty until then.
     struct Moments {
@@ -129,6 +136,7 @@ class RoutingSampler {
     std::uint64_t a = 0;
     std::uint64_t b = 0;
   };
+  static constexpr std::int32_t kMaxDrawn = 95;     // a drawn cold count is capped here (see sample_binned)
   static constexpr std::size_t kTallyCounts = 256;  // > 95 drawn + 2 passes x 64 residual sweeps of +1
   void sample_binned(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                      std::span<std::int32_t> cold, std::span<std::int64_t> bin_pairs,

@@ -229,11 +229,12 @@ TEST_CASE("the multinomial sampler has the multinomial's means, variances and co
 TEST_CASE("binned routing draws the law of the per-expert sampler's per-bin sums") {
   // 64 experts (top-4) in 8 bins of 8 (a shuffled placement). Zipf 1.0 at 500 tokens: the experts with
   // T pi < 8 are cold (drawn one by one), the others hot (summed per bin). Uniform at 50 tokens: every expert
-  // is cold (T pi = 3.1) and the cold ones absorb the residual. Zipf at 6 tokens: each bin's cold experts
-  // average under RoutingSampler::kSplitMean pairs, so a Poisson total is spread over them. The per-bin
-  // totals, hot and cold together, must have sample()'s means and variances; every draw sums to T k; with
-  // hot experts (which absorb the rounding residual) each bin's touched cold experts average
-  // sum (1 - e^-m) over its cold experts of mean m = T k p.
+  // is cold (T pi = 3.1) and the cold ones absorb the residual. Zipf at 6 and 15 tokens: bins where it takes
+  // under RoutingSampler::kSplitMean draws per cold expert spread a Poisson total over their cold experts
+  // (at 15 tokens beside a hot expert, whose picks are drawn again); uniform at 15 tokens, every bin (its
+  // total of mean 7.5 drawn in two parts). The per-bin totals, hot and cold together, must have sample()'s
+  // means and variances; every draw sums to T k; with hot experts (which absorb the rounding residual) each
+  // bin's touched cold experts average sum (1 - e^-m) over its cold experts of mean m = T k p.
   const int experts = 64;
   const int bins = 8;
   const int k = 4;
@@ -243,7 +244,8 @@ TEST_CASE("binned routing draws the law of the per-expert sampler's per-bin sums
   };
   auto zipf = zipf_probabilities(experts, 1.0);
   cap_for_top_k(zipf, k);
-  const std::vector<Case> cases = {{zipf, 500}, {std::vector<double>(experts, 1.0 / experts), 50}, {zipf, 6}};
+  const std::vector<double> uniform(experts, 1.0 / experts);
+  const std::vector<Case> cases = {{zipf, 500}, {uniform, 50}, {zipf, 6}, {zipf, 15}, {uniform, 15}};
   std::vector<int> bin_of(experts);
   for (int e = 0; e < experts; ++e) bin_of[static_cast<std::size_t>(e)] = (e * 5 + e / 8) % bins;
   for (const Case& c : cases) {
@@ -336,7 +338,7 @@ TEST_CASE("binned routing draws the law of the per-expert sampler's per-bin sums
       }
       // Variances of bin sums (about 250 with sd 12, or 25 with sd 4.6): 20,000 draws estimate each to 1-2%.
       CHECK(sq_a[i] / reps - mean_a * mean_a == Approx(sq_b[i] / reps - mean_b * mean_b).epsilon(0.06));
-      if (hot_per_bin[i] == 0 && c.tokens == 50) continue;  // every expert cold: they absorb the residual
+      if (c.p == uniform) continue;  // every expert cold: they absorb the residual
       double touched = 0;
       for (int e = 0; e < experts; ++e) {
         const double m = double(tokens) * k * p[static_cast<std::size_t>(e)];
@@ -347,6 +349,35 @@ TEST_CASE("binned routing draws the law of the per-expert sampler's per-bin sums
       // Binomial-like counts over 20,000 draws: 2% (or 0.02 experts when almost none is touched).
       CHECK(touched_a[i] / reps == Approx(touched).epsilon(0.02).margin(0.02));
     }
+  }
+}
+
+TEST_CASE("a bin's alias table picks each entry with its share of the bin's pi") {
+  // Walker's table: column c (of n) is kept with probability cut / 2^32, else its alias is taken, so entry
+  // j's probability is (1/n) (keep_j + sum over columns aliased to j of 1 - keep_c); it must equal
+  // pi_j / (the bin's sum of pi) to the 2^-32 of the cuts. Zipf 1.2 over 60 experts in 7 uneven bins, a
+  // bin of one expert and a bin with a zero-probability expert included.
+  std::vector<double> p = zipf_probabilities(60, 1.2);
+  p[59] = 0;
+  const auto layer = RoutingSampler::prepare(p, 1);
+  std::vector<int> bin_of(60);
+  for (int e = 0; e < 60; ++e) bin_of[static_cast<std::size_t>(e)] = e == 7 ? 6 : (e * 7 + 3) % 6;
+  const auto bins = RoutingSampler::bin(layer, bin_of, 7);
+  for (int b = 0; b < bins.count; ++b) {
+    const auto first = static_cast<std::size_t>(bins.begin[static_cast<std::size_t>(b)]);
+    const auto n = static_cast<std::size_t>(bins.begin[static_cast<std::size_t>(b) + 1]) - first;
+    INFO("bin " << b << " of " << n << " entries");
+    double mass = 0;
+    for (std::size_t j = 0; j < n; ++j) mass += bins.pi[first + j];
+    std::vector<double> share(n, 0.0);
+    for (std::size_t c = 0; c < n; ++c) {
+      const double keep = static_cast<double>(bins.alias_cut[first + c]) * 0x1.0p-32;
+      const auto a = static_cast<std::size_t>(bins.alias[first + c]);
+      REQUIRE(a < n);
+      share[c] += keep / static_cast<double>(n);
+      share[a] += (1 - keep) / static_cast<double>(n);
+    }
+    for (std::size_t j = 0; j < n; ++j) CHECK(share[j] == Approx(bins.pi[first + j] / mass).margin(1e-9));
   }
 }
 
