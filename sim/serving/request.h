@@ -13,15 +13,21 @@ namespace moesim {
 
 using RequestIdx = std::uint32_t;
 
-struct Request {
-  std::int64_t id = 0;
-  Time arrival;
-  std::int64_t prompt = 0;
-  std::int64_t output = 0;
+struct alignas(64) Request {
+  // What every step of a running request reads or writes (batch forming, KV blocks, tokens), first: one
+  // cache line of the request table, which a cluster's replicas outgrow.
   std::int64_t target = 0;    // tokens to compute before the next token can be sampled (prefill)
   std::int64_t computed = 0;  // tokens whose KV is in the cache
   std::int64_t generated = 0;
+  std::int64_t output = 0;
   std::int64_t blocks = 0;  // KV blocks held
+  Time last_token;
+  int group = 0;
+  int replica = 0;
+  bool measured = false;
+  std::int64_t id = 0;
+  Time arrival;
+  std::int64_t prompt = 0;
   // Prefix caching only: the chained hashes of the prompt's full KV blocks, the ids of the blocks held (in
   // token order) and how many leading ones are named in the cache.
   std::vector<BlockHash> prompt_hashes;
@@ -29,7 +35,6 @@ struct Request {
   std::int64_t named_blocks = 0;
   Time admitted = Time::never();
   Time first_token;
-  Time last_token;
   int preemptions = 0;
   // Under disaggregation (TTFT split): admission to the prefill instance, end of its prefill (first token
   // sampled), arrival of its KV cache at the decode instance.
@@ -37,11 +42,9 @@ struct Request {
   Time prefill_done;
   Time kv_arrived;
   int prefill_replica = -1;  // the prefill instance it came from (-1: prefilled where it decodes)
-  int replica = 0;
-  int group = 0;
-  bool measured = false;
   [[nodiscard]] bool in_prefill() const { return computed < target; }
 };
+static_assert(offsetof(Request, measured) < 64, "the fields of a step fit the first cache line");
 
 class RequestTable {
  public:
@@ -60,9 +63,7 @@ class RequestTable {
   [[nodiscard]] const Request& operator[](RequestIdx i) const { return requests_[i]; }
   // A hint that request i is about to be read or written: its fields a step touches (counts and times).
   void prefetch(RequestIdx i) const {
-    const auto* p = reinterpret_cast<const char*>(&requests_[i]);
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + offsetof(Request, last_token));
+    __builtin_prefetch(&requests_[i]);  // the fields a step uses (Request's first cache line)
   }
 
  private:
