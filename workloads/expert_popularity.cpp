@@ -225,6 +225,43 @@ const ExpTable kExpTable;
 
 double table_normal(std::uint64_t bits12) { return kNormalTable.z[bits12 & 4095]; }
 
+void build_alias_table(std::span<const double> weights, std::span<std::uint32_t> cut,
+                       std::span<std::int32_t> alias) {
+  const std::size_t size = weights.size();
+  MOESIM_CHECK(cut.size() == size && alias.size() == size, "alias table sized for other weights");
+  double mass = 0;
+  for (const double w : weights) mass += w;
+  // Vose: columns of average height 1; a short column is topped up from a tall one, which keeps the rest.
+  std::vector<double> scaled(size);
+  std::vector<std::int32_t> small;
+  std::vector<std::int32_t> large;
+  for (std::size_t j = 0; j < size; ++j) {
+    scaled[j] = mass > 0 ? weights[j] * static_cast<double>(size) / mass : 1.0;
+    (scaled[j] < 1.0 ? small : large).push_back(static_cast<std::int32_t>(j));
+  }
+  constexpr double kOne = 0x1.0p32;
+  while (!small.empty() && !large.empty()) {
+    const auto s_col = static_cast<std::size_t>(small.back());
+    small.pop_back();
+    const std::int32_t l_col = large.back();
+    const auto lu = static_cast<std::size_t>(l_col);
+    cut[s_col] = static_cast<std::uint32_t>(std::min(kOne - 1, std::round(scaled[s_col] * kOne)));
+    alias[s_col] = l_col;
+    scaled[lu] -= 1.0 - scaled[s_col];
+    if (scaled[lu] < 1.0) {
+      large.pop_back();
+      small.push_back(l_col);
+    }
+  }
+  // What remains is full to rounding: it always keeps its column.
+  for (const auto& rest : {small, large}) {
+    for (const std::int32_t j : rest) {
+      cut[static_cast<std::size_t>(j)] = ~std::uint32_t{0};
+      alias[static_cast<std::size_t>(j)] = j;
+    }
+  }
+}
+
 std::int32_t poisson_cold(double mean, std::uint64_t bits) { return kPoissonTables.sample(mean, bits); }
 
 namespace {
@@ -518,50 +555,11 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
   }
   b.alias_cut.assign(n, 0);
   b.alias.assign(n, 0);
-  std::vector<double> scaled;
-  std::vector<std::int32_t> small;
-  std::vector<std::int32_t> large;
   for (int k = 0; k < bins; ++k) {
     const auto first = static_cast<std::size_t>(b.begin[static_cast<std::size_t>(k)]);
     const std::size_t size = static_cast<std::size_t>(b.begin[static_cast<std::size_t>(k) + 1]) - first;
-    if (size == 0) continue;
-    double mass = 0;
-    for (std::size_t j = 0; j < size; ++j) mass += b.pi[first + j];
-    // Vose: columns of average height 1; a short column is topped up from a tall one, which keeps the rest.
-    scaled.resize(size);
-    small.clear();
-    large.clear();
-    for (std::size_t j = 0; j < size; ++j) {
-      scaled[j] = mass > 0 ? b.pi[first + j] * static_cast<double>(size) / mass : 1.0;
-      (scaled[j] < 1.0 ? small : large).push_back(static_cast<std::int32_t>(j));
-    }
-    constexpr double kOne = 0x1.0p32;
-    auto cut = [&](double height) {  // the low 32 bits below this keep the column
-      return static_cast<std::uint32_t>(std::min(kOne - 1, std::round(height * kOne)));
-    };
-    while (!small.empty() && !large.empty()) {
-      const std::int32_t s_col = small.back();
-      small.pop_back();
-      const std::int32_t l_col = large.back();
-      const auto su = static_cast<std::size_t>(s_col);
-      const auto lu = static_cast<std::size_t>(l_col);
-      b.alias_cut[first + su] = cut(scaled[su]);
-      b.alias[first + su] = l_col;
-      scaled[lu] -= 1.0 - scaled[su];
-      if (scaled[lu] < 1.0) {
-        large.pop_back();
-        small.push_back(l_col);
-      }
-    }
-    // What remains is full to rounding: it always keeps its column.
-    for (const std::int32_t j : small) {
-      b.alias_cut[first + static_cast<std::size_t>(j)] = ~std::uint32_t{0};
-      b.alias[first + static_cast<std::size_t>(j)] = j;
-    }
-    for (const std::int32_t j : large) {
-      b.alias_cut[first + static_cast<std::size_t>(j)] = ~std::uint32_t{0};
-      b.alias[first + static_cast<std::size_t>(j)] = j;
-    }
+    build_alias_table(std::span(b.pi).subspan(first, size), std::span(b.alias_cut).subspan(first, size),
+                      std::span(b.alias).subspan(first, size));
   }
   // The grid spans the counts where use_bin_sums() may hold: from kSumsMinMean pairs per expert to the
   // count at which fewer than kSumsMinCold cold experts per bin remain (pi descends: the one at n - that

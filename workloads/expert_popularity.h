@@ -227,6 +227,11 @@ void sample_routing_counts(std::span<const double> probs, std::int64_t tokens, i
 
 // Poisson(mean) for 0 <= mean < RoutingSampler::kColdMean from one 64-bit random draw (tabulated CDF on a
 // grid of means plus an exact correction; no transcendental call).
+// Walker's alias table over `weights` (Vose's construction; all zero: uniform): column c is kept when a
+// uniform 32-bit fraction falls below cut[c], else alias[c] is taken, so that entry j comes out with
+// probability weight_j / (sum of weights), to 2^-32.
+void build_alias_table(std::span<const double> weights, std::span<std::uint32_t> cut,
+                       std::span<std::int32_t> alias);
 std::int32_t poisson_cold(double mean, std::uint64_t bits);
 
 // A standard normal from 12 random bits (inverse-CDF table at bin midpoints): cheap, |z| <= 3.4.

@@ -77,16 +77,19 @@ std::vector<double> monte_carlo_touch(const CoactivationModel& model, const std:
 }  // namespace
 
 TEST_CASE("sampled counts conserve tokens, respect the per-expert cap and keep the marginals") {
+  // At 512 tokens each group's picks are spread by Poisson and Gaussian counts; at 16 (about 16 picks per
+  // group) one pick at a time.
   const int n = 64;
   const int top_k = 8;
-  const std::int64_t tokens = 512;
+  const std::int64_t tokens = GENERATE(512, 16);
+  INFO("tokens " << tokens);
   Rng rng(3);
   const auto p = zipf_layer(n, 0.8, top_k, rng);
   const CoactivationModel model({.group_size = 8, .rho = 0.6}, 1, n, Rng(5));
   std::vector<std::int32_t> counts(n);
   std::vector<std::int64_t> group_tokens(static_cast<std::size_t>(model.groups()));
   std::vector<double> mean(n, 0.0);
-  const int draws = 2000;
+  const int draws = tokens == 512 ? 2000 : 20000;
   for (int d = 0; d < draws; ++d) {
     model.sample_counts(0, p, tokens, top_k, rng, counts, group_tokens);
     CHECK(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}) == tokens * top_k);
@@ -97,7 +100,10 @@ TEST_CASE("sampled counts conserve tokens, respect the per-expert cap and keep t
   }
   for (int e = 0; e < n; ++e) {
     const double want = static_cast<double>(tokens * top_k) * p[static_cast<std::size_t>(e)];
-    CHECK(mean[static_cast<std::size_t>(e)] == Approx(want).epsilon(0.05).margin(1.0));
+    // 512 tokens: 5% or one pair; 16 tokens (20,000 draws): 5% or 0.05 pairs, for the experts whose mean
+    // is under half the cap of one pick per token (above it, the cap takes a visible share of the mean).
+    if (tokens == 16 && want > 0.5 * static_cast<double>(tokens)) continue;
+    CHECK(mean[static_cast<std::size_t>(e)] == Approx(want).epsilon(0.05).margin(tokens == 512 ? 1.0 : 0.05));
   }
 }
 
