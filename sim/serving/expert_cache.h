@@ -82,7 +82,7 @@ class ExpertCache final {
     if (resident_[u] == 0 && staged_[u] == 0) return false;
     record(copy, routed);
     ++hits_;
-    if (resident_[u] != 0 && hotness_[u] == Hotness::kWarm && head_ != copy) {
+    if (resident_[u] != 0 && hotness_[u] == Hotness::kWarm && head_ != copy) {  // the head is the most recent
       lru_unlink(copy);
       lru_push_front(copy);
     }

@@ -488,7 +488,7 @@ Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
   return layer_small_kernels_time(gpu_, shape, tokens, s_.deployment.engine);
 }
 
-Duration StepPlanner::expert_time(std::int64_t tokens, Precision p) const {
+Duration StepPlanner::expert_time_costed(std::int64_t tokens, Precision p) const {
   auto& table = ffn_by_precision_[precision_index(p)];
   if (table.empty()) return expert_time(tokens);
   const ModelSpec& m = s_.model;

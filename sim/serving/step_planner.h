@@ -169,7 +169,17 @@ class StepPlanner {
   }
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
-  Duration expert_time(std::int64_t tokens, Precision p) const;
+  // An expert's FFN at `tokens` and precision p: the memo's entry inline (per copy, layer and step under
+  // quantisation and tiers), else costed once by expert_time_costed().
+  Duration expert_time(std::int64_t tokens, Precision p) const {
+    const auto& table = ffn_by_precision_[precision_index(p)];
+    if (tokens >= 0 && tokens < static_cast<std::int64_t>(table.size())) {
+      const Duration d = table[static_cast<std::size_t>(tokens)];
+      if (d != kUncosted) return d;
+    }
+    return expert_time_costed(tokens, p);
+  }
+  Duration expert_time_costed(std::int64_t tokens, Precision p) const;
   [[nodiscard]] std::span<const double> probs(int layer) const {
     return drift_ != nullptr ? drift_->layer(layer) : popularity_.layer(layer);
   }
