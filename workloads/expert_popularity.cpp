@@ -254,12 +254,12 @@ void build_alias_table(std::span<const double> weights, std::span<std::uint32_t>
     }
   }
   // What remains is full to rounding: it always keeps its column.
-  for (const auto& rest : {small, large}) {
-    for (const std::int32_t j : rest) {
-      cut[static_cast<std::size_t>(j)] = ~std::uint32_t{0};
-      alias[static_cast<std::size_t>(j)] = j;
-    }
-  }
+  const auto keep = [&](std::int32_t j) {
+    cut[static_cast<std::size_t>(j)] = ~std::uint32_t{0};
+    alias[static_cast<std::size_t>(j)] = j;
+  };
+  std::for_each(small.begin(), small.end(), keep);
+  std::for_each(large.begin(), large.end(), keep);
 }
 
 std::int32_t poisson_cold(double mean, std::uint64_t bits) { return kPoissonTables.sample(mean, bits); }

@@ -74,6 +74,8 @@ class ExpertCache final {
     if (hit(copy, routed)) return {};
     return access_miss(copy, routed, evicted);
   }
+  // access_copy() for a copy that hit() has just found neither resident nor staged.
+  CacheAccess access_miss(int copy, std::int32_t routed, std::vector<ExpertKey>& evicted);
   // access_copy() when the copy is resident or staged (the common case, inline): counts and refreshes it
   // and returns true; otherwise changes nothing and returns false.
   bool hit(int copy, std::int32_t routed) {
@@ -126,7 +128,6 @@ class ExpertCache final {
     window_[static_cast<std::size_t>(window_pos_)][static_cast<std::size_t>(c)] += routed;
     window_sum_[static_cast<std::size_t>(c)] += routed;
   }
-  CacheAccess access_miss(int c, std::int32_t routed, std::vector<ExpertKey>& evicted);
   bool make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted);
   CacheAccess admit_copy(int c, std::vector<ExpertKey>& evicted);
 

@@ -617,7 +617,7 @@ void StepPlanner::access_copy(int gpu, int copy, std::int32_t tokens, Duration f
   ++plan_.expert_uses;
   // A hit (the common case) evicts nothing and loads nothing: the copy's cache state inline.
   const bool hit = cache.hit(copy, tokens);
-  const CacheAccess a = hit ? CacheAccess{} : cache.access_copy(copy, tokens, L.evicted);
+  const CacheAccess a = hit ? CacheAccess{} : cache.access_miss(copy, tokens, L.evicted);
   if (!hit) {
     plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
     L.evicted.clear();
