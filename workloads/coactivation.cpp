@@ -369,34 +369,45 @@ void bin_masses(std::span<const double> probs, const SlotMap& map, int slots_per
   }
 }
 
+// The slot masses p_e / replicas_e, descending, into memo.next; true when they (and the parameters) are
+// those memo.sums were computed from. Otherwise they become memo.masses and the caller recomputes the sums.
+bool memo_holds(std::span<const double> probs, const SlotMap& map, int top_k, double rho, TouchMemo& memo) {
+  memo.next.resize(map.slot_expert.size());
+  for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
+    const auto e = static_cast<std::size_t>(map.slot_expert[s]);
+    memo.next[s] = probs[e] / map.replicas[e];
+  }
+  std::sort(memo.next.begin(), memo.next.end(), std::greater<>());
+  if (memo.top_k == top_k && memo.rho == rho && memo.next == memo.masses) return true;
+  std::swap(memo.masses, memo.next);
+  memo.top_k = top_k;
+  memo.rho = rho;
+  return false;
+}
+
 }  // namespace
 
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
-                                 std::span<const TouchBins> bins) {
-  // log(1 - m_s) once per slot (on the stack for up to kCached slots, else recomputed per evaluation).
-  constexpr std::size_t kCached = 1024;
-  std::array<double, kCached> log1m;
-  const std::size_t cached = std::min(kCached, map.slot_expert.size());
-  auto slot_mass = [&](std::size_t s) {
-    const auto e = static_cast<std::size_t>(map.slot_expert[s]);
-    return probs[e] / map.replicas[e];
-  };
-  for (std::size_t s = 0; s < cached; ++s) {
-    const double x = slot_mass(s);
-    log1m[s] = x > 0 && x < 1 ? std::log1p(-x) : 0.0;
+                                 std::span<const TouchBins> bins, TouchMemo& memo) {
+  if (!memo_holds(probs, map, top_k, 0.0, memo)) {
+    // log(1 - m_s) once per slot; the draw count depends on the masses only.
+    const std::vector<double>& m = memo.masses;
+    memo.next.resize(m.size());
+    for (std::size_t s = 0; s < m.size(); ++s) memo.next[s] = m[s] > 0 && m[s] < 1 ? std::log1p(-m[s]) : 0.0;
+    const double n = solve_draws(
+        [&](double draws) {
+          Distinct d;
+          for (std::size_t s = 0; s < m.size(); ++s) {
+            const Distinct one = distinct(m[s], memo.next[s], draws);
+            d.value += one.value;
+            d.slope += one.slope;
+          }
+          return d;
+        },
+        top_k);
+    memo.sums.assign(1, n);
   }
-  const double n = solve_draws(
-      [&](double draws) {
-        Distinct d;
-        for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
-          const Distinct one =
-              s < cached ? distinct(slot_mass(s), log1m[s], draws) : distinct(slot_mass(s), draws);
-          d.value += one.value;
-          d.slope += one.slope;
-        }
-        return d;
-      },
-      top_k);
+  const double n = memo.sums[0];
   for (const TouchBins& b : bins) {
     bin_masses(probs, map, b.slots_per_bin, b.touch);
     for (double& t : b.touch) t = distinct(t, n).value;
@@ -406,12 +417,13 @@ void touch_fractions_independent(std::span<const double> probs, const SlotMap& m
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
                                  std::span<double> touch) {
   const TouchBins bins[] = {{.slots_per_bin = map.slots_per_bin, .touch = touch}};
-  touch_fractions_independent(probs, map, top_k, bins);
+  TouchMemo memo;
+  touch_fractions_independent(probs, map, top_k, bins, memo);
 }
 
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
-                                 std::span<const TouchBins> bins) {
+                                 std::span<const TouchBins> bins, TouchMemo& memo) {
   const int groups = model.groups();
   const auto ng = static_cast<std::size_t>(groups);
   std::size_t max_bins = 0;
@@ -424,30 +436,35 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
   const auto mass = scratch.subspan(0, ng);
   const auto draws_of = scratch.subspan(ng, ng);
   const auto table = scratch.subspan(2 * ng, kTouchGridPoints);
-  const auto q_all = scratch.subspan(2 * ng + kTouchGridPoints);
+  const auto q_all = scratch.subspan(2 * ng + kTouchGridPoints, ng * max_bins);
+  const auto log1m_bin = scratch.subspan(2 * ng + kTouchGridPoints + ng * max_bins, max_bins);
   std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(2 * ng + kTouchGridPoints), 0.0);
   for (std::size_t e = 0; e < probs.size(); ++e) mass[static_cast<std::size_t>(group_of[e])] += probs[e];
   // table[i] = sum over slots of distinct((1 - rho) m_s, n_i): every slot as seen by a token of another
   // group. n_{i+8} = 2 n_i, so (1 - x)^{n_{i+8}} is the square of (1 - x)^{n_i}: eight exponentials per slot.
-  std::array<double, 8> grid{};
-  for (int i = 0; i < 8; ++i) grid[static_cast<std::size_t>(i)] = grid_draws(top_k, i);
-  for (const int e : map.slot_expert) {
-    const double x =
-        (1.0 - rho) * probs[static_cast<std::size_t>(e)] / map.replicas[static_cast<std::size_t>(e)];
-    if (x <= 0) continue;
-    if (x >= 1) {
-      for (double& v : table) v += 1.0;
-      continue;
-    }
-    const double log1m = std::log1p(-x);
-    for (int i = 0; i < 8; ++i) {
-      double left = std::exp(grid[static_cast<std::size_t>(i)] * log1m);
-      for (int j = i; j < kTouchGridPoints; j += 8) {
-        table[static_cast<std::size_t>(j)] += 1.0 - left;
-        left *= left;
+  // It depends on the multiset of slot masses only (memo).
+  if (!memo_holds(probs, map, top_k, rho, memo)) {
+    memo.sums.assign(kTouchGridPoints, 0.0);
+    std::array<double, 8> grid{};
+    for (int i = 0; i < 8; ++i) grid[static_cast<std::size_t>(i)] = grid_draws(top_k, i);
+    for (const double m : memo.masses) {
+      const double x = (1.0 - rho) * m;
+      if (x <= 0) continue;
+      if (x >= 1) {
+        for (double& v : memo.sums) v += 1.0;
+        continue;
+      }
+      const double log1m = std::log1p(-x);
+      for (int i = 0; i < 8; ++i) {
+        double left = std::exp(grid[static_cast<std::size_t>(i)] * log1m);
+        for (int j = i; j < kTouchGridPoints; j += 8) {
+          memo.sums[static_cast<std::size_t>(j)] += 1.0 - left;
+          left *= left;
+        }
       }
     }
   }
+  std::copy(memo.sums.begin(), memo.sums.end(), table.begin());
   auto table_at = [&](double draws) {  // linear in log2(n / k); slope in n
     const double x = std::clamp(8.0 * std::log2(draws / top_k), 0.0, kTouchGridPoints - 1.0);
     const auto i = std::min(static_cast<std::size_t>(x), static_cast<std::size_t>(kTouchGridPoints - 2));
@@ -499,11 +516,19 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
       if (mass[g] > 0)
         q[g * nb + s / static_cast<std::size_t>(b.slots_per_bin)] += probs[e] / map.replicas[e] / mass[g];
     }
+    // A bin that holds none of group g's members (most bins when the placement keeps groups together) is
+    // seen by g's tokens at r = (1 - rho) R_j, whose log(1 - r) is the same for every such group.
+    for (std::size_t j = 0; j < nb; ++j) {
+      const double out = (1.0 - rho) * b.touch[j];
+      log1m_bin[j] = out > 0 && out < 1 ? std::log1p(-out) : 0.0;
+    }
     for (std::size_t g = 0; g < ng; ++g) {
       if (mass[g] <= 0) continue;
       for (std::size_t j = 0; j < nb; ++j) {
-        const double r_j = rho * q[g * nb + j] + (1.0 - rho) * b.touch[j];
-        q[g * nb + j] = mass[g] * distinct(r_j, draws_of[g]).value;  // reuse q as contribution
+        const double q_gj = q[g * nb + j];
+        const double r_j = rho * q_gj + (1.0 - rho) * b.touch[j];
+        const Distinct d = q_gj == 0 ? distinct(r_j, log1m_bin[j], draws_of[g]) : distinct(r_j, draws_of[g]);
+        q[g * nb + j] = mass[g] * d.value;  // reuse q as contribution
       }
     }
     for (std::size_t j = 0; j < nb; ++j) {
@@ -518,7 +543,8 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
                                  const SlotMap& map, int top_k, std::span<double> scratch,
                                  std::span<double> touch) {
   const TouchBins bins[] = {{.slots_per_bin = map.slots_per_bin, .touch = touch}};
-  touch_fractions_coactivated(model, layer, probs, map, top_k, scratch, bins);
+  TouchMemo memo;
+  touch_fractions_coactivated(model, layer, probs, map, top_k, scratch, bins, memo);
 }
 
 }  // namespace moesim

@@ -138,26 +138,42 @@ struct TouchBins {
   std::span<double> touch;
 };
 
-// Independent routing. O(slots x ~5) transcendental calls (safeguarded Newton on n).
+// What touch fractions take from the multiset of a layer's slot masses p_e / replicas_e alone: the draw
+// count n of independent routing, the out-of-group table of co-activation. Drift permutes the experts'
+// probabilities and a rebalance moves experts between bins; neither changes that multiset, so a caller that
+// keeps one memo per layer recomputes those sums only when it changes (a sort and a comparison instead).
+// The sums run over the masses in descending order: a result does not depend on whether it was memoised.
+struct TouchMemo {
+  std::vector<double> masses;  // descending, as the sums were computed from
+  std::vector<double> sums;
+  std::vector<double> next;  // scratch
+  int top_k = 0;
+  double rho = -1;
+};
+
+// Independent routing. O(slots x ~5) transcendental calls (safeguarded Newton on n) when the memo misses,
+// O(slots log slots) when it holds, plus one per bin.
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
                                  std::span<double> touch);
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
-                                 std::span<const TouchBins> bins);
+                                 std::span<const TouchBins> bins, TouchMemo& memo);
 
 // Co-activation: a token of home group g draws from r_{g,e} = rho q_{g,e} + (1 - rho) p_e with its own n_g,
 // and touch_j = sum_g P_g (1 - (1 - R_{g,j})^{n_g}). The part of sum_items that does not depend on g is
-// tabulated once on a grid of n, so the cost is O(groups x bins + experts x 8 + group members x ~5);
-// `scratch` must hold touch_scratch_size(groups, bins) doubles (bins: the most of any granularity).
+// tabulated once on a grid of n (kept in the memo), so the cost is O(groups x bins + experts x 8 + group
+// members x ~5); `scratch` must hold touch_scratch_size(groups, bins) doubles (bins: the most of any
+// granularity).
 inline constexpr int kTouchGridPoints = 48;
 [[nodiscard]] constexpr std::size_t touch_scratch_size(int groups, int bins) {
   return static_cast<std::size_t>(groups) * static_cast<std::size_t>(bins) +
-         2 * static_cast<std::size_t>(groups) + static_cast<std::size_t>(kTouchGridPoints);
+         2 * static_cast<std::size_t>(groups) + static_cast<std::size_t>(kTouchGridPoints) +
+         static_cast<std::size_t>(bins);
 }
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
                                  std::span<double> touch);
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
-                                 std::span<const TouchBins> bins);
+                                 std::span<const TouchBins> bins, TouchMemo& memo);
 
 }  // namespace moesim

@@ -29,27 +29,22 @@ void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precisi
   bytes_.push_back(bytes);
   home_.push_back(home);
   precision_.push_back(precision);
-  hotness_.push_back(hotness);
-  resident_.push_back(0);
-  staged_.push_back(0);
-  prev_.push_back(-1);
-  next_.push_back(-1);
+  state_.emplace_back().hotness = hotness;
   for (auto& w : window_) w.push_back(0);
-  window_sum_.push_back(0);
   if (home == Tier::kHbm) {
     MOESIM_CHECK(hotness != Hotness::kCold, "a cold copy cannot live in HBM");
     MOESIM_CHECK(hbm_used_ + bytes <= spec_.hbm_bytes, "HBM-resident copies exceed the expert HBM budget");
-    resident_.back() = 1;
+    state_.back().resident = 1;
     hbm_used_ += bytes;
     if (hotness == Hotness::kWarm) lru_push_front(c);
   }
 }
 
 bool ExpertCache::is_resident(ExpertKey key) const {
-  return resident_[static_cast<std::size_t>(checked_id(key))] != 0;
+  return state_[static_cast<std::size_t>(checked_id(key))].resident != 0;
 }
 Hotness ExpertCache::hotness(ExpertKey key) const {
-  return hotness_[static_cast<std::size_t>(checked_id(key))];
+  return state_[static_cast<std::size_t>(checked_id(key))].hotness;
 }
 Precision ExpertCache::precision(ExpertKey key) const {
   return precision_[static_cast<std::size_t>(checked_id(key))];
@@ -58,28 +53,28 @@ std::int64_t ExpertCache::bytes(ExpertKey key) const {
   return bytes_[static_cast<std::size_t>(checked_id(key))];
 }
 std::int64_t ExpertCache::window_count(ExpertKey key) const {
-  return window_sum_[static_cast<std::size_t>(checked_id(key))];
+  return state_[static_cast<std::size_t>(checked_id(key))].window_sum;
 }
 
 void ExpertCache::lru_unlink(int c) {
-  const auto u = static_cast<std::size_t>(c);
-  if (prev_[u] >= 0)
-    next_[static_cast<std::size_t>(prev_[u])] = next_[u];
+  CopyState& s = state_[static_cast<std::size_t>(c)];
+  if (s.prev >= 0)
+    state_[static_cast<std::size_t>(s.prev)].next = s.next;
   else
-    head_ = next_[u];
-  if (next_[u] >= 0)
-    prev_[static_cast<std::size_t>(next_[u])] = prev_[u];
+    head_ = s.next;
+  if (s.next >= 0)
+    state_[static_cast<std::size_t>(s.next)].prev = s.prev;
   else
-    tail_ = prev_[u];
-  prev_[u] = next_[u] = -1;
+    tail_ = s.prev;
+  s.prev = s.next = -1;
 }
 
 void ExpertCache::lru_push_front(int c) {
-  const auto u = static_cast<std::size_t>(c);
-  prev_[u] = -1;
-  next_[u] = head_;
+  CopyState& s = state_[static_cast<std::size_t>(c)];
+  s.prev = -1;
+  s.next = head_;
   if (head_ >= 0)
-    prev_[static_cast<std::size_t>(head_)] = c;
+    state_[static_cast<std::size_t>(head_)].prev = c;
   else
     tail_ = c;
   head_ = c;
@@ -87,8 +82,8 @@ void ExpertCache::lru_push_front(int c) {
 
 void ExpertCache::evict(int c, std::vector<ExpertKey>& evicted) {
   const auto u = static_cast<std::size_t>(c);
-  if (hotness_[u] == Hotness::kWarm) lru_unlink(c);
-  resident_[u] = 0;
+  if (state_[u].hotness == Hotness::kWarm) lru_unlink(c);
+  state_[u].resident = 0;
   hbm_used_ -= bytes_[u];  // freed at once
   evicted.push_back(key_[u]);
 }
@@ -97,7 +92,7 @@ bool ExpertCache::make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted)
   // Only warm copies are evictable; check first so that a failed admission evicts nothing.
   std::int64_t evictable = 0;
   for (int c = tail_; c >= 0 && hbm_used_ - evictable + bytes > spec_.hbm_bytes;
-       c = prev_[static_cast<std::size_t>(c)]) {
+       c = state_[static_cast<std::size_t>(c)].prev) {
     evictable += bytes_[static_cast<std::size_t>(c)];
   }
   if (hbm_used_ - evictable + bytes > spec_.hbm_bytes) return false;
@@ -107,15 +102,16 @@ bool ExpertCache::make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted)
 
 void ExpertCache::set_hotness(ExpertKey key, Hotness h, std::vector<ExpertKey>& evicted) {
   const int c = checked_id(key);
+  CopyState& s = state_[static_cast<std::size_t>(c)];
   const auto u = static_cast<std::size_t>(c);
-  const Hotness old = hotness_[u];
+  const Hotness old = s.hotness;
   if (old == h) return;
-  if (resident_[u] && old == Hotness::kWarm) lru_unlink(c);
-  hotness_[u] = h;
-  if (!resident_[u]) return;
+  if (s.resident && old == Hotness::kWarm) lru_unlink(c);
+  s.hotness = h;
+  if (!s.resident) return;
   if (h == Hotness::kWarm) lru_push_front(c);
   if (h == Hotness::kCold) {
-    resident_[u] = 0;
+    s.resident = 0;
     hbm_used_ -= bytes_[u];
     evicted.push_back(key);
   }
@@ -127,13 +123,13 @@ CacheAccess ExpertCache::admit(ExpertKey key, std::vector<ExpertKey>& evicted) {
 
 CacheAccess ExpertCache::admit_copy(int c, std::vector<ExpertKey>& evicted) {
   const auto u = static_cast<std::size_t>(c);
-  if (resident_[u]) return {};
-  if (hotness_[u] == Hotness::kCold || !make_room(bytes_[u], evicted)) {
+  if (state_[u].resident) return {};
+  if (state_[u].hotness == Hotness::kCold || !make_room(bytes_[u], evicted)) {
     return {.outcome = CacheOutcome::kNoRoom, .source = home_[u], .bytes = 0};
   }
-  resident_[u] = 1;
+  state_[u].resident = 1;
   hbm_used_ += bytes_[u];
-  if (hotness_[u] == Hotness::kWarm) lru_push_front(c);
+  if (state_[u].hotness == Hotness::kWarm) lru_push_front(c);
   return {.outcome = CacheOutcome::kLoaded, .source = home_[u], .bytes = bytes_[u]};
 }
 
@@ -141,7 +137,7 @@ CacheAccess ExpertCache::access_miss(int c, std::int32_t routed, std::vector<Exp
   const auto u = static_cast<std::size_t>(c);
   record(c, routed);
   ++misses_;
-  if (hotness_[u] != Hotness::kCold) {
+  if (state_[u].hotness != Hotness::kCold) {
     const CacheAccess a = admit_copy(c, evicted);
     if (a.outcome == CacheOutcome::kLoaded) return a;
   }
@@ -149,7 +145,7 @@ CacheAccess ExpertCache::access_miss(int c, std::int32_t routed, std::vector<Exp
     return {.outcome = CacheOutcome::kNoRoom, .source = home_[u], .bytes = bytes_[u]};
   }
   staging_used_ += bytes_[u];
-  staged_[u] = 1;
+  state_[u].staged = 1;
   return {.outcome = CacheOutcome::kStaged, .source = home_[u], .bytes = bytes_[u]};
 }
 
@@ -157,20 +153,38 @@ void ExpertCache::record_routed(ExpertKey key, std::int32_t routed) { record(che
 
 void ExpertCache::prefetch_candidates(std::vector<ExpertKey>& out) const {
   out.clear();
-  for (std::size_t u = 0; u < key_.size(); ++u) {
-    if (hotness_[u] == Hotness::kWarm && !resident_[u] && window_sum_[u] >= spec_.prefetch_threshold) {
-      out.push_back(key_[u]);
-    }
+  for (std::size_t u = 0; u < state_.size(); ++u) {
+    if (prefetchable(state_[u])) out.push_back(key_[u]);
+  }
+}
+
+template <class Visit>
+void ExpertCache::end_batch_with(Visit visit) {
+  staging_used_ = 0;
+  // This batch's counts take their place in the ring; the oldest batch leaves the window.
+  std::vector<std::int32_t>& done = window_[static_cast<std::size_t>(window_pos_)];
+  window_pos_ = (window_pos_ + 1) % spec_.prefetch_window_batches;
+  std::vector<std::int32_t>& oldest = window_[static_cast<std::size_t>(window_pos_)];
+  for (std::size_t u = 0; u < state_.size(); ++u) {
+    CopyState& s = state_[u];
+    s.staged = 0;
+    done[u] = s.batch;
+    s.batch = 0;
+    s.window_sum -= oldest[u];
+    oldest[u] = 0;
+    visit(u);
   }
 }
 
 void ExpertCache::end_batch() {
-  staging_used_ = 0;
-  std::fill(staged_.begin(), staged_.end(), 0);
-  window_pos_ = (window_pos_ + 1) % spec_.prefetch_window_batches;
-  std::vector<std::int32_t>& oldest = window_[static_cast<std::size_t>(window_pos_)];
-  for (std::size_t u = 0; u < key_.size(); ++u) window_sum_[u] -= oldest[u];
-  std::fill(oldest.begin(), oldest.end(), 0);
+  end_batch_with([](std::size_t) {});
+}
+
+void ExpertCache::end_batch(std::vector<ExpertKey>& candidates) {
+  candidates.clear();
+  end_batch_with([&](std::size_t u) {
+    if (prefetchable(state_[u])) candidates.push_back(key_[u]);
+  });
 }
 
 }  // namespace moesim

@@ -11,6 +11,7 @@
 #include "hwmodels/loader.h"
 #include "hwmodels/precision.h"
 #include "sim/engine/check.h"
+#include "sim/engine/time.h"
 #include "sim/serving/expert_stats.h"
 
 namespace moesim {
@@ -80,16 +81,20 @@ class ExpertCache final {
   // and returns true; otherwise changes nothing and returns false.
   bool hit(int copy, std::int32_t routed) {
     const auto u = static_cast<std::size_t>(copy);
-    MOESIM_CHECK(u < resident_.size(), "expert copy not held by this GPU");
-    if (resident_[u] == 0 && staged_[u] == 0) return false;
+    MOESIM_CHECK(u < state_.size(), "expert copy not held by this GPU");
+    CopyState& s = state_[u];
+    if (s.resident == 0 && s.staged == 0) return false;
     record(copy, routed);
     ++hits_;
-    if (resident_[u] != 0 && hotness_[u] == Hotness::kWarm && head_ != copy) {  // the head is the most recent
+    if (s.resident != 0 && s.hotness == Hotness::kWarm && head_ != copy) {  // the head is the most recent
       lru_unlink(copy);
       lru_push_front(copy);
     }
     return true;
   }
+  // When a resident copy's load completes (set by whoever drives the loads; Time::zero() at first).
+  [[nodiscard]] Time ready(int copy) const { return state_[static_cast<std::size_t>(copy)].ready; }
+  void set_ready(int copy, Time t) { state_[static_cast<std::size_t>(copy)].ready = t; }
   // A held copy's id in [0, copies()), -1 when this GPU does not hold it. Stable until the next add_copy.
   [[nodiscard]] int copy_id(ExpertKey key) const { return id(key); }
   [[nodiscard]] int copies() const { return static_cast<int>(key_.size()); }
@@ -107,6 +112,8 @@ class ExpertCache final {
 
   // Ends a batch: empties the staging area and moves the prefetch window on. O(copies).
   void end_batch();
+  // The same, listing in `candidates` what prefetch_candidates() would list right after it (one pass).
+  void end_batch(std::vector<ExpertKey>& candidates);
 
   [[nodiscard]] std::int64_t hbm_used() const { return hbm_used_; }
   [[nodiscard]] std::int64_t hbm_free() const { return spec_.hbm_bytes - hbm_used_; }
@@ -116,6 +123,18 @@ class ExpertCache final {
   [[nodiscard]] std::int64_t misses() const { return misses_; }
 
  private:
+  // What a use of a copy reads and writes, in one place: a hit touches one 32-byte record instead of seven
+  // arrays (the planner walks every GPU's cache each layer, so each array was a cache miss of its own).
+  struct CopyState {
+    std::int64_t window_sum = 0;  // routed pairs over the last N batches, this one included
+    Time ready;                   // when a resident copy's load completes
+    int prev = -1;                // LRU list of resident warm copies; head = most recently used
+    int next = -1;
+    std::int32_t batch = 0;  // routed pairs in this batch (moved into the ring at end_batch)
+    char resident = 0;
+    char staged = 0;
+    Hotness hotness = Hotness::kCold;
+  };
   [[nodiscard]] int id(ExpertKey key) const {
     return index_[static_cast<std::size_t>(key.layer) * static_cast<std::size_t>(experts_) +
                   static_cast<std::size_t>(key.expert)];
@@ -125,27 +144,28 @@ class ExpertCache final {
   void lru_push_front(int c);
   void evict(int c, std::vector<ExpertKey>& evicted);
   void record(int c, std::int32_t routed) {
-    window_[static_cast<std::size_t>(window_pos_)][static_cast<std::size_t>(c)] += routed;
-    window_sum_[static_cast<std::size_t>(c)] += routed;
+    CopyState& s = state_[static_cast<std::size_t>(c)];
+    s.batch += routed;
+    s.window_sum += routed;
   }
   bool make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted);
+  template <class Visit>
+  void end_batch_with(Visit visit);  // visit(copy) after the copy's window moved on
+  [[nodiscard]] bool prefetchable(const CopyState& s) const {
+    return s.hotness == Hotness::kWarm && s.resident == 0 && s.window_sum >= spec_.prefetch_threshold;
+  }
   CacheAccess admit_copy(int c, std::vector<ExpertKey>& evicted);
 
   int experts_;
   ExpertCacheSpec spec_;
   std::vector<int> index_;  // [layer][expert] -> copy id or -1
-  // Per copy (flat arrays, indexed by copy id).
+  // Per copy (indexed by copy id).
+  std::vector<CopyState> state_;
   std::vector<ExpertKey> key_;
   std::vector<std::int64_t> bytes_;
   std::vector<Tier> home_;
   std::vector<Precision> precision_;
-  std::vector<Hotness> hotness_;
-  std::vector<char> resident_;
-  std::vector<char> staged_;
-  std::vector<int> prev_;  // LRU list of resident warm copies; head = most recently used
-  std::vector<int> next_;
-  std::vector<std::vector<std::int32_t>> window_;  // [N][copy] ring of routed counts
-  std::vector<std::int64_t> window_sum_;
+  std::vector<std::vector<std::int32_t>> window_;  // [N][copy] ring of routed counts of past batches
   int head_ = -1;
   int tail_ = -1;
   int window_pos_ = 0;

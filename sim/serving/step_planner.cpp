@@ -24,11 +24,10 @@ struct ExpertLoop {
   double imbalance_sum = 0;
   std::int64_t imbalance_steps = 0;
   std::unique_ptr<Rerouter> rerouter;
-  // Tiers: one cache per GPU of the replica, the replica's loaders, when each resident copy is ready.
+  // Tiers: one cache per GPU of the replica (with when each resident copy is ready), the replica's loaders.
   std::vector<ExpertCache> caches;
   std::unique_ptr<ExpertLoader> loader;
-  std::vector<std::vector<Time>> ready;  // [gpu][copy id]: when the resident copy is ready
-  std::vector<int> copy_of_slot;         // [layer][slot]: the copy id in its GPU's cache
+  std::vector<int> copy_of_slot;  // [layer][slot]: the copy id in its GPU's cache
   std::vector<ExpertKey> evicted;
   std::vector<ExpertKey> candidates;
   std::vector<Time> load_done;     // per GPU, this layer
@@ -150,6 +149,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   touch_gpu_.assign(layers * ranks, 0.0);
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
   touch_valid_.assign(layers, 0);
+  touch_memo_.resize(layers);
   if (drift_ != nullptr) drift_version_ = drift_->version();
   tables_ = std::make_shared<RoutingTables>();
   for (int l = 0; l < m.moe_layers(); ++l)
@@ -315,9 +315,10 @@ void StepPlanner::ensure_touch(int layer) {
       {.slots_per_bin = placement_.slots_per_gpu() * (ranks_ / nodes_),
        .touch = std::span<double>(touch_node_).subspan(l * n, n)}};
   if (coact_ != nullptr) {
-    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, loop_->touch_scratch, bins);
+    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, loop_->touch_scratch, bins,
+                                touch_memo_[l]);
   } else {
-    touch_fractions_independent(layer_probs, map, k, bins);
+    touch_fractions_independent(layer_probs, map, k, bins, touch_memo_[l]);
   }
   touch_valid_[l] = 1;
 }
@@ -590,10 +591,6 @@ void StepPlanner::setup_tiers() {
       }
     }
   }
-  L.ready.assign(static_cast<std::size_t>(gpus_), {});
-  for (int g = 0; g < gpus_; ++g)
-    L.ready[static_cast<std::size_t>(g)].assign(
-        static_cast<std::size_t>(L.caches[static_cast<std::size_t>(g)].copies()), Time{});
   const int slots = placement_.slots();
   L.copy_of_slot.assign(static_cast<std::size_t>(layers) * static_cast<std::size_t>(slots), -1);
   for (int l = 0; l < layers; ++l) {
@@ -622,12 +619,11 @@ void StepPlanner::access_copy(int gpu, int copy, std::int32_t tokens, Duration f
     plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
     L.evicted.clear();
   }
-  Time& ready = L.ready[g][static_cast<std::size_t>(copy)];
   Time done;
   if (a.outcome == CacheOutcome::kHit) {
     ++plan_.hbm_hits;
-    if (ready <= request) return;
-    done = ready;  // prefetched, still on its way
+    done = cache.ready(copy);
+    if (done <= request) return;  // else prefetched, still on its way
   } else {
     done = L.loader->load(gpu, a.source, a.bytes, request);
     if (a.source == Tier::kNvme) {
@@ -637,7 +633,7 @@ void StepPlanner::access_copy(int gpu, int copy, std::int32_t tokens, Duration f
       ++plan_.host_loads;
       plan_.host_bytes += double(a.bytes);
     }
-    if (a.outcome == CacheOutcome::kLoaded) ready = done;
+    if (a.outcome == CacheOutcome::kLoaded) cache.set_ready(copy, done);
   }
   if (L.loaded[g] == 0 || done > L.load_done[g]) {
     L.load_done[g] = done;
@@ -808,14 +804,16 @@ void StepPlanner::end_step(Time step_end) {
   if (L.caches.empty()) return;
   for (int g = 0; g < gpus_; ++g) {
     ExpertCache& cache = L.caches[static_cast<std::size_t>(g)];
-    cache.end_batch();
-    if (!s_.experts.tiers.prefetch) continue;
-    cache.prefetch_candidates(L.candidates);
+    if (!s_.experts.tiers.prefetch) {
+      cache.end_batch();
+      continue;
+    }
+    cache.end_batch(L.candidates);
     for (const ExpertKey key : L.candidates) {
       const CacheAccess a = cache.admit(key, L.evicted);
       if (a.outcome != CacheOutcome::kLoaded) continue;
       const Time done = L.loader->load(g, a.source, a.bytes, step_end);
-      L.ready[static_cast<std::size_t>(g)][static_cast<std::size_t>(cache.copy_id(key))] = done;
+      cache.set_ready(cache.copy_id(key), done);
       ++plan_.prefetches;
       (a.source == Tier::kNvme ? plan_.nvme_bytes : plan_.host_bytes) += double(a.bytes);
     }

@@ -225,6 +225,7 @@ class StepPlanner {
   std::vector<double> touch_gpu_;          // [layer][rank]
   std::vector<double> touch_node_;         // [layer][node]
   std::vector<char> touch_valid_;          // [layer]
+  std::vector<TouchMemo> touch_memo_;      // [layer]
   std::shared_ptr<RoutingTables> tables_;  // copy-on-write: shared by the replicas of a pool (share_routing)
   RoutingTables& own_tables();
   // Under co-activation: its sampler and per-layer tables, from the popularity.

@@ -149,6 +149,50 @@ TEST_CASE("independent touch fractions match the hypergeometric for uniform rout
   }
 }
 
+TEST_CASE(
+    "a touch memo reused after the experts' probabilities are permuted gives a fresh computation's "
+    "fractions") {
+  // The memo keeps only what depends on the multiset of slot masses. Drift permutes the probabilities; a
+  // memoised call must then equal a call without the memo, bit for bit, and a changed multiset must be
+  // recomputed. A memo that kept anything tied to which expert sits where would fail the first check.
+  const int n = 64;
+  const int top_k = 8;
+  const int bins = 8;
+  Rng rng(5);
+  auto p = zipf_layer(n, 1.2, top_k, rng);
+  std::vector<int> slot_expert(n);
+  std::iota(slot_expert.begin(), slot_expert.end(), 0);
+  std::vector<int> reps(n, 1);
+  const SlotMap map{.slot_expert = slot_expert, .slots_per_bin = n / bins, .replicas = reps};
+  const CoactivationModel model({.group_size = 8, .rho = 0.5}, 1, n, Rng(4));
+  std::vector<double> scratch(touch_scratch_size(model.groups(), bins));
+  TouchMemo coact_memo;
+  TouchMemo indep_memo;
+  std::vector<double> memo_touch(bins);
+  std::vector<double> fresh_touch(bins);
+  const TouchBins memo_bins[] = {{.slots_per_bin = n / bins, .touch = memo_touch}};
+  for (int round = 0; round < 4; ++round) {
+    if (round == 3) {  // a new multiset: the memo must miss
+      p[0] *= 0.5;
+      p[1] += p[0];
+    } else if (round > 0) {
+      for (std::size_t i = p.size() - 1; i > 0; --i) std::swap(p[i], p[rng.below(i + 1)]);
+    }
+    touch_fractions_coactivated(model, 0, p, map, top_k, scratch, memo_bins, coact_memo);
+    touch_fractions_coactivated(model, 0, p, map, top_k, scratch, fresh_touch);
+    CHECK(memo_touch == fresh_touch);
+    touch_fractions_independent(p, map, top_k, memo_bins, indep_memo);
+    touch_fractions_independent(p, map, top_k, fresh_touch);
+    CHECK(memo_touch == fresh_touch);
+  }
+  // The permutations moved the hot experts between bins, so the fractions did change.
+  std::vector<double> sorted_p(p);
+  std::sort(sorted_p.begin(), sorted_p.end(), std::greater<>());
+  std::vector<double> ordered(bins);
+  touch_fractions_independent(sorted_p, map, top_k, ordered);
+  CHECK(ordered != fresh_touch);
+}
+
 TEST_CASE("co-activated touch fractions agree with a token-level Monte Carlo, replicas included") {
   const int n = 64;
   const int top_k = 8;
