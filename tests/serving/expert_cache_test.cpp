@@ -3,7 +3,10 @@
 #include "sim/serving/expert_cache.h"
 
 #include <catch2/catch.hpp>
+#include <numeric>
 #include <vector>
+
+#include "sim/engine/random.h"
 
 namespace moesim {
 namespace {
@@ -130,6 +133,40 @@ TEST_CASE("ending a batch with a candidate list lists what prefetch_candidates l
     CHECK(after == expected[static_cast<std::size_t>(batch)]);
     CHECK(during == after);
     CHECK(a.window_count({0, 0}) == b.window_count({0, 0}));
+  }
+}
+
+TEST_CASE("window counts equal the routed pairs of the last N batches, for copies left unused for a while") {
+  // Random uses over 60 batches against the full history: copies go unused for gaps shorter and longer
+  // than the window, and are read between uses (the window moves on when a copy is next used or read).
+  for (const int n : {1, 3, 8, 12}) {
+    ExpertCache cache(
+        1, 4, {.hbm_bytes = kB, .staging_bytes = 0, .prefetch_window_batches = n, .prefetch_threshold = 1});
+    for (int e = 0; e < 4; ++e) cache.add_copy({0, e}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
+    std::vector<std::vector<std::int64_t>> history(4);
+    Rng rng(static_cast<std::uint64_t>(n));
+    for (int batch = 0; batch < 60; ++batch) {
+      for (int e = 0; e < 4; ++e) {
+        std::int64_t routed = 0;
+        if (rng.uniform() < 0.2 * (e + 1)) {  // expert 0 is mostly idle, expert 3 nearly always used
+          routed = static_cast<std::int64_t>(rng.below(9));
+          cache.record_routed({0, e}, static_cast<std::int32_t>(routed));
+        }
+        history[static_cast<std::size_t>(e)].push_back(routed);
+      }
+      std::vector<ExpertKey> listed;
+      cache.prefetch_candidates(listed);
+      std::vector<ExpertKey> expected;
+      for (int e = 0; e < 4; ++e) {  // this batch and the n - 1 before it
+        const auto& h = history[static_cast<std::size_t>(e)];
+        const std::int64_t sum =
+            std::accumulate(h.end() - std::min<std::ptrdiff_t>(n, std::ssize(h)), h.end(), std::int64_t{0});
+        CHECK(cache.window_count({0, e}) == sum);
+        if (sum >= 1) expected.push_back({0, e});
+      }
+      CHECK(listed == expected);
+      cache.end_batch();
+    }
   }
 }
 
