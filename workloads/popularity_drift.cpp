@@ -22,7 +22,8 @@ DriftingPopularity::DriftingPopularity(const ExpertPopularity& base, DriftSpec s
   sorted_.resize(total);
   score_.resize(total);
   probs_.resize(total);
-  order_.resize(n_);
+  ranked_.resize(n_);
+  std::vector<int> order(n_);
   std::vector<double> draws(n_);
   for (int l = 0; l < layers_; ++l) {
     const auto row = base.layer(l);
@@ -35,11 +36,11 @@ DriftingPopularity::DriftingPopularity(const ExpertPopularity& base, DriftSpec s
     // score is the base's ranking (ties in the base: lower id ranks first).
     for (double& d : draws) d = sample_normal(rng_);
     std::sort(draws.begin(), draws.end(), std::greater<>());
-    std::iota(order_.begin(), order_.end(), 0);
-    std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) {
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
       return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)];
     });
-    for (std::size_t r = 0; r < n_; ++r) score_[off + static_cast<std::size_t>(order_[r])] = draws[r];
+    for (std::size_t r = 0; r < n_; ++r) score_[off + static_cast<std::size_t>(order[r])] = draws[r];
   }
   next_update_ = spec_.half_life_s > 0 ? spec_.update_interval_s : std::numeric_limits<double>::infinity();
 }
@@ -57,15 +58,16 @@ void DriftingPopularity::redraw_scores() {
 }
 
 void DriftingPopularity::rerank() {
+  // (score, expert) pairs sort without an indirection per comparison; the order is total, so any sort
+  // gives the same ranking.
   for (int l = 0; l < layers_; ++l) {
     const std::size_t off = static_cast<std::size_t>(l) * n_;
-    std::iota(order_.begin(), order_.end(), 0);
-    std::sort(order_.begin(), order_.end(), [&](int a, int b) {
-      const double sa = score_[off + static_cast<std::size_t>(a)];
-      const double sb = score_[off + static_cast<std::size_t>(b)];
-      return sa > sb || (sa == sb && a < b);
+    for (std::size_t e = 0; e < n_; ++e) ranked_[e] = {score_[off + e], static_cast<int>(e)};
+    std::sort(ranked_.begin(), ranked_.end(), [](const Ranked& a, const Ranked& b) {
+      return a.score > b.score || (a.score == b.score && a.expert < b.expert);
     });
-    for (std::size_t r = 0; r < n_; ++r) probs_[off + static_cast<std::size_t>(order_[r])] = sorted_[off + r];
+    for (std::size_t r = 0; r < n_; ++r)
+      probs_[off + static_cast<std::size_t>(ranked_[r].expert)] = sorted_[off + r];
   }
   ++version_;
 }

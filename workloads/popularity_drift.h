@@ -53,7 +53,11 @@ class DriftingPopularity final {
   std::vector<double> sorted_;  // [layer][rank] base probabilities, descending
   std::vector<double> score_;   // [layer][expert]
   std::vector<double> probs_;   // [layer][expert]
-  std::vector<int> order_;      // rerank scratch
+  struct Ranked {
+    double score;
+    int expert;
+  };
+  std::vector<Ranked> ranked_;  // rerank scratch
   double now_ = 0;
   double last_step_ = 0;
   double next_update_ = 0;

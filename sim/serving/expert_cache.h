@@ -86,10 +86,7 @@ class ExpertCache final {
     if (s.resident == 0 && s.staged == 0) return false;
     record(copy, routed);
     ++hits_;
-    if (s.resident != 0 && s.hotness == Hotness::kWarm && head_ != copy) {  // the head is the most recent
-      lru_unlink(copy);
-      lru_push_front(copy);
-    }
+    if (s.resident != 0 && s.hotness == Hotness::kWarm && head_ != copy) lru_to_front(copy, s);
     return true;
   }
   // When a resident copy's load completes (set by whoever drives the loads; Time::zero() at first).
@@ -142,6 +139,18 @@ class ExpertCache final {
   [[nodiscard]] int checked_id(ExpertKey key) const;
   void lru_unlink(int c);
   void lru_push_front(int c);
+  // Moves a listed copy that is not the head to the head (most recently used).
+  void lru_to_front(int c, CopyState& s) {
+    state_[static_cast<std::size_t>(s.prev)].next = s.next;  // not the head: it has a predecessor
+    if (s.next >= 0)
+      state_[static_cast<std::size_t>(s.next)].prev = s.prev;
+    else
+      tail_ = s.prev;
+    s.prev = -1;
+    s.next = head_;
+    state_[static_cast<std::size_t>(head_)].prev = c;
+    head_ = c;
+  }
   void evict(int c, std::vector<ExpertKey>& evicted);
   void record(int c, std::int32_t routed) {
     CopyState& s = state_[static_cast<std::size_t>(c)];

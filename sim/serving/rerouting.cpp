@@ -18,8 +18,8 @@ std::int64_t split(std::span<const int> items, std::int64_t m, Weight weight, Ca
   std::int64_t placed = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const int e = items[i];
-    const auto share =
-        total > 0 ? static_cast<std::int64_t>(std::floor(static_cast<double>(m) * weight(e) / total)) : 0;
+    // m w / total is in [0, m]: truncation is its floor.
+    const auto share = total > 0 ? static_cast<std::int64_t>(static_cast<double>(m) * weight(e) / total) : 0;
     out[i] = std::min(share, cap(e));
     placed += out[i];
   }

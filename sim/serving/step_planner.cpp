@@ -605,25 +605,30 @@ void StepPlanner::setup_tiers() {
   L.evicted.clear();
 }
 
-// Uses one copy on one GPU in this layer: a resident copy that is ready costs nothing; otherwise the
-// layer's experts on that GPU wait for the copy's load (queued on the GPU's host link / NVMe array).
-void StepPlanner::access_copy(int gpu, int copy, std::int32_t tokens, Duration ffn, Time request) {
+// The experts of this layer on GPU g wait for a copy whose bytes arrive at `done` (then run its FFN).
+void StepPlanner::wait_for_copy(std::size_t g, Time done, Duration ffn) {
+  ExpertLoop& L = *loop_;
+  if (L.loaded[g] == 0 || done > L.load_done[g]) {
+    L.load_done[g] = done;
+    L.last_ffn[g] = ffn;
+    L.loaded[g] = 1;
+  }
+}
+
+// A copy that ExpertCache::hit() found neither resident nor staged: the cache says what to load, and the
+// load queues on the GPU's host link / NVMe array.
+void StepPlanner::miss_copy(int gpu, int copy, std::int32_t tokens, Duration ffn, Time request) {
   ExpertLoop& L = *loop_;
   const auto g = static_cast<std::size_t>(gpu);
   ExpertCache& cache = L.caches[g];
-  ++plan_.expert_uses;
-  // A hit (the common case) evicts nothing and loads nothing: the copy's cache state inline.
-  const bool hit = cache.hit(copy, tokens);
-  const CacheAccess a = hit ? CacheAccess{} : cache.access_miss(copy, tokens, L.evicted);
-  if (!hit) {
-    plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
-    L.evicted.clear();
-  }
+  const CacheAccess a = cache.access_miss(copy, tokens, L.evicted);
+  plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
+  L.evicted.clear();
   Time done;
   if (a.outcome == CacheOutcome::kHit) {
     ++plan_.hbm_hits;
     done = cache.ready(copy);
-    if (done <= request) return;  // else prefetched, still on its way
+    if (done <= request) return;
   } else {
     done = L.loader->load(gpu, a.source, a.bytes, request);
     if (a.source == Tier::kNvme) {
@@ -635,11 +640,7 @@ void StepPlanner::access_copy(int gpu, int copy, std::int32_t tokens, Duration f
     }
     if (a.outcome == CacheOutcome::kLoaded) cache.set_ready(copy, done);
   }
-  if (L.loaded[g] == 0 || done > L.load_done[g]) {
-    L.load_done[g] = done;
-    L.last_ffn[g] = ffn;
-    L.loaded[g] = 1;
-  }
+  wait_for_copy(g, done, ffn);
 }
 
 void StepPlanner::sample_layer(int layer, std::int64_t tokens) {
@@ -764,7 +765,18 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
       gpu_pairs_[g] += share;
       gpu_expert_time_[g] += t;
       rank_bytes_[g] += bytes;
-      if (tiers) access_copy(gpu, copy_of_slot[slot], share, t, request);
+      if (!tiers) return;
+      // A resident copy that is ready (the common case) costs nothing: decided inline.
+      const int id = copy_of_slot[slot];
+      ExpertCache& cache = L.caches[g];
+      ++plan_.expert_uses;
+      if (!cache.hit(id, share)) {
+        miss_copy(gpu, id, share, t, request);
+        return;
+      }
+      ++plan_.hbm_hits;
+      const Time ready = cache.ready(id);
+      if (ready > request) wait_for_copy(g, ready, t);  // prefetched, still on its way
     };
     const auto copies = placement_.slots_of(layer, e);
     if (single_gpu_[i] >= 0) {  // the common case: one copy takes every token

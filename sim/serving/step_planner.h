@@ -200,8 +200,10 @@ class StepPlanner {
   void reclassify();
   void rebalance();
   void setup_tiers();
-  // Per-GPU expert time of one layer with loads: issues the loads of non-resident copies at `request`.
-  void access_copy(int gpu, int copy, std::int32_t tokens, Duration ffn, Time request);
+  // Per-GPU expert time of one layer with loads (cost_copies decides hits inline): loads a copy that is
+  // neither resident nor staged at `request`; a GPU's experts wait for their copies' loads.
+  void miss_copy(int gpu, int copy, std::int32_t tokens, Duration ffn, Time request);
+  void wait_for_copy(std::size_t g, Time done, Duration ffn);
   // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
   void ensure_touch(int layer);
 
