@@ -142,11 +142,14 @@ struct TouchBins {
 // count n of independent routing, the out-of-group table of co-activation. Drift permutes the experts'
 // probabilities and a rebalance moves experts between bins; neither changes that multiset, so a caller that
 // keeps one memo per layer recomputes those sums only when it changes (a sort and a comparison instead).
-// The sums run over the masses in descending order: a result does not depend on whether it was memoised.
+// The sums run over the masses in descending order: a result does not depend on whether it was memoised,
+// except that co-activation's per-group draw counts start from the memo's last ones (the same roots to
+// 1e-13).
 struct TouchMemo {
   std::vector<double> masses;  // descending, as the sums were computed from
   std::vector<double> sums;
-  std::vector<double> next;  // scratch
+  std::vector<double> next;     // scratch
+  std::vector<double> group_y;  // co-activation: each group's last log2(n_g / k), where its next solve starts
   int top_k = 0;
   double rho = -1;
 };
