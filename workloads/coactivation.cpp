@@ -240,11 +240,7 @@ void CoactivationSampler::sample(int layer, const Layer& prepared, std::span<con
   groups_.sample_multinomial(prepared.groups, tokens * top_k - forced, rng, other_);
   for (std::size_t g = 0; g < other_.size(); ++g)
     spread(prepared, static_cast<int>(g), std::int64_t{home_[g]} + other_[g], rng, counts);
-  // 4. At most one pick per token and expert (nothing to do when no count reaches the cap: a vectorised
-  // maximum first).
-  std::int32_t most = 0;
-  for (const std::int32_t c : counts) most = std::max(most, c);
-  if (most < tokens) return;
+  // 4. At most one pick per token and expert.
   std::int64_t carry = 0;
   double full_mass = 0;  // of the experts at the cap
   for (std::size_t e = 0; e < counts.size(); ++e) {
