@@ -164,6 +164,9 @@ void BM_TouchCoactivated(benchmark::State& state) {
 BENCHMARK(BM_TouchCoactivated)->ArgName("bins")->Arg(2)->Arg(16);
 
 // What StepPlanner::ensure_touch does per layer at EP16: GPUs (16 bins) and nodes (2 bins) in one call.
+// memo 0: a fresh memo per call (a layer's first computation); memo 1: the layer's memo kept while the
+// probabilities alternate between two permutations of each other, as drift updates permute them (the table
+// holds, the group solves start from their last roots).
 void BM_TouchCoactivatedGpusAndNodes(benchmark::State& state) {
   const auto pop = pareto(1);
   const Slots slots;
@@ -173,12 +176,19 @@ void BM_TouchCoactivatedGpusAndNodes(benchmark::State& state) {
   std::vector<double> nodes(2);
   const moesim::TouchBins bins[] = {{.slots_per_bin = kExperts / 16, .touch = gpus},
                                     {.slots_per_bin = kExperts / 2, .touch = nodes}};
+  const auto probs = pop.layer(0);
+  const std::vector<double> reversed(probs.rbegin(), probs.rend());
+  const bool keep = state.range(0) != 0;
+  moesim::TouchMemo memo;
+  std::size_t call = 0;
   for (auto _ : state) {
-    moesim::touch_fractions_coactivated(model, 0, pop.layer(0), slots.map(16), kTopK, scratch, bins);
+    if (!keep) memo = {};
+    const std::span<const double> p = call++ % 2 == 0 ? probs : std::span<const double>(reversed);
+    moesim::touch_fractions_coactivated(model, 0, p, slots.map(16), kTopK, scratch, bins, memo);
     benchmark::DoNotOptimize(gpus.data());
   }
 }
-BENCHMARK(BM_TouchCoactivatedGpusAndNodes);
+BENCHMARK(BM_TouchCoactivatedGpusAndNodes)->ArgName("memo")->Arg(0)->Arg(1);
 
 // One drift update of all 58 layers (the OU step and the re-rank).
 void BM_DriftUpdate(benchmark::State& state) {
