@@ -30,7 +30,9 @@ void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precisi
   home_.push_back(home);
   precision_.push_back(precision);
   state_.emplace_back().hotness = hotness;
+  staged_.push_back(0);
   for (auto& w : window_) w.push_back(0);
+  window_sum_.push_back(0);
   if (home == Tier::kHbm) {
     MOESIM_CHECK(hotness != Hotness::kCold, "a cold copy cannot live in HBM");
     MOESIM_CHECK(hbm_used_ + bytes <= spec_.hbm_bytes, "HBM-resident copies exceed the expert HBM budget");
@@ -53,7 +55,7 @@ std::int64_t ExpertCache::bytes(ExpertKey key) const {
   return bytes_[static_cast<std::size_t>(checked_id(key))];
 }
 std::int64_t ExpertCache::window_count(ExpertKey key) const {
-  return state_[static_cast<std::size_t>(checked_id(key))].window_sum;
+  return window_sum_[static_cast<std::size_t>(checked_id(key))];
 }
 
 void ExpertCache::lru_unlink(int c) {
@@ -145,7 +147,7 @@ CacheAccess ExpertCache::access_miss(int c, std::int32_t routed, std::vector<Exp
     return {.outcome = CacheOutcome::kNoRoom, .source = home_[u], .bytes = bytes_[u]};
   }
   staging_used_ += bytes_[u];
-  state_[u].staged = 1;
+  staged_[u] = 1;
   return {.outcome = CacheOutcome::kStaged, .source = home_[u], .bytes = bytes_[u]};
 }
 
@@ -154,37 +156,17 @@ void ExpertCache::record_routed(ExpertKey key, std::int32_t routed) { record(che
 void ExpertCache::prefetch_candidates(std::vector<ExpertKey>& out) const {
   out.clear();
   for (std::size_t u = 0; u < state_.size(); ++u) {
-    if (prefetchable(state_[u])) out.push_back(key_[u]);
-  }
-}
-
-template <class Visit>
-void ExpertCache::end_batch_with(Visit visit) {
-  staging_used_ = 0;
-  // This batch's counts take their place in the ring; the oldest batch leaves the window.
-  std::vector<std::int32_t>& done = window_[static_cast<std::size_t>(window_pos_)];
-  window_pos_ = (window_pos_ + 1) % spec_.prefetch_window_batches;
-  std::vector<std::int32_t>& oldest = window_[static_cast<std::size_t>(window_pos_)];
-  for (std::size_t u = 0; u < state_.size(); ++u) {
-    CopyState& s = state_[u];
-    s.staged = 0;
-    done[u] = s.batch;
-    s.batch = 0;
-    s.window_sum -= oldest[u];
-    oldest[u] = 0;
-    visit(u);
+    if (prefetchable(u)) out.push_back(key_[u]);
   }
 }
 
 void ExpertCache::end_batch() {
-  end_batch_with([](std::size_t) {});
-}
-
-void ExpertCache::end_batch(std::vector<ExpertKey>& candidates) {
-  candidates.clear();
-  end_batch_with([&](std::size_t u) {
-    if (prefetchable(state_[u])) candidates.push_back(key_[u]);
-  });
+  staging_used_ = 0;
+  std::fill(staged_.begin(), staged_.end(), 0);
+  window_pos_ = (window_pos_ + 1) % spec_.prefetch_window_batches;
+  std::vector<std::int32_t>& oldest = window_[static_cast<std::size_t>(window_pos_)];
+  for (std::size_t u = 0; u < window_sum_.size(); ++u) window_sum_[u] -= oldest[u];
+  std::fill(oldest.begin(), oldest.end(), 0);
 }
 
 }  // namespace moesim

@@ -83,7 +83,7 @@ class ExpertCache final {
     const auto u = static_cast<std::size_t>(copy);
     MOESIM_CHECK(u < state_.size(), "expert copy not held by this GPU");
     CopyState& s = state_[u];
-    if (s.resident == 0 && s.staged == 0) return false;
+    if (s.resident == 0 && staged_[u] == 0) return false;
     record(copy, routed);
     ++hits_;
     if (s.resident != 0 && s.hotness == Hotness::kWarm && head_ != copy) lru_to_front(copy, s);
@@ -107,10 +107,8 @@ class ExpertCache final {
   // registration order. O(copies).
   void prefetch_candidates(std::vector<ExpertKey>& out) const;
 
-  // Ends a batch: empties the staging area and moves the prefetch window on. O(copies).
+  // Ends a batch: empties the staging area and moves the prefetch window on. O(copies), vectorised.
   void end_batch();
-  // The same, listing in `candidates` what prefetch_candidates() would list right after it (one pass).
-  void end_batch(std::vector<ExpertKey>& candidates);
 
   [[nodiscard]] std::int64_t hbm_used() const { return hbm_used_; }
   [[nodiscard]] std::int64_t hbm_free() const { return spec_.hbm_bytes - hbm_used_; }
@@ -120,16 +118,14 @@ class ExpertCache final {
   [[nodiscard]] std::int64_t misses() const { return misses_; }
 
  private:
-  // What a use of a copy reads and writes, in one place: a hit touches one 32-byte record instead of seven
-  // arrays (the planner walks every GPU's cache each layer, so each array was a cache miss of its own).
+  // What a hit reads and writes besides its counts, in one 24-byte record (the planner walks every GPU's
+  // cache each layer, so each separate array was a cache miss of its own). The counts and the staging flags
+  // stay arrays: end_batch() moves every copy's window on in vectorised passes.
   struct CopyState {
-    std::int64_t window_sum = 0;  // routed pairs over the last N batches, this one included
-    Time ready;                   // when a resident copy's load completes
-    int prev = -1;                // LRU list of resident warm copies; head = most recently used
+    Time ready;     // when a resident copy's load completes
+    int prev = -1;  // LRU list of resident warm copies; head = most recently used
     int next = -1;
-    std::int32_t batch = 0;  // routed pairs in this batch (moved into the ring at end_batch)
     char resident = 0;
-    char staged = 0;
     Hotness hotness = Hotness::kCold;
   };
   [[nodiscard]] int id(ExpertKey key) const {
@@ -153,15 +149,13 @@ class ExpertCache final {
   }
   void evict(int c, std::vector<ExpertKey>& evicted);
   void record(int c, std::int32_t routed) {
-    CopyState& s = state_[static_cast<std::size_t>(c)];
-    s.batch += routed;
-    s.window_sum += routed;
+    window_[static_cast<std::size_t>(window_pos_)][static_cast<std::size_t>(c)] += routed;
+    window_sum_[static_cast<std::size_t>(c)] += routed;
   }
   bool make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted);
-  template <class Visit>
-  void end_batch_with(Visit visit);  // visit(copy) after the copy's window moved on
-  [[nodiscard]] bool prefetchable(const CopyState& s) const {
-    return s.hotness == Hotness::kWarm && s.resident == 0 && s.window_sum >= spec_.prefetch_threshold;
+  [[nodiscard]] bool prefetchable(std::size_t u) const {
+    const CopyState& s = state_[u];
+    return s.hotness == Hotness::kWarm && s.resident == 0 && window_sum_[u] >= spec_.prefetch_threshold;
   }
   CacheAccess admit_copy(int c, std::vector<ExpertKey>& evicted);
 
@@ -174,7 +168,9 @@ class ExpertCache final {
   std::vector<std::int64_t> bytes_;
   std::vector<Tier> home_;
   std::vector<Precision> precision_;
-  std::vector<std::vector<std::int32_t>> window_;  // [N][copy] ring of routed counts of past batches
+  std::vector<char> staged_;                       // in the staging area for this batch
+  std::vector<std::vector<std::int32_t>> window_;  // [N][copy] ring of routed counts
+  std::vector<std::int64_t> window_sum_;           // over the last N batches, this one included
   int head_ = -1;
   int tail_ = -1;
   int window_pos_ = 0;

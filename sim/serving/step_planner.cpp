@@ -816,11 +816,9 @@ void StepPlanner::end_step(Time step_end) {
   if (L.caches.empty()) return;
   for (int g = 0; g < gpus_; ++g) {
     ExpertCache& cache = L.caches[static_cast<std::size_t>(g)];
-    if (!s_.experts.tiers.prefetch) {
-      cache.end_batch();
-      continue;
-    }
-    cache.end_batch(L.candidates);
+    cache.end_batch();
+    if (!s_.experts.tiers.prefetch) continue;
+    cache.prefetch_candidates(L.candidates);
     for (const ExpertKey key : L.candidates) {
       const CacheAccess a = cache.admit(key, L.evicted);
       if (a.outcome != CacheOutcome::kLoaded) continue;

@@ -108,34 +108,6 @@ TEST_CASE(
   CHECK(out.empty());
 }
 
-TEST_CASE("ending a batch with a candidate list lists what prefetch_candidates lists after it") {
-  // Two caches fed the same counts; one lists candidates in end_batch's pass, the other after it. Window of
-  // 3 batches (after end_batch: the last two and the new one, still empty), threshold 5. Expert 0 gets 4 in
-  // batches 0-2 (sums 4, 8, 8, 4), expert 1 gets 5 in batch 0 (sums 5, 5, 0, 0).
-  const ExpertCacheSpec spec{
-      .hbm_bytes = kB, .staging_bytes = 0, .prefetch_window_batches = 3, .prefetch_threshold = 5};
-  ExpertCache a(1, 3, spec);
-  ExpertCache b(1, 3, spec);
-  for (ExpertCache* c : {&a, &b}) {
-    for (int e = 0; e < 3; ++e) c->add_copy({0, e}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
-  }
-  std::vector<ExpertKey> after;
-  std::vector<ExpertKey> during{{0, 2}};  // end_batch replaces what is there
-  const std::vector<std::vector<ExpertKey>> expected = {{{0, 1}}, {{0, 0}, {0, 1}}, {{0, 0}}, {}};
-  for (int batch = 0; batch < 4; ++batch) {
-    for (ExpertCache* c : {&a, &b}) {
-      if (batch < 3) c->record_routed({0, 0}, 4);
-      if (batch == 0) c->record_routed({0, 1}, 5);
-    }
-    a.end_batch();
-    a.prefetch_candidates(after);
-    b.end_batch(during);
-    CHECK(after == expected[static_cast<std::size_t>(batch)]);
-    CHECK(during == after);
-    CHECK(a.window_count({0, 0}) == b.window_count({0, 0}));
-  }
-}
-
 TEST_CASE("window counts equal the routed pairs of the last N batches, for copies left unused for a while") {
   // Random uses over 60 batches against the full history: copies go unused for gaps shorter and longer
   // than the window, and are read between uses (the window moves on when a copy is next used or read).
