@@ -376,18 +376,28 @@ void bin_masses(std::span<const double> probs, const SlotMap& map, int slots_per
   }
 }
 
-// The slot masses p_e / replicas_e, descending, into memo.next; true when they (and the parameters) are
-// those memo.sums were computed from. Otherwise they become memo.masses and the caller recomputes the sums.
-bool memo_holds(std::span<const double> probs, const SlotMap& map, int top_k, double rho, TouchMemo& memo) {
-  memo.next.resize(map.slot_expert.size());
-  for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
-    const auto e = static_cast<std::size_t>(map.slot_expert[s]);
-    memo.next[s] = probs[e] / map.replicas[e];
+// The slot masses p_e / replicas_e, descending (`known` when the caller has them, else sorted into
+// memo.next); true when they (and the parameters) are those memo.sums were computed from. Otherwise they
+// become memo.masses and the caller recomputes the sums.
+bool memo_holds(std::span<const double> probs, const SlotMap& map, int top_k, double rho, TouchMemo& memo,
+                std::span<const double> known) {
+  const bool same_params = memo.top_k == top_k && memo.rho == rho;
+  if (!known.empty()) {
+    MOESIM_CHECK(known.size() == map.slot_expert.size(), "one known mass per slot");
+    if (same_params && std::equal(known.begin(), known.end(), memo.masses.begin(), memo.masses.end()))
+      return true;
+    memo.masses.assign(known.begin(), known.end());
+  } else {
+    memo.next.resize(map.slot_expert.size());
+    for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
+      const auto e = static_cast<std::size_t>(map.slot_expert[s]);
+      memo.next[s] = probs[e] / map.replicas[e];
+    }
+    std::sort(memo.next.begin(), memo.next.end(), std::greater<>());
+    if (same_params && memo.next == memo.masses) return true;
+    std::swap(memo.masses, memo.next);
   }
-  std::sort(memo.next.begin(), memo.next.end(), std::greater<>());
-  if (memo.top_k == top_k && memo.rho == rho && memo.next == memo.masses) return true;
-  std::swap(memo.masses, memo.next);
-  if (memo.top_k != top_k || memo.rho != rho) memo.group_y.clear();
+  if (!same_params) memo.group_y.clear();
   memo.top_k = top_k;
   memo.rho = rho;
   return false;
@@ -396,8 +406,9 @@ bool memo_holds(std::span<const double> probs, const SlotMap& map, int top_k, do
 }  // namespace
 
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
-                                 std::span<const TouchBins> bins, TouchMemo& memo) {
-  if (!memo_holds(probs, map, top_k, 0.0, memo)) {
+                                 std::span<const TouchBins> bins, TouchMemo& memo,
+                                 std::span<const double> known_masses) {
+  if (!memo_holds(probs, map, top_k, 0.0, memo, known_masses)) {
     // log(1 - m_s) once per slot; the draw count depends on the masses only.
     const std::vector<double>& m = memo.masses;
     memo.next.resize(m.size());
@@ -431,7 +442,8 @@ void touch_fractions_independent(std::span<const double> probs, const SlotMap& m
 
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
-                                 std::span<const TouchBins> bins, TouchMemo& memo) {
+                                 std::span<const TouchBins> bins, TouchMemo& memo,
+                                 std::span<const double> known_masses) {
   const int groups = model.groups();
   const auto ng = static_cast<std::size_t>(groups);
   std::size_t max_bins = 0;
@@ -451,7 +463,7 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
   // table[i] = sum over slots of distinct((1 - rho) m_s, n_i): every slot as seen by a token of another
   // group. n_{i+8} = 2 n_i, so (1 - x)^{n_{i+8}} is the square of (1 - x)^{n_i}: eight exponentials per slot.
   // It depends on the multiset of slot masses only (memo).
-  if (!memo_holds(probs, map, top_k, rho, memo)) {
+  if (!memo_holds(probs, map, top_k, rho, memo, known_masses)) {
     memo.sums.assign(kTouchGridPoints, 0.0);
     std::array<double, 8> grid{};
     for (int i = 0; i < 8; ++i) grid[static_cast<std::size_t>(i)] = grid_draws(top_k, i);

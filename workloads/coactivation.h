@@ -158,8 +158,11 @@ struct TouchMemo {
 // O(slots log slots) when it holds, plus one per bin.
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
                                  std::span<double> touch);
+// `known_masses`: the slot masses in descending order when the caller has them (drift's sorted
+// probabilities with one copy per expert): the memo is checked against them without a sort.
 void touch_fractions_independent(std::span<const double> probs, const SlotMap& map, int top_k,
-                                 std::span<const TouchBins> bins, TouchMemo& memo);
+                                 std::span<const TouchBins> bins, TouchMemo& memo,
+                                 std::span<const double> known_masses = {});
 
 // Co-activation: a token of home group g draws from r_{g,e} = rho q_{g,e} + (1 - rho) p_e with its own n_g,
 // and touch_j = sum_g P_g (1 - (1 - R_{g,j})^{n_g}). The part of sum_items that does not depend on g is
@@ -177,6 +180,7 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
                                  std::span<double> touch);
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
-                                 std::span<const TouchBins> bins, TouchMemo& memo);
+                                 std::span<const TouchBins> bins, TouchMemo& memo,
+                                 std::span<const double> known_masses = {});
 
 }  // namespace moesim

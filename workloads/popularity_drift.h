@@ -36,6 +36,10 @@ class DriftingPopularity final {
   [[nodiscard]] std::span<const double> layer(int l) const {
     return {probs_.data() + static_cast<std::size_t>(l) * n_, n_};
   }
+  // Layer l's probabilities in descending order: the layer's probabilities are always a permutation of it.
+  [[nodiscard]] std::span<const double> sorted(int l) const {
+    return {sorted_.data() + static_cast<std::size_t>(l) * n_, n_};
+  }
   [[nodiscard]] int layers() const { return layers_; }
   [[nodiscard]] int experts() const { return static_cast<int>(n_); }
   // Increments whenever the probabilities change: lets callers cache derived quantities.

@@ -314,11 +314,16 @@ void StepPlanner::ensure_touch(int layer) {
       {.slots_per_bin = map.slots_per_bin, .touch = std::span<double>(touch_gpu_).subspan(l * g, g)},
       {.slots_per_bin = placement_.slots_per_gpu() * (ranks_ / nodes_),
        .touch = std::span<double>(touch_node_).subspan(l * n, n)}};
+  // Drift's layers are permutations of a sorted vector: with one copy per expert, those are the slot
+  // masses in descending order, and the memo is checked without sorting them.
+  const std::span<const double> known = drift_ != nullptr && placement_.slots() == s_.model.routed_experts
+                                            ? drift_->sorted(layer)
+                                            : std::span<const double>{};
   if (coact_ != nullptr) {
     touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, loop_->touch_scratch, bins,
-                                touch_memo_[l]);
+                                touch_memo_[l], known);
   } else {
-    touch_fractions_independent(layer_probs, map, k, bins, touch_memo_[l]);
+    touch_fractions_independent(layer_probs, map, k, bins, touch_memo_[l], known);
   }
   touch_valid_[l] = 1;
 }

@@ -169,6 +169,7 @@ TEST_CASE(
   std::vector<double> scratch(touch_scratch_size(model.groups(), bins));
   TouchMemo coact_memo;
   TouchMemo indep_memo;
+  TouchMemo known_memo;
   std::vector<double> memo_touch(bins);
   std::vector<double> fresh_touch(bins);
   const TouchBins memo_bins[] = {{.slots_per_bin = n / bins, .touch = memo_touch}};
@@ -188,6 +189,11 @@ TEST_CASE(
     }
     touch_fractions_independent(p, map, top_k, memo_bins, indep_memo);
     touch_fractions_independent(p, map, top_k, fresh_touch);
+    CHECK(memo_touch == fresh_touch);
+    // A caller that knows the masses in descending order (drift, one copy per expert) skips the sort.
+    std::vector<double> known(p);
+    std::sort(known.begin(), known.end(), std::greater<>());
+    touch_fractions_independent(p, map, top_k, memo_bins, known_memo, known);
     CHECK(memo_touch == fresh_touch);
   }
   // The permutations moved the hot experts between bins, so the fractions did change.
