@@ -451,14 +451,13 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
   MOESIM_CHECK(scratch.size() >= touch_scratch_size(groups, static_cast<int>(max_bins)), "scratch too small");
   const double rho = model.rho();
   const auto group_of = model.group_of_layer(layer);
-  // Layout: P_g, the draw count n_g of a token of group g, the tabulated g-independent sum, then per
-  // granularity q[g][j] (share of group g's mass held by bin j).
+  // Layout: P_g, the draw count n_g of a token of group g, then per granularity q[g][j] (share of group g's
+  // mass held by bin j) and log(1 - r) per bin. The tabulated g-independent sum lives in the memo.
   const auto mass = scratch.subspan(0, ng);
   const auto draws_of = scratch.subspan(ng, ng);
-  const auto table = scratch.subspan(2 * ng, kTouchGridPoints);
-  const auto q_all = scratch.subspan(2 * ng + kTouchGridPoints, ng * max_bins);
-  const auto log1m_bin = scratch.subspan(2 * ng + kTouchGridPoints + ng * max_bins, max_bins);
-  std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(2 * ng + kTouchGridPoints), 0.0);
+  const auto q_all = scratch.subspan(2 * ng, ng * max_bins);
+  const auto log1m_bin = scratch.subspan(2 * ng + ng * max_bins, max_bins);
+  std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(2 * ng), 0.0);
   for (std::size_t e = 0; e < probs.size(); ++e) mass[static_cast<std::size_t>(group_of[e])] += probs[e];
   // table[i] = sum over slots of distinct((1 - rho) m_s, n_i): every slot as seen by a token of another
   // group. n_{i+8} = 2 n_i, so (1 - x)^{n_{i+8}} is the square of (1 - x)^{n_i}: eight exponentials per slot.
@@ -484,7 +483,7 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
       }
     }
   }
-  std::copy(memo.sums.begin(), memo.sums.end(), table.begin());
+  const std::vector<double>& table = memo.sums;
   auto table_at = [&](double draws) {  // linear in log2(n / k); slope in n
     const double x = std::clamp(8.0 * std::log2(draws / top_k), 0.0, kTouchGridPoints - 1.0);
     const auto i = std::min(static_cast<std::size_t>(x), static_cast<std::size_t>(kTouchGridPoints - 2));

@@ -172,8 +172,7 @@ void touch_fractions_independent(std::span<const double> probs, const SlotMap& m
 inline constexpr int kTouchGridPoints = 48;
 [[nodiscard]] constexpr std::size_t touch_scratch_size(int groups, int bins) {
   return static_cast<std::size_t>(groups) * static_cast<std::size_t>(bins) +
-         2 * static_cast<std::size_t>(groups) + static_cast<std::size_t>(kTouchGridPoints) +
-         static_cast<std::size_t>(bins);
+         2 * static_cast<std::size_t>(groups) + static_cast<std::size_t>(bins);
 }
 void touch_fractions_coactivated(const CoactivationModel& model, int layer, std::span<const double> probs,
                                  const SlotMap& map, int top_k, std::span<double> scratch,
