@@ -30,7 +30,6 @@ void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precisi
   home_.push_back(home);
   precision_.push_back(precision);
   state_.emplace_back().hotness = hotness;
-  staged_.push_back(0);
   for (auto& w : window_) w.push_back(0);
   window_sum_.push_back(0);
   if (home == Tier::kHbm) {
@@ -55,7 +54,7 @@ std::int64_t ExpertCache::bytes(ExpertKey key) const {
   return bytes_[static_cast<std::size_t>(checked_id(key))];
 }
 std::int64_t ExpertCache::window_count(ExpertKey key) const {
-  return window_sum_[static_cast<std::size_t>(checked_id(key))];
+  return window_total(static_cast<std::size_t>(checked_id(key)));
 }
 
 void ExpertCache::lru_unlink(int c) {
@@ -147,7 +146,8 @@ CacheAccess ExpertCache::access_miss(int c, std::int32_t routed, std::vector<Exp
     return {.outcome = CacheOutcome::kNoRoom, .source = home_[u], .bytes = bytes_[u]};
   }
   staging_used_ += bytes_[u];
-  staged_[u] = 1;
+  state_[u].staged = 1;
+  staged_.push_back(c);
   return {.outcome = CacheOutcome::kStaged, .source = home_[u], .bytes = bytes_[u]};
 }
 
@@ -162,10 +162,13 @@ void ExpertCache::prefetch_candidates(std::vector<ExpertKey>& out) const {
 
 void ExpertCache::end_batch() {
   staging_used_ = 0;
-  std::fill(staged_.begin(), staged_.end(), 0);
+  for (const int c : staged_) state_[static_cast<std::size_t>(c)].staged = 0;
+  staged_.clear();
+  // The sums take this batch's counts and drop the oldest batch's, whose slot the next batch reuses.
+  const std::vector<std::int32_t>& current = window_[static_cast<std::size_t>(window_pos_)];
   window_pos_ = (window_pos_ + 1) % spec_.prefetch_window_batches;
   std::vector<std::int32_t>& oldest = window_[static_cast<std::size_t>(window_pos_)];
-  for (std::size_t u = 0; u < window_sum_.size(); ++u) window_sum_[u] -= oldest[u];
+  for (std::size_t u = 0; u < window_sum_.size(); ++u) window_sum_[u] += current[u] - oldest[u];
   std::fill(oldest.begin(), oldest.end(), 0);
 }
 

@@ -83,7 +83,7 @@ class ExpertCache final {
     const auto u = static_cast<std::size_t>(copy);
     MOESIM_CHECK(u < state_.size(), "expert copy not held by this GPU");
     CopyState& s = state_[u];
-    if (s.resident == 0 && staged_[u] == 0) return false;
+    if (s.resident == 0 && s.staged == 0) return false;
     record(copy, routed);
     ++hits_;
     if (s.resident != 0 && s.hotness == Hotness::kWarm && head_ != copy) lru_to_front(copy, s);
@@ -118,14 +118,15 @@ class ExpertCache final {
   [[nodiscard]] std::int64_t misses() const { return misses_; }
 
  private:
-  // What a hit reads and writes besides its counts, in one 24-byte record (the planner walks every GPU's
-  // cache each layer, so each separate array was a cache miss of its own). The counts and the staging flags
-  // stay arrays: end_batch() moves every copy's window on in vectorised passes.
+  // What a hit reads and writes besides its count, in one 24-byte record (the planner walks every GPU's
+  // cache each layer, so each separate array was a cache miss of its own). The counts stay arrays:
+  // end_batch() moves every copy's window on in vectorised passes.
   struct CopyState {
     Time ready;     // when a resident copy's load completes
     int prev = -1;  // LRU list of resident warm copies; head = most recently used
     int next = -1;
     char resident = 0;
+    char staged = 0;  // in the staging area for this batch (listed in staged_)
     Hotness hotness = Hotness::kCold;
   };
   [[nodiscard]] int id(ExpertKey key) const {
@@ -148,14 +149,18 @@ class ExpertCache final {
     head_ = c;
   }
   void evict(int c, std::vector<ExpertKey>& evicted);
+  // The batch's counts only: end_batch() adds them to the sums (one memory access per use instead of two).
   void record(int c, std::int32_t routed) {
     window_[static_cast<std::size_t>(window_pos_)][static_cast<std::size_t>(c)] += routed;
-    window_sum_[static_cast<std::size_t>(c)] += routed;
   }
   bool make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted);
   [[nodiscard]] bool prefetchable(std::size_t u) const {
     const CopyState& s = state_[u];
-    return s.hotness == Hotness::kWarm && s.resident == 0 && window_sum_[u] >= spec_.prefetch_threshold;
+    return s.hotness == Hotness::kWarm && s.resident == 0 && window_total(u) >= spec_.prefetch_threshold;
+  }
+  // Routed count over the last N batches, this one included.
+  [[nodiscard]] std::int64_t window_total(std::size_t u) const {
+    return window_sum_[u] + window_[static_cast<std::size_t>(window_pos_)][u];
   }
   CacheAccess admit_copy(int c, std::vector<ExpertKey>& evicted);
 
@@ -168,9 +173,9 @@ class ExpertCache final {
   std::vector<std::int64_t> bytes_;
   std::vector<Tier> home_;
   std::vector<Precision> precision_;
-  std::vector<char> staged_;                       // in the staging area for this batch
+  std::vector<int> staged_;                        // copies in the staging area for this batch
   std::vector<std::vector<std::int32_t>> window_;  // [N][copy] ring of routed counts
-  std::vector<std::int64_t> window_sum_;           // over the last N batches, this one included
+  std::vector<std::int64_t> window_sum_;           // over the N-1 batches before this one
   int head_ = -1;
   int tail_ = -1;
   int window_pos_ = 0;

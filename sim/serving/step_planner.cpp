@@ -28,6 +28,7 @@ struct ExpertLoop {
   std::vector<ExpertCache> caches;
   std::unique_ptr<ExpertLoader> loader;
   std::vector<int> copy_of_slot;  // [layer][slot]: the copy id in its GPU's cache
+  std::vector<int> single_copy;   // [layer][expert]: the copy id of an expert with one copy, else -1
   std::vector<ExpertKey> evicted;
   std::vector<ExpertKey> candidates;
   std::vector<Time> load_done;     // per GPU, this layer
@@ -607,6 +608,15 @@ void StepPlanner::setup_tiers() {
           L.caches[static_cast<std::size_t>(g)].copy_id({l, p2l[static_cast<std::size_t>(slot)]});
     }
   }
+  L.single_copy.assign(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts), -1);
+  for (int l = 0; l < layers; ++l) {
+    for (int e = 0; e < experts; ++e) {
+      const auto copies = placement_.slots_of(l, e);
+      if (copies.size() == 1)
+        L.single_copy[static_cast<std::size_t>(l * experts + e)] =
+            L.copy_of_slot[static_cast<std::size_t>(l * slots + copies[0])];
+    }
+  }
   L.evicted.clear();
 }
 
@@ -744,56 +754,71 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
   const bool tiers = !L.caches.empty();
   const bool quant = s_.experts.quantization;
   const auto replicas = placement_.replicas(layer);
+  const std::size_t base = static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts);
   const int* copy_of_slot = tiers ? L.copy_of_slot.data() + static_cast<std::size_t>(layer) *
                                                                 static_cast<std::size_t>(placement_.slots())
                                   : nullptr;
+  // The per-expert rows of this layer and the per-GPU sums as plain pointers: the copy step below is
+  // inlined and keeps them in registers.
+  const std::int32_t* counts = counts_.data();
+  const Precision* precision = L.precision.data() + base;
+  const std::int64_t* copy_bytes = L.copy_bytes.data() + base;
+  const int* single_gpu = single_gpu_.data() + base;
+  const int* single_copy = tiers ? L.single_copy.data() + base : nullptr;
+  Duration* half_time = half_time_.data();
+  double* gpu_pairs = gpu_pairs_.data();
+  Duration* gpu_time = gpu_expert_time_.data();
+  double* rank_bytes = rank_bytes_.data();
+  ExpertCache* caches = L.caches.data();
+  std::int64_t uses = 0;
+  std::int64_t hits = 0;
   std::int32_t max_count = 0;
   for (int e = 0; e < experts; ++e) {
-    const std::int32_t c = counts_[static_cast<std::size_t>(e)];
+    const auto u = static_cast<std::size_t>(e);
+    const std::int32_t c = counts[u];
     if (c == 0) continue;
     max_count = std::max(max_count, c);
-    const auto i = static_cast<std::size_t>(layer * experts + e);
-    const Precision p = L.precision[i];
+    const Precision p = precision[u];
     if (quant) quality_.add(p, c);
     // A rank's GPUs hold 1/etp of each copy (division by 1 skipped: it is exact).
-    const double bytes = etp_ == 1 ? double(L.copy_bytes[i]) : double(L.copy_bytes[i]) / etp_;
-    auto copy = [&](int slot, std::int32_t share) {
-      const int gpu = placement_.gpu_of_slot(slot);
+    const double bytes = etp_ == 1 ? double(copy_bytes[u]) : double(copy_bytes[u]) / etp_;
+    const auto copy = [&](int gpu, int id, std::int32_t share) __attribute__((always_inline)) {
       const auto g = static_cast<std::size_t>(gpu);
       // Under two-batch overlap each micro-batch runs the expert on its own share of the tokens.
       const std::int32_t first = first_half(share);
       const Duration ta = expert_time(first, p);
       const Duration tb = first < share ? expert_time(share - first, p) : Duration::zero();
       const Duration t = ta + tb;
-      half_time_[2 * g] += ta;
-      half_time_[2 * g + 1] += tb;
-      gpu_pairs_[g] += share;
-      gpu_expert_time_[g] += t;
-      rank_bytes_[g] += bytes;
+      half_time[2 * g] += ta;
+      half_time[2 * g + 1] += tb;
+      gpu_pairs[g] += share;
+      gpu_time[g] += t;
+      rank_bytes[g] += bytes;
       if (!tiers) return;
       // A resident copy that is ready (the common case) costs nothing: decided inline.
-      const int id = copy_of_slot[slot];
-      ExpertCache& cache = L.caches[g];
-      ++plan_.expert_uses;
+      ExpertCache& cache = caches[g];
+      ++uses;
       if (!cache.hit(id, share)) {
         miss_copy(gpu, id, share, t, request);
         return;
       }
-      ++plan_.hbm_hits;
+      ++hits;
       const Time ready = cache.ready(id);
       if (ready > request) wait_for_copy(g, ready, t);  // prefetched, still on its way
     };
-    const auto copies = placement_.slots_of(layer, e);
-    if (single_gpu_[i] >= 0) {  // the common case: one copy takes every token
-      copy(copies[0], c);
+    if (single_gpu[u] >= 0) {  // the common case: one copy takes every token
+      copy(single_gpu[u], tiers ? single_copy[u] : -1, c);
       continue;
     }
-    const int reps = replicas[static_cast<std::size_t>(e)];
+    const auto copies = placement_.slots_of(layer, e);
+    const int reps = replicas[u];
     for (std::size_t r = 0; r < copies.size(); ++r) {
       const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
-      if (share != 0) copy(copies[r], share);
+      if (share != 0) copy(placement_.gpu_of_slot(copies[r]), tiers ? copy_of_slot[copies[r]] : -1, share);
     }
   }
+  plan_.expert_uses += uses;
+  plan_.hbm_hits += hits;
   return max_count;
 }
 
