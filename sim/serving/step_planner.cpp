@@ -578,21 +578,29 @@ void StepPlanner::setup_tiers() {
   L.load_done.assign(static_cast<std::size_t>(gpus_), Time{});
   L.last_ffn.assign(static_cast<std::size_t>(gpus_), Duration::zero());
   L.loaded.assign(static_cast<std::size_t>(gpus_), 0);
+  // Copies are registered layer by layer in slot order, so that a layer's copies on a GPU are neighbours in
+  // its cache (the planner reads them together); then hot copies are admitted before warm ones while the
+  // expert budget lasts.
+  std::vector<char> seen(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts));
+  const auto per = static_cast<std::size_t>(placement_.slots_per_gpu());
   for (int g = 0; g < gpus_; ++g) {
     ExpertCache& cache = L.caches.emplace_back(layers, experts, cs);
-    for (const Hotness pass : {Hotness::kHot, Hotness::kWarm, Hotness::kCold}) {
+    for (int l = 0; l < layers; ++l) {
+      for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per)) {
+        const auto i = static_cast<std::size_t>(l * experts + e);
+        if (cache.holds({l, e})) continue;
+        cache.add_copy({l, e}, L.copy_bytes[i], L.hotness[i] == Hotness::kCold ? t.cold_home : t.warm_home,
+                       L.precision[i], L.hotness[i]);
+      }
+    }
+    std::fill(seen.begin(), seen.end(), 0);
+    for (const Hotness pass : {Hotness::kHot, Hotness::kWarm}) {
       for (int l = 0; l < layers; ++l) {
-        const auto slots =
-            placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
-                                          static_cast<std::size_t>(placement_.slots_per_gpu()));
-        for (const int e : slots) {
+        for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per)) {
           const auto i = static_cast<std::size_t>(l * experts + e);
-          const ExpertKey key{l, e};
-          if (L.hotness[i] != pass || cache.holds(key)) continue;
-          cache.add_copy(key, L.copy_bytes[i], pass == Hotness::kCold ? t.cold_home : t.warm_home,
-                         L.precision[i], pass);
-          if (pass != Hotness::kCold && cache.hbm_free() >= L.copy_bytes[i])
-            (void)cache.admit(key, L.evicted);
+          if (L.hotness[i] != pass || seen[i] != 0) continue;
+          seen[i] = 1;
+          if (cache.hbm_free() >= L.copy_bytes[i]) (void)cache.admit({l, e}, L.evicted);
         }
       }
     }
