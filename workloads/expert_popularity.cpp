@@ -110,15 +110,6 @@ double inverse_normal_cdf(double p) {
          (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
 }
 
-struct NormalTable {
-  std::array<double, 4096> z{};
-  NormalTable() {
-    for (std::size_t i = 0; i < z.size(); ++i)
-      z[i] = inverse_normal_cdf((static_cast<double>(i) + 0.5) / 4096.0);
-  }
-};
-const NormalTable kNormalTable;
-
 // e^-x for 0 <= x <= 0.25 by its Taylor series (8 terms, relative error < 1e-10). Plain arithmetic: the
 // same bits on every machine.
 double exp_neg_quarter(double x) {
@@ -223,7 +214,11 @@ const ExpTable kExpTable;
 
 }  // namespace
 
-double table_normal(std::uint64_t bits12) { return kNormalTable.z[bits12 & 4095]; }
+NormalTable::NormalTable() {
+  for (std::size_t i = 0; i < z.size(); ++i)
+    z[i] = inverse_normal_cdf((static_cast<double>(i) + 0.5) / 4096.0);
+}
+const NormalTable kNormalTable;
 
 void build_alias_table(std::span<const double> weights, std::span<std::uint32_t> cut,
                        std::span<std::int32_t> alias) {

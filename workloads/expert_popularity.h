@@ -3,6 +3,7 @@
 // hot differs per layer (a per-layer permutation); uniform is the null model.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -234,7 +235,15 @@ void build_alias_table(std::span<const double> weights, std::span<std::uint32_t>
                        std::span<std::int32_t> alias);
 std::int32_t poisson_cold(double mean, std::uint64_t bits);
 
-// A standard normal from 12 random bits (inverse-CDF table at bin midpoints): cheap, |z| <= 3.4.
-double table_normal(std::uint64_t bits12);
+// Inverse standard normal CDF at the 4096 bin midpoints (built once at start-up): table_normal's table.
+struct NormalTable {
+  std::array<double, 4096> z{};
+  NormalTable();
+};
+extern const NormalTable kNormalTable;
+
+// A standard normal from 12 random bits (inverse-CDF table at bin midpoints): cheap, |z| <= 3.4. Inline:
+// the samplers call it per hot expert and layer.
+inline double table_normal(std::uint64_t bits12) { return kNormalTable.z[bits12 & 4095]; }
 
 }  // namespace moesim

@@ -42,6 +42,16 @@ RerouteResult Rerouter::apply(const Placement& placement, int layer, std::span<c
   MOESIM_CHECK(load_.size() == static_cast<std::size_t>(placement.gpus()) &&
                    amount_.size() == 2 * static_cast<std::size_t>(placement.slots_per_gpu()),
                "rerouter sized for another placement");
+  // One slot per expert (no redundant slots): every expert has a single copy, and the replica lookups
+  // drop out of the loops.
+  if (placement.slots() == placement.experts())
+    return apply_with<true>(placement, layer, probs, tokens, threshold, counts);
+  return apply_with<false>(placement, layer, probs, tokens, threshold, counts);
+}
+
+template <bool kAllSingle>
+RerouteResult Rerouter::apply_with(const Placement& placement, int layer, std::span<const double> probs,
+                                   std::int64_t tokens, double threshold, std::span<std::int32_t> counts) {
   const auto map = placement.phy2log(layer);
   const auto reps = placement.replicas(layer);
   const int per = placement.slots_per_gpu();
@@ -52,13 +62,13 @@ RerouteResult Rerouter::apply(const Placement& placement, int layer, std::span<c
     for (int s = g * per; s < (g + 1) * per; ++s) {
       const auto e = static_cast<std::size_t>(map[static_cast<std::size_t>(s)]);
       const auto c = static_cast<double>(counts[e]);
-      load += reps[e] == 1 ? c : c / reps[e];
+      load += kAllSingle || reps[e] == 1 ? c : c / reps[e];
     }
     load_[static_cast<std::size_t>(g)] = load;
   }
   for (const double l : load_) total += l;
   const double limit = threshold * total / gpus;
-  auto single = [&](int e) { return reps[static_cast<std::size_t>(e)] == 1; };
+  auto single = [&](int e) { return kAllSingle || reps[static_cast<std::size_t>(e)] == 1; };
   RerouteResult result;
   for (int iter = 0; iter < 4 * gpus; ++iter) {
     const auto hi = static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());

@@ -32,6 +32,9 @@ class Rerouter final {
                       std::int64_t tokens, double threshold, std::span<std::int32_t> counts);
 
  private:
+  template <bool kAllSingle>
+  RerouteResult apply_with(const Placement& placement, int layer, std::span<const double> probs,
+                           std::int64_t tokens, double threshold, std::span<std::int32_t> counts);
   std::vector<double> load_;
   std::vector<std::int64_t> amount_;
 };
