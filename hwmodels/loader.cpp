@@ -15,21 +15,6 @@ Duration BandwidthServer::transfer_time(std::int64_t bytes) const {
   return Duration::from_seconds(static_cast<double>(bytes) / bytes_per_s_);
 }
 
-Time BandwidthServer::submit(Time arrival, std::int64_t bytes) {
-  return submit_not_before(arrival, arrival, bytes);
-}
-
-Time BandwidthServer::submit_not_before(Time arrival, Time earliest_start, std::int64_t bytes) {
-  MOESIM_CHECK(arrival >= last_arrival_, "requests to a FIFO server must arrive in time order");
-  last_arrival_ = arrival;
-  const Time start = std::max({arrival, earliest_start, busy_until_});
-  const Duration t = transfer_time(bytes);
-  busy_until_ = start + t;
-  busy_time_ += t;
-  bytes_served_ += bytes;
-  return busy_until_ + latency_;
-}
-
 HostLinkSpec host_link_of(const FabricSpec& f) {
   return HostLinkSpec{.bytes_per_s = f.host_link_bytes_per_s,
                       .latency = f.host_link_latency,
@@ -55,7 +40,7 @@ const BandwidthServer& ExpertLoader::nvme_array(int gpu) const {
   return nvme_arrays_[static_cast<std::size_t>(gpu / spec_.gpus_per_nvme_array)];
 }
 
-Time ExpertLoader::load(int gpu, Tier source, std::int64_t bytes, Time arrival) {
+Time ExpertLoader::load_from(int gpu, Tier source, std::int64_t bytes, Time arrival) {
   auto& link = host_links_[static_cast<std::size_t>(gpu / host_.gpus_per_link)];
   switch (source) {
     case Tier::kHbm:

@@ -4,10 +4,13 @@
 // engine event is scheduled here.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "hwmodels/fabric_spec.h"
+#include "sim/engine/check.h"
 #include "sim/engine/time.h"
 
 namespace moesim {
@@ -25,9 +28,19 @@ class BandwidthServer final {
   [[nodiscard]] Duration transfer_time(std::int64_t bytes) const;
   [[nodiscard]] Duration service_time(std::int64_t bytes) const { return transfer_time(bytes) + latency_; }
   // Arrivals must come in non-decreasing time (FIFO order is arrival order). Returns the completion time.
-  Time submit(Time arrival, std::int64_t bytes);
-  // Same, but the transfer may not start before `earliest_start` (a later stage of a pipeline).
-  Time submit_not_before(Time arrival, Time earliest_start, std::int64_t bytes);
+  Time submit(Time arrival, std::int64_t bytes) { return submit_not_before(arrival, arrival, bytes); }
+  // Same, but the transfer may not start before `earliest_start` (a later stage of a pipeline). Inline: the
+  // planner submits each expert load of each layer.
+  Time submit_not_before(Time arrival, Time earliest_start, std::int64_t bytes) {
+    MOESIM_CHECK(arrival >= last_arrival_, "requests to a FIFO server must arrive in time order");
+    last_arrival_ = arrival;
+    const Time start = std::max({arrival, earliest_start, busy_until_});
+    const Duration t = memo_transfer_time(bytes);
+    busy_until_ = start + t;
+    busy_time_ += t;
+    bytes_served_ += bytes;
+    return busy_until_ + latency_;
+  }
 
   [[nodiscard]] Time busy_until() const { return busy_until_; }
   [[nodiscard]] double bytes_per_s() const { return bytes_per_s_; }
@@ -35,12 +48,28 @@ class BandwidthServer final {
   [[nodiscard]] Duration busy_time() const { return busy_time_; }
 
  private:
+  // transfer_time() of the sizes asked last (a loader sees one size per precision): the same value
+  // without a division per request.
+  Duration memo_transfer_time(std::int64_t bytes) {
+    for (std::size_t i = 0; i < memo_bytes_.size(); ++i) {
+      if (memo_bytes_[i] == bytes) return memo_time_[i];
+    }
+    const std::size_t i = memo_next_;
+    memo_next_ = (memo_next_ + 1) % memo_bytes_.size();
+    memo_bytes_[i] = bytes;
+    memo_time_[i] = transfer_time(bytes);
+    return memo_time_[i];
+  }
+
   double bytes_per_s_;
   Duration latency_;
   Time busy_until_;
   Time last_arrival_;
   std::int64_t bytes_served_ = 0;
   Duration busy_time_;
+  std::array<std::int64_t, 4> memo_bytes_{-1, -1, -1, -1};
+  std::array<Duration, 4> memo_time_{};
+  std::size_t memo_next_ = 0;
 };
 
 // The host link (host DRAM -> GPU) as the loaders see it. It is the fabric's (FabricSpec::host_link_*,
@@ -70,14 +99,20 @@ class ExpertLoader final {
  public:
   ExpertLoader(const LoaderSpec& spec, const HostLinkSpec& host, int gpus);
   // Completion time of loading `bytes` from `source` into GPU `gpu`'s HBM, for a request at `arrival`.
-  // Requests to one server must arrive in non-decreasing time. A load from kHbm is free.
-  Time load(int gpu, Tier source, std::int64_t bytes, Time arrival);
+  // Requests to one server must arrive in non-decreasing time. A load from kHbm is free. Inline for the
+  // common case (host DRAM: one queue).
+  Time load(int gpu, Tier source, std::int64_t bytes, Time arrival) {
+    if (source == Tier::kHostDram)
+      return host_links_[static_cast<std::size_t>(gpu / host_.gpus_per_link)].submit(arrival, bytes);
+    return load_from(gpu, source, bytes, arrival);
+  }
   // Load time with idle servers.
   [[nodiscard]] Duration uncontended_time(Tier source, std::int64_t bytes) const;
   [[nodiscard]] const BandwidthServer& host_link(int gpu) const;
   [[nodiscard]] const BandwidthServer& nvme_array(int gpu) const;
 
  private:
+  Time load_from(int gpu, Tier source, std::int64_t bytes, Time arrival);  // kHbm or kNvme
   LoaderSpec spec_;
   HostLinkSpec host_;
   std::vector<BandwidthServer> host_links_;

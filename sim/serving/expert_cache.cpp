@@ -26,10 +26,11 @@ void ExpertCache::add_copy(ExpertKey key, std::int64_t bytes, Tier home, Precisi
   index_[static_cast<std::size_t>(key.layer) * static_cast<std::size_t>(experts_) +
          static_cast<std::size_t>(key.expert)] = c;
   key_.push_back(key);
-  bytes_.push_back(bytes);
-  home_.push_back(home);
   precision_.push_back(precision);
-  state_.emplace_back().hotness = hotness;
+  CopyState& added = state_.emplace_back();
+  added.bytes = bytes;
+  added.home = home;
+  added.hotness = hotness;
   for (auto& w : window_) w.push_back(0);
   window_sum_.push_back(0);
   if (home == Tier::kHbm) {
@@ -51,7 +52,7 @@ Precision ExpertCache::precision(ExpertKey key) const {
   return precision_[static_cast<std::size_t>(checked_id(key))];
 }
 std::int64_t ExpertCache::bytes(ExpertKey key) const {
-  return bytes_[static_cast<std::size_t>(checked_id(key))];
+  return state_[static_cast<std::size_t>(checked_id(key))].bytes;
 }
 std::int64_t ExpertCache::window_count(ExpertKey key) const {
   return window_total(static_cast<std::size_t>(checked_id(key)));
@@ -85,7 +86,7 @@ void ExpertCache::evict(int c, std::vector<ExpertKey>& evicted) {
   const auto u = static_cast<std::size_t>(c);
   if (state_[u].hotness == Hotness::kWarm) lru_unlink(c);
   state_[u].resident = 0;
-  hbm_used_ -= bytes_[u];  // freed at once
+  hbm_used_ -= state_[u].bytes;  // freed at once
   evicted.push_back(key_[u]);
 }
 
@@ -94,7 +95,7 @@ bool ExpertCache::make_room(std::int64_t bytes, std::vector<ExpertKey>& evicted)
   std::int64_t evictable = 0;
   for (int c = tail_; c >= 0 && hbm_used_ - evictable + bytes > spec_.hbm_bytes;
        c = state_[static_cast<std::size_t>(c)].prev) {
-    evictable += bytes_[static_cast<std::size_t>(c)];
+    evictable += state_[static_cast<std::size_t>(c)].bytes;
   }
   if (hbm_used_ - evictable + bytes > spec_.hbm_bytes) return false;
   while (hbm_used_ + bytes > spec_.hbm_bytes) evict(tail_, evicted);
@@ -113,7 +114,7 @@ void ExpertCache::set_hotness(ExpertKey key, Hotness h, std::vector<ExpertKey>& 
   if (h == Hotness::kWarm) lru_push_front(c);
   if (h == Hotness::kCold) {
     s.resident = 0;
-    hbm_used_ -= bytes_[u];
+    hbm_used_ -= state_[u].bytes;
     evicted.push_back(key);
   }
 }
@@ -125,13 +126,13 @@ CacheAccess ExpertCache::admit(ExpertKey key, std::vector<ExpertKey>& evicted) {
 CacheAccess ExpertCache::admit_copy(int c, std::vector<ExpertKey>& evicted) {
   const auto u = static_cast<std::size_t>(c);
   if (state_[u].resident) return {};
-  if (state_[u].hotness == Hotness::kCold || !make_room(bytes_[u], evicted)) {
-    return {.outcome = CacheOutcome::kNoRoom, .source = home_[u], .bytes = 0};
+  if (state_[u].hotness == Hotness::kCold || !make_room(state_[u].bytes, evicted)) {
+    return {.outcome = CacheOutcome::kNoRoom, .source = state_[u].home, .bytes = 0};
   }
   state_[u].resident = 1;
-  hbm_used_ += bytes_[u];
+  hbm_used_ += state_[u].bytes;
   if (state_[u].hotness == Hotness::kWarm) lru_push_front(c);
-  return {.outcome = CacheOutcome::kLoaded, .source = home_[u], .bytes = bytes_[u]};
+  return {.outcome = CacheOutcome::kLoaded, .source = state_[u].home, .bytes = state_[u].bytes};
 }
 
 CacheAccess ExpertCache::access_miss(int c, std::int32_t routed, std::vector<ExpertKey>& evicted) {
@@ -142,13 +143,13 @@ CacheAccess ExpertCache::access_miss(int c, std::int32_t routed, std::vector<Exp
     const CacheAccess a = admit_copy(c, evicted);
     if (a.outcome == CacheOutcome::kLoaded) return a;
   }
-  if (staging_used_ + bytes_[u] > spec_.staging_bytes) {
-    return {.outcome = CacheOutcome::kNoRoom, .source = home_[u], .bytes = bytes_[u]};
+  if (staging_used_ + state_[u].bytes > spec_.staging_bytes) {
+    return {.outcome = CacheOutcome::kNoRoom, .source = state_[u].home, .bytes = state_[u].bytes};
   }
-  staging_used_ += bytes_[u];
+  staging_used_ += state_[u].bytes;
   state_[u].staged = 1;
   staged_.push_back(c);
-  return {.outcome = CacheOutcome::kStaged, .source = home_[u], .bytes = bytes_[u]};
+  return {.outcome = CacheOutcome::kStaged, .source = state_[u].home, .bytes = state_[u].bytes};
 }
 
 void ExpertCache::record_routed(ExpertKey key, std::int32_t routed) { record(checked_id(key), routed); }

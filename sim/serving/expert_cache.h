@@ -118,16 +118,18 @@ class ExpertCache final {
   [[nodiscard]] std::int64_t misses() const { return misses_; }
 
  private:
-  // What a hit reads and writes besides its count, in one 24-byte record (the planner walks every GPU's
-  // cache each layer, so each separate array was a cache miss of its own). The counts stay arrays:
+  // What a hit or a miss reads and writes besides its count, in one 32-byte record (the planner walks every
+  // GPU's cache each layer, so each separate array was a cache miss of its own). The counts stay arrays:
   // end_batch() moves every copy's window on in vectorised passes.
   struct CopyState {
     Time ready;     // when a resident copy's load completes
     int prev = -1;  // LRU list of resident warm copies; head = most recently used
     int next = -1;
+    std::int64_t bytes = 0;  // at its precision
     char resident = 0;
     char staged = 0;  // in the staging area for this batch (listed in staged_)
     Hotness hotness = Hotness::kCold;
+    Tier home = Tier::kHostDram;
   };
   [[nodiscard]] int id(ExpertKey key) const {
     return index_[static_cast<std::size_t>(key.layer) * static_cast<std::size_t>(experts_) +
@@ -170,8 +172,6 @@ class ExpertCache final {
   // Per copy (indexed by copy id).
   std::vector<CopyState> state_;
   std::vector<ExpertKey> key_;
-  std::vector<std::int64_t> bytes_;
-  std::vector<Tier> home_;
   std::vector<Precision> precision_;
   std::vector<int> staged_;                        // copies in the staging area for this batch
   std::vector<std::vector<std::int32_t>> window_;  // [N][copy] ring of routed counts

@@ -1,7 +1,9 @@
 // Loaders as FIFO bandwidth servers: M/D/1 waiting time, the seed's SSD budget, sharing a host link.
 #include "hwmodels/loader.h"
 
+#include <array>
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "sim/engine/random.h"
 
@@ -70,6 +72,24 @@ TEST_CASE("the host-link default reproduces the measured pinned copy times") {
   CHECK(loader.uncontended_time(Tier::kHostDram, 64LL << 20).ms() == Approx(1.2296).epsilon(0.02));
   CHECK(loader.uncontended_time(Tier::kHostDram, 2048LL << 20).ms() == Approx(39.139).epsilon(0.02));
   CHECK(loader.uncontended_time(Tier::kHostDram, 8LL << 20).ms() == Approx(0.18656).epsilon(0.15));
+}
+
+TEST_CASE("back-to-back loads of many sizes end at the sum of their bytes over the bandwidth") {
+  // Six sizes in turn (more than the server remembers): each completion is the previous one plus
+  // bytes / bandwidth, rounded to the picosecond, and the fixed latency is added once at the end.
+  const double bw = 3.0e9;
+  const Duration latency = Duration::from_us(7);
+  BandwidthServer link(bw, latency);
+  const std::array<std::int64_t, 6> sizes{1'000'003, 2'500'000, 1'000'003, 777'777, 4'096, 31'000'000};
+  std::int64_t expected_ps = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (const std::int64_t b : sizes) {
+      expected_ps += std::llround(static_cast<double>(b) / bw * 1e12);
+      const Time done = link.submit(Time{}, b);
+      CHECK(done.since_start().ps() == expected_ps + latency.ps());
+    }
+  }
+  CHECK(link.busy_time().ps() == expected_ps);
 }
 
 }  // namespace moesim
