@@ -171,8 +171,10 @@ void CoactivationSampler::spread(const Layer& prepared, int g, std::int64_t n, R
       if ((t & 1) == 0) bits = rng.next_u64();
       const double u = static_cast<double>(bits >> 32) * scale;
       bits <<= 32;
+      // The first member whose prefix passes u: the count of prefixes at or below u (they ascend), without
+      // a branch per member.
       std::size_t i = 0;
-      while (i + 1 < size && u >= prefix[i + 1]) ++i;
+      for (std::size_t j = 1; j < size; ++j) i += u >= prefix[j] ? 1 : 0;
       ++counts[static_cast<std::size_t>(ids[i])];
     }
     return;
