@@ -136,9 +136,15 @@ CoactivationSampler::Layer CoactivationSampler::prepare(const CoactivationModel&
     for (const int e : mem) mass[g] += probs[static_cast<std::size_t>(e)];
     auto* ids = l.member.data() + g * size;
     std::copy(mem.begin(), mem.end(), ids);
-    std::stable_sort(ids, ids + size, [&](int a, int b) {
-      return probs[static_cast<std::size_t>(a)] > probs[static_cast<std::size_t>(b)];
-    });
+    // By descending probability, ties in member order: an insertion sort (stable, as std::stable_sort, and
+    // without its buffer allocation per group; groups are small and redone on every drift update).
+    for (std::size_t i = 1; i < size; ++i) {
+      const int x = ids[i];
+      const double px = probs[static_cast<std::size_t>(x)];
+      std::size_t j = i;
+      for (; j > 0 && probs[static_cast<std::size_t>(ids[j - 1])] < px; --j) ids[j] = ids[j - 1];
+      ids[j] = x;
+    }
     for (std::size_t i = 0; i < size; ++i) {
       const double q = mass[g] > 0 ? probs[static_cast<std::size_t>(ids[i])] / mass[g] : 0.0;
       l.q[g * size + i] = q;

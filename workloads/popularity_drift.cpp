@@ -1,6 +1,8 @@
 #include "workloads/popularity_drift.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -57,19 +59,51 @@ void DriftingPopularity::redraw_scores() {
   for (double& x : score_) x = sample_normal(rng_);
 }
 
+namespace {
+
+// An unsigned key that ascends as the score descends (-0 and +0 equal, as they compare).
+std::uint64_t descending_key(double score) {
+  const auto b = std::bit_cast<std::uint64_t>(score + 0.0);
+  constexpr std::uint64_t kSign = std::uint64_t{1} << 63;
+  const std::uint64_t ascending = (b & kSign) != 0 ? ~b : b | kSign;
+  return ~ascending;
+}
+
+}  // namespace
+
 void DriftingPopularity::rerank() {
-  // (score, expert) pairs sort without an indirection per comparison; the order is total, so any sort
-  // gives the same ranking.
+  // Ranking by descending score, ties by ascending expert: an LSD radix sort of the keys, one byte per
+  // pass and stable, from expert order. The same order as a comparison sort by (score, expert), without
+  // its mispredicted comparisons (this runs per layer on every update).
+  ++version_;
+  if (n_ == 0) return;
+  ranked_tmp_.resize(n_);
+  std::array<std::array<std::uint32_t, 256>, 8> count{};
   for (int l = 0; l < layers_; ++l) {
     const std::size_t off = static_cast<std::size_t>(l) * n_;
-    for (std::size_t e = 0; e < n_; ++e) ranked_[e] = {score_[off + e], static_cast<int>(e)};
-    std::sort(ranked_.begin(), ranked_.end(), [](const Ranked& a, const Ranked& b) {
-      return a.score > b.score || (a.score == b.score && a.expert < b.expert);
-    });
+    for (auto& c : count) c.fill(0);
+    for (std::size_t e = 0; e < n_; ++e) {
+      const std::uint64_t key = descending_key(score_[off + e]);
+      ranked_[e] = {key, static_cast<int>(e)};
+      for (std::size_t b = 0; b < 8; ++b) ++count[b][(key >> (8 * b)) & 0xff];
+    }
+    Ranked* src = ranked_.data();
+    Ranked* dst = ranked_tmp_.data();
+    for (std::size_t b = 0; b < 8; ++b) {
+      auto& c = count[b];
+      if (c[(src[0].key >> (8 * b)) & 0xff] == n_) continue;  // one value of this byte: order unchanged
+      std::uint32_t at = 0;
+      for (auto& x : c) {
+        const std::uint32_t k = x;
+        x = at;
+        at += k;
+      }
+      for (std::size_t i = 0; i < n_; ++i) dst[c[(src[i].key >> (8 * b)) & 0xff]++] = src[i];
+      std::swap(src, dst);
+    }
     for (std::size_t r = 0; r < n_; ++r)
-      probs_[off + static_cast<std::size_t>(ranked_[r].expert)] = sorted_[off + r];
+      probs_[off + static_cast<std::size_t>(src[r].expert)] = sorted_[off + r];
   }
-  ++version_;
 }
 
 void DriftingPopularity::advance_to(double t_seconds) {

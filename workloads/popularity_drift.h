@@ -58,10 +58,11 @@ class DriftingPopularity final {
   std::vector<double> score_;   // [layer][expert]
   std::vector<double> probs_;   // [layer][expert]
   struct Ranked {
-    double score;
+    std::uint64_t key;  // orders as the score descends (rerank)
     int expert;
   };
-  std::vector<Ranked> ranked_;  // rerank scratch
+  std::vector<Ranked> ranked_;  // rerank scratch, and the radix sort's second buffer
+  std::vector<Ranked> ranked_tmp_;
   double now_ = 0;
   double last_step_ = 0;
   double next_update_ = 0;
