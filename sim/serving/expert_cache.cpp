@@ -119,6 +119,25 @@ void ExpertCache::set_hotness(ExpertKey key, Hotness h, std::vector<ExpertKey>& 
   }
 }
 
+void ExpertCache::set_format(ExpertKey key, Precision precision, std::int64_t bytes, Tier home,
+                             std::vector<ExpertKey>& evicted) {
+  const int c = checked_id(key);
+  const auto u = static_cast<std::size_t>(c);
+  CopyState& s = state_[u];
+  MOESIM_CHECK(bytes >= 0, "a copy's size must be non-negative");
+  MOESIM_CHECK(home != Tier::kHbm || s.hotness != Hotness::kCold, "a cold copy cannot live in HBM");
+  s.home = home;
+  if (precision_[u] == precision && s.bytes == bytes) return;
+  if (s.resident != 0) {
+    if (s.hotness == Hotness::kWarm) lru_unlink(c);
+    s.resident = 0;
+    hbm_used_ -= s.bytes;
+    evicted.push_back(key);
+  }
+  precision_[u] = precision;
+  s.bytes = bytes;
+}
+
 CacheAccess ExpertCache::admit(ExpertKey key, std::vector<ExpertKey>& evicted) {
   return admit_copy(checked_id(key), evicted);
 }

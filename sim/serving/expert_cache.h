@@ -61,6 +61,10 @@ class ExpertCache final {
   // Changes a copy's class. Hot pins a resident copy (it leaves the LRU); warm makes a resident copy
   // evictable; cold evicts it at once (cold copies never stay in HBM). Evictions are appended to `evicted`.
   void set_hotness(ExpertKey key, Hotness h, std::vector<ExpertKey>& evicted);
+  // Changes how a copy is stored (a reclassification): its precision, size and home tier. A resident copy
+  // at another precision leaves HBM (appended to `evicted`): its next use loads it at the new one.
+  void set_format(ExpertKey key, Precision precision, std::int64_t bytes, Tier home,
+                  std::vector<ExpertKey>& evicted);
 
   // The copy is used in this batch by `routed` (token, expert) pairs: counts it for prefetch, refreshes its
   // LRU position and says what must be loaded. Non-resident hot/warm copies are admitted to HBM (evicting

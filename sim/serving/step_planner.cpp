@@ -552,8 +552,13 @@ void StepPlanner::reclassify() {
       for (int e = 0; e < experts; ++e) {
         const ExpertKey key{l, e};
         if (!cache.holds(key)) continue;
-        const Hotness h = L.hotness[off + static_cast<std::size_t>(e)];
+        const auto i = off + static_cast<std::size_t>(e);
+        const Hotness h = L.hotness[i];
         if (cache.hotness(key) != h) cache.set_hotness(key, h, L.evicted);
+        // Stored as setup_tiers() would register it now: at its class's precision, in its class's home.
+        cache.set_format(key, L.precision[i], L.copy_bytes[i],
+                         h == Hotness::kCold ? s_.experts.tiers.cold_home : s_.experts.tiers.warm_home,
+                         L.evicted);
       }
     }
     plan_.evictions += static_cast<std::int64_t>(L.evicted.size());

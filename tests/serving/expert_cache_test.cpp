@@ -142,4 +142,36 @@ TEST_CASE("window counts equal the routed pairs of the last N batches, for copie
   }
 }
 
+TEST_CASE(
+    "a copy stored at another precision leaves HBM and its next use loads it at its new size and home") {
+  ExpertCache cache(1, 4, {.hbm_bytes = 3 * kB, .staging_bytes = kB});
+  for (int e = 0; e < 3; ++e) cache.add_copy({0, e}, kB, Tier::kHostDram, Precision::kINT8, Hotness::kWarm);
+  std::vector<ExpertKey> evicted;
+  for (int e = 0; e < 3; ++e) REQUIRE(cache.access({0, e}, 5, evicted).outcome == CacheOutcome::kLoaded);
+  // Same precision and size: only the home moves, the copy stays.
+  cache.set_format({0, 0}, Precision::kINT8, kB, Tier::kNvme, evicted);
+  CHECK(evicted.empty());
+  CHECK(cache.is_resident({0, 0}));
+  // Expert 1 goes to FP8 at twice the size: out of HBM at once, its old bytes freed.
+  cache.set_format({0, 1}, Precision::kFP8, 2 * kB, Tier::kHostDram, evicted);
+  REQUIRE(evicted.size() == 1);
+  CHECK(evicted[0] == ExpertKey{0, 1});
+  CHECK_FALSE(cache.is_resident({0, 1}));
+  CHECK(cache.hbm_used() == 2 * kB);
+  CHECK(cache.precision({0, 1}) == Precision::kFP8);
+  CHECK(cache.bytes({0, 1}) == 2 * kB);
+  // Its next use loads 2 kB, evicting the least recently used warm copy (0) to make room.
+  evicted.clear();
+  const CacheAccess a = cache.access({0, 1}, 5, evicted);
+  CHECK(a.outcome == CacheOutcome::kLoaded);
+  CHECK(a.bytes == 2 * kB);
+  REQUIRE(evicted.size() == 1);
+  CHECK(evicted[0] == ExpertKey{0, 0});
+  CHECK(cache.hbm_used() == 3 * kB);
+  // Expert 0's next load comes from its new home.
+  evicted.clear();
+  cache.set_hotness({0, 2}, Hotness::kHot, evicted);  // pinned: 0 must go through staging
+  CHECK(cache.access({0, 0}, 5, evicted).source == Tier::kNvme);
+}
+
 }  // namespace moesim
