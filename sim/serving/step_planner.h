@@ -136,8 +136,6 @@ class StepPlanner {
   // spans: none. Call before begin_plan.
   void set_nic_shared(std::span<const double> out, std::span<const double> in);
   [[nodiscard]] const Placement& placement() const { return placement_; }
-  // Replaces the placement (a rebalance); cached touch fractions are recomputed lazily.
-  void set_placement(Placement p);
   // Routed (token, expert) pairs served at each precision since the start (quality proxy).
   [[nodiscard]] const QualityProxy& quality() const { return quality_; }
   // Largest routed-expert HBM bytes of any GPU (at each copy's precision; replicas included; a GPU of an
@@ -146,6 +144,9 @@ class StepPlanner {
   [[nodiscard]] std::uint64_t drift_updates() const { return drift_updates_; }
 
  private:
+  // Replaces the placement; cached touch fractions are recomputed lazily. Under tiers the caller re-registers
+  // the caches when slots moved (rebalance() does), which is why this is not public.
+  void set_placement(Placement p);
   Duration expert_time(std::int64_t tokens) const;
   // One GPU's routed experts of one layer as one grouped launch (deployment.engine's grouped kernels):
   // `experts` with tokens, `pairs` routed (token, expert) pairs.
