@@ -2,6 +2,7 @@
 // memory freed at once, prefetch by routed count over a window.
 #include "sim/serving/expert_cache.h"
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <numeric>
 #include <vector>
@@ -172,6 +173,57 @@ TEST_CASE(
   evicted.clear();
   cache.set_hotness({0, 2}, Hotness::kHot, evicted);  // pinned: 0 must go through staging
   CHECK(cache.access({0, 0}, 5, evicted).source == Tier::kNvme);
+}
+
+TEST_CASE("prefetch candidates are the warm copies out of HBM whose window count passes the threshold") {
+  // Random uses, admissions, reclassifications and batch ends; after each step the candidates equal the
+  // list built from the public accessors.
+  ExpertCache cache(
+      2, 6,
+      {.hbm_bytes = 5 * kB, .staging_bytes = 2 * kB, .prefetch_window_batches = 3, .prefetch_threshold = 6});
+  std::vector<ExpertKey> keys;
+  for (int l = 0; l < 2; ++l) {
+    for (int e = 0; e < 6; ++e) {
+      keys.push_back({l, e});
+      cache.add_copy({l, e}, kB, Tier::kHostDram, Precision::kINT8,
+                     e % 3 == 0 ? Hotness::kHot : Hotness::kWarm);
+    }
+  }
+  const std::array<Hotness, 3> classes{Hotness::kHot, Hotness::kWarm, Hotness::kCold};
+  Rng rng(11);
+  std::vector<ExpertKey> evicted;
+  std::vector<ExpertKey> listed;
+  for (int step = 0; step < 2000; ++step) {
+    const ExpertKey k = keys[rng.below(keys.size())];
+    switch (rng.below(5)) {
+      case 0:
+      case 1:
+        (void)cache.access(k, static_cast<std::int32_t>(rng.below(5)), evicted);
+        break;
+      case 2:
+        (void)cache.admit(k, evicted);
+        break;
+      case 3:
+        if (rng.below(2) == 0) {
+          cache.set_hotness(k, classes[rng.below(3)], evicted);
+        } else {
+          const bool big = rng.below(2) == 0;
+          cache.set_format(k, big ? Precision::kFP8 : Precision::kINT4, big ? kB : kB / 2, Tier::kHostDram,
+                           evicted);
+        }
+        break;
+      default:
+        cache.end_batch();
+    }
+    cache.prefetch_candidates(listed);
+    std::vector<ExpertKey> expected;
+    for (const ExpertKey& key : keys) {
+      if (cache.hotness(key) == Hotness::kWarm && !cache.is_resident(key) && cache.window_count(key) >= 6)
+        expected.push_back(key);
+    }
+    REQUIRE(listed == expected);
+    REQUIRE(cache.hbm_used() <= 5 * kB);
+  }
 }
 
 }  // namespace moesim
