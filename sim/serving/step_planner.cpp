@@ -585,8 +585,8 @@ void StepPlanner::setup_tiers() {
   L.loaded.assign(static_cast<std::size_t>(gpus_), 0);
   // Copies are registered layer by layer in slot order, so that a layer's copies on a GPU are neighbours in
   // its cache (the planner reads them together); then hot copies are admitted before warm ones while the
-  // expert budget lasts.
-  std::vector<char> seen(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts));
+  // expert budget lasts (an expert with two slots on one GPU is one copy; admitting it again changes nothing:
+  // it is resident, or the budget that refused it has only shrunk).
   const auto per = static_cast<std::size_t>(placement_.slots_per_gpu());
   for (int g = 0; g < gpus_; ++g) {
     ExpertCache& cache = L.caches.emplace_back(layers, experts, cs);
@@ -598,14 +598,12 @@ void StepPlanner::setup_tiers() {
                        L.precision[i], L.hotness[i]);
       }
     }
-    std::fill(seen.begin(), seen.end(), 0);
     for (const Hotness pass : {Hotness::kHot, Hotness::kWarm}) {
       for (int l = 0; l < layers; ++l) {
         for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per)) {
           const auto i = static_cast<std::size_t>(l * experts + e);
-          if (L.hotness[i] != pass || seen[i] != 0) continue;
-          seen[i] = 1;
-          if (cache.hbm_free() >= L.copy_bytes[i]) (void)cache.admit({l, e}, L.evicted);
+          if (L.hotness[i] == pass && cache.hbm_free() >= L.copy_bytes[i])
+            (void)cache.admit({l, e}, L.evicted);
         }
       }
     }
