@@ -7,6 +7,7 @@
 #include "sim/serving/expert_cache.h"
 #include "sim/serving/expert_stats.h"
 #include "sim/serving/rerouting.h"
+#include "sim/serving/routing_draw.h"
 
 namespace moesim {
 
@@ -14,7 +15,6 @@ namespace moesim {
 // mechanism is on, so the default path keeps its cost.
 struct ExpertLoop {
   std::unique_ptr<ExpertStats> stats;
-  std::vector<std::int64_t> group_tokens;  // co-activation home-group tokens of the layer being sampled
   std::vector<double> touch_scratch;
   std::vector<Hotness> hotness;          // [layer][expert], from the last classification
   std::vector<Precision> precision;      // [layer][expert]
@@ -85,8 +85,6 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       popularity_(popularity),
       drift_(drift),
       coact_(coactivation),
-      rng_(routing_rng),
-      sampler_(s.model.routed_experts),
       gpus_(s.deployment.ep_size),
       groups_(s.deployment.attention_dp),
       tp_(s.deployment.attention_tp),
@@ -104,15 +102,11 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   // Under expert TP each GPU runs every local expert with inter / expert_tp columns (Megatron-LM's split:
   // gate/up by columns, down by rows), so its FLOPs and weight bytes are 1/expert_tp of the expert's.
   inter_ = static_cast<int>(m.expert_inter / etp_);
-  ffn_table_.assign(static_cast<std::size_t>(max_tokens + 1), kUncosted);
   expert_flops_per_token_ = 6.0 * double(m.hidden) * double(inter_);
   expert_bytes_ = m.expert_params() * bytes_per_element(s.precision.routed_experts);
 
   const auto g = static_cast<std::size_t>(gpus_);
   const auto ranks = static_cast<std::size_t>(ranks_);
-  counts_.resize(static_cast<std::size_t>(m.routed_experts));
-  gpu_pairs_.resize(ranks);
-  gpu_expert_time_.resize(ranks);
   rank_bytes_.resize(ranks);
   gpu_tokens_.resize(g);
   busy_s_.resize(g);
@@ -121,11 +115,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   pre_moe_.resize(static_cast<std::size_t>(groups_));
   small_moe_.resize(static_cast<std::size_t>(groups_));
   small_dense_.resize(static_cast<std::size_t>(groups_));
-  gpu_touched_.resize(2 * ranks);
-  gpu_half_pairs_.resize(2 * ranks);
-  half_time_.resize(2 * ranks);
   half_tokens_.resize(2 * g);
-  grouped_ = s.deployment.engine.experts == ExpertKernel::kGrouped;
   // Under attention TP the KV heads (GQA) are split over the group's GPUs; activations are whole.
   kernel_shape_ = LayerKernelShape{.hidden = m.hidden,
                                    .kv_bytes_per_token = m.kv_elements_per_token_per_layer() *
@@ -152,20 +142,27 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   touch_valid_.assign(layers, 0);
   touch_memo_.resize(layers);
   if (drift_ != nullptr) drift_version_ = drift_->version();
-  tables_ = std::make_shared<RoutingTables>();
-  for (int l = 0; l < m.moe_layers(); ++l)
-    tables_->layers.push_back(RoutingSampler::prepare(probs(l), m.top_k));
-  if (coact_ != nullptr) {
-    coact_sampler_ = std::make_unique<CoactivationSampler>(*coact_);
-    for (int l = 0; l < m.moe_layers(); ++l)
-      coact_routing_.push_back(CoactivationSampler::prepare(*coact_, l, probs(l)));
-  }
+  draw_ = std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
+  for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
   traffic_.dispatch_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.dispatch);
   traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
   if (s.experts.any() || drift_ != nullptr || coact_ != nullptr) setup_loop();
   // Sized once the loop has set the placement (EPLB's redundant slots add experts per GPU; rebalancing keeps
   // the slots per GPU).
-  grouped_memo_ = std::make_shared<GroupedMemo>(static_cast<std::size_t>(placement_.slots_per_gpu()) + 1);
+  // Every precision a copy can have: the routed experts' and, under quantisation, each class's.
+  std::vector<Precision> precisions{s.precision.routed_experts};
+  std::array<double, kPrecisionCount> dequant;
+  dequant.fill(1.0);
+  if (s.experts.quantization) {
+    precisions.insert(precisions.end(), {s.experts.quant.hot, s.experts.quant.warm, s.experts.quant.cold});
+    dequant = s.experts.quant.dequant_factor;
+  }
+  cost_ = std::make_unique<ExpertCost>(
+      gpu, ExpertCostShape{.grouped = s.deployment.engine.experts == ExpertKernel::kGrouped,
+                           .hidden = m.hidden,
+                           .inter = inter_,
+                           .max_tokens = max_tokens},
+      ranks_, placement_.slots_per_gpu(), precisions, dequant);
   set_placement(placement_);
   if (loop_ && s.experts.tiers.enabled) setup_tiers();
 }
@@ -181,7 +178,6 @@ void StepPlanner::setup_loop() {
   ExpertLoop& L = *loop_;
   const auto le = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
   if (coact_ != nullptr) {
-    L.group_tokens.resize(static_cast<std::size_t>(coact_->groups()));
     L.touch_scratch.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
   }
   const auto by_layer = [this](int l) { return probs(l); };
@@ -221,28 +217,12 @@ void StepPlanner::setup_loop() {
     }
     L.stats->observe(l, expected);
   }
-  if (x.quantization) {
-    for (const Precision p : {x.quant.hot, x.quant.warm, x.quant.cold}) {
-      auto& table = ffn_by_precision_[precision_index(p)];
-      if (!table.empty()) continue;
-      table.assign(ffn_table_.size(), kUncosted);  // memoised by expert_time(tokens, p)
-    }
-  }
   reclassify();
 }
 
-StepPlanner::RoutingTables& StepPlanner::own_tables() {
-  if (tables_.use_count() > 1) tables_ = std::make_shared<RoutingTables>(*tables_);  // copy on write
-  return *tables_;
-}
-
 void StepPlanner::share_routing(std::shared_ptr<RoutingTables> tables) {
-  MOESIM_CHECK(routing_shareable() && tables->layers.size() == tables_->layers.size() &&
-                   tables->bins.size() == tables_->bins.size(),
-               "routing tables shared between planners that differ");
-  tables_ = std::move(tables);
-  for (RoutingSampler::BinLaw& law : bin_laws_) law.tokens = -1;  // derived from the tables it had
-  std::fill(bin_hot_for_.begin(), bin_hot_for_.end(), RoutingSampler::kNoSplit);
+  MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
+  draw_->share_tables(std::move(tables));
 }
 
 void StepPlanner::set_binned_routing(bool on) {
@@ -265,41 +245,12 @@ void StepPlanner::set_placement(Placement p) {
       }
     }
   }
-  RoutingTables& tables = own_tables();
-  tables.bins.clear();
-  replicated_.clear();
-  // Binned routing needs only per-GPU sums: not with a mechanism that reads each expert's count (statistics,
-  // rerouting, co-activation groups, per-copy tiers or precisions). An expert with several copies (EPLB's
-  // redundant slots) is a bin of its own, its count split over its copies after the draw.
+  // Binned routing needs only per-rank sums: not with a mechanism that reads each expert's count (statistics,
+  // rerouting, co-activation groups, per-copy tiers or precisions), nor with a per-expert engine.
   const bool per_expert = loop_ && (loop_->stats || loop_->rerouter || coact_ != nullptr ||
                                     s_.experts.tiers.enabled || s_.experts.quantization);
-  if (binned_allowed_ && grouped_ && !per_expert && ranks_ > 1 && ranks_ <= experts) {
-    std::vector<int> bin_of(static_cast<std::size_t>(experts));
-    std::size_t most = 0;
-    for (int l = 0; l < placement_.layers(); ++l) {
-      std::vector<int>& extra = replicated_.emplace_back();
-      for (int e = 0; e < experts; ++e) {
-        const int gpu = single_gpu_[static_cast<std::size_t>(l * experts + e)];
-        bin_of[static_cast<std::size_t>(e)] = gpu >= 0 ? gpu : ranks_ + static_cast<int>(extra.size());
-        if (gpu < 0) extra.push_back(e);
-      }
-      most = std::max(most, extra.size());
-      tables.bins.push_back(RoutingSampler::bin(tables.layers[static_cast<std::size_t>(l)], bin_of,
-                                                ranks_ + static_cast<int>(extra.size())));
-    }
-    const std::size_t nb = static_cast<std::size_t>(ranks_) + most;
-    if (nb <= static_cast<std::size_t>(experts)) {  // the sampler's scratch holds a normal per bin
-      bin_pairs_.resize(nb);
-      bin_hot_.assign(nb * static_cast<std::size_t>(placement_.layers()), 0);
-      bin_hot_for_.assign(static_cast<std::size_t>(placement_.layers()), RoutingSampler::kNoSplit);
-      bin_cold_.resize(nb);
-      bin_sums_.resize(nb);
-    } else {
-      tables.bins.clear();
-      replicated_.clear();
-    }
-  }
-  bin_laws_.assign(tables.bins.size() * kLawSlots, RoutingSampler::BinLaw{});
+  draw_->bin(placement_, single_gpu_,
+             binned_allowed_ && s_.deployment.engine.experts == ExpertKernel::kGrouped && !per_expert);
 }
 
 void StepPlanner::ensure_touch(int layer) {
@@ -327,59 +278,6 @@ void StepPlanner::ensure_touch(int layer) {
     touch_fractions_independent(layer_probs, map, k, bins, touch_memo_[l], known);
   }
   touch_valid_[l] = 1;
-}
-
-Duration StepPlanner::expert_time(std::int64_t tokens) const {
-  const ModelSpec& m = s_.model;
-  if (tokens < static_cast<std::int64_t>(ffn_table_.size())) {
-    Duration& d = ffn_table_[static_cast<std::size_t>(tokens)];
-    if (d == kUncosted) {
-      d = gpu_.expert_ffn(ExpertFfnWork{.tokens = tokens,
-                                        .hidden = m.hidden,
-                                        .inter = inter_,
-                                        .weights = s_.precision.routed_experts,
-                                        .in_loop = true});
-    }
-    return d;
-  }
-  return gpu_.expert_ffn(ExpertFfnWork{
-      .tokens = tokens, .hidden = m.hidden, .inter = inter_, .weights = s_.precision.routed_experts});
-}
-
-Duration StepPlanner::grouped_time(std::int32_t experts, double pairs) const {
-  const ModelSpec& m = s_.model;
-  const std::int64_t tokens = round_half_away(pairs);
-  // No work costs nothing in every cost model (the half a step without two-batch overlap leaves empty):
-  // no memo lookup, a cache miss in a table of a few MB.
-  if (tokens <= 0 || experts <= 0) return Duration::zero();
-  const auto cost = [&] {
-    return gpu_.grouped_experts(GroupedExpertsWork{.experts = experts,
-                                                   .tokens = tokens,
-                                                   .hidden = m.hidden,
-                                                   .inter = inter_,
-                                                   .weights = s_.precision.routed_experts});
-  };
-  constexpr std::int64_t kTokenBits = 24;
-  constexpr std::uint64_t kTokenMask = (std::uint64_t{1} << kTokenBits) - 1;
-  const auto row = static_cast<std::size_t>(experts);
-  GroupedMemo& memo = *grouped_memo_;
-  if (tokens < 0 || tokens > static_cast<std::int64_t>(kTokenMask) || experts < 0 || row >= memo.rows)
-    return cost();
-  std::atomic<std::uint64_t>& slot =
-      memo.slots[row * GroupedMemo::kRow + (static_cast<std::size_t>(tokens) & (GroupedMemo::kRow - 1))];
-  const std::uint64_t word = slot.load(std::memory_order_relaxed);
-  if ((word & kTokenMask) == static_cast<std::uint64_t>(tokens))
-    return Duration::from_ps(static_cast<std::int64_t>(word >> kTokenBits));
-  const Duration t = cost();
-  if (t.ps() >= 0 && t.ps() < (std::int64_t{1} << (64 - kTokenBits)))
-    slot.store((static_cast<std::uint64_t>(t.ps()) << kTokenBits) | static_cast<std::uint64_t>(tokens),
-               std::memory_order_relaxed);
-  return t;
-}
-
-void StepPlanner::share_grouped_memo(std::shared_ptr<GroupedMemo> memo) {
-  MOESIM_CHECK(memo->rows == grouped_memo_->rows, "grouped-launch memo shared between planners that differ");
-  grouped_memo_ = std::move(memo);
 }
 
 // The sum of an expert-TP rank's partial expert outputs: the ring all-reduce (a reduce-scatter and an
@@ -456,7 +354,7 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     for (int d = 0; d < gpus_; ++d) {
       const auto r = static_cast<std::size_t>(d / etp_);
       traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[r] / etp_;
-      traffic_.pair_share[static_cast<std::size_t>(d)] = k * gpu_pairs_[r] / pairs / etp_;
+      traffic_.pair_share[static_cast<std::size_t>(d)] = k * cost_->pairs(static_cast<int>(r)) / pairs / etp_;
     }
     const AllToAllCost c = fabric_.all_to_all(traffic_, mode, {}, {}, a2a_scratch_);
     out.dispatch = c.dispatch;
@@ -493,20 +391,6 @@ Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
   LayerKernelShape shape = kernel_shape_;
   shape.moe = moe;
   return layer_small_kernels_time(gpu_, shape, tokens, s_.deployment.engine);
-}
-
-Duration StepPlanner::expert_time_costed(std::int64_t tokens, Precision p) const {
-  auto& table = ffn_by_precision_[precision_index(p)];
-  if (table.empty()) return expert_time(tokens);
-  const ModelSpec& m = s_.model;
-  const auto cost = [&] {
-    return gpu_.expert_ffn(ExpertFfnWork{.tokens = tokens, .hidden = m.hidden, .inter = inter_, .weights = p})
-        .scaled(dequant_factor(s_.experts.quant, p));
-  };
-  if (tokens >= static_cast<std::int64_t>(table.size())) return cost();
-  Duration& d = table[static_cast<std::size_t>(tokens)];
-  if (d == kUncosted) d = cost();
-  return d;
 }
 
 double StepPlanner::routed_expert_bytes_per_gpu() const {
@@ -642,56 +526,44 @@ void StepPlanner::wait_for_copy(std::size_t g, Time done, Duration ffn) {
 }
 
 // A copy that ExpertCache::hit() found neither resident nor staged: the cache says what to load, and the
-// load queues on the GPU's host link / NVMe array.
-void StepPlanner::miss_copy(int gpu, int copy, std::int32_t tokens, Duration ffn, Time request) {
+// load queues on the GPU's host link / NVMe array. Returns when the copy's bytes are in HBM.
+Time StepPlanner::miss_copy(int gpu, int copy, std::int32_t tokens, Time request) {
   ExpertLoop& L = *loop_;
-  const auto g = static_cast<std::size_t>(gpu);
-  ExpertCache& cache = L.caches[g];
+  ExpertCache& cache = L.caches[static_cast<std::size_t>(gpu)];
   const CacheAccess a = cache.access_miss(copy, tokens, L.evicted);
   plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
   L.evicted.clear();
-  Time done;
   if (a.outcome == CacheOutcome::kHit) {
     ++plan_.hbm_hits;
-    done = cache.ready(copy);
-    if (done <= request) return;
-  } else {
-    done = L.loader->load(gpu, a.source, a.bytes, request);
-    if (a.source == Tier::kNvme) {
-      ++plan_.nvme_loads;
-      plan_.nvme_bytes += double(a.bytes);
-    } else {
-      ++plan_.host_loads;
-      plan_.host_bytes += double(a.bytes);
-    }
-    if (a.outcome == CacheOutcome::kLoaded) cache.set_ready(copy, done);
+    return cache.ready(copy);
   }
-  wait_for_copy(g, done, ffn);
+  const Time done = L.loader->load(gpu, a.source, a.bytes, request);
+  if (a.source == Tier::kNvme) {
+    ++plan_.nvme_loads;
+    plan_.nvme_bytes += double(a.bytes);
+  } else {
+    ++plan_.host_loads;
+    plan_.host_bytes += double(a.bytes);
+  }
+  if (a.outcome == CacheOutcome::kLoaded) cache.set_ready(copy, done);
+  return done;
 }
 
-void StepPlanner::sample_layer(int layer, std::int64_t tokens) {
-  const auto l = static_cast<std::size_t>(layer);
-  if (!loop_) {
-    sampler_.sample(tables_->layers[l], tokens, rng_, counts_);
-    return;
-  }
+// The exact per-expert draw of one layer, seen by the expert loop's statistics (what the router chose) and
+// then re-routed by its post-processing.
+std::span<std::int32_t> StepPlanner::sample_layer(int layer, std::int64_t tokens) {
+  const std::span<std::int32_t> counts = draw_->draw_counts(layer, probs(layer), tokens);
+  if (!loop_) return counts;
   ExpertLoop& L = *loop_;
-  if (coact_ != nullptr) {
-    coact_sampler_->sample(layer, coact_routing_[l], probs(layer), tokens, s_.model.top_k, rng_, counts_,
-                           L.group_tokens);
-  } else {
-    sampler_.sample(tables_->layers[l], tokens, rng_, counts_);
-  }
-  // Statistics see what the router chose, before post-processing.
   if (L.stats) {
-    L.stats->observe(layer, counts_);
-    if (coact_ != nullptr) L.stats->observe_groups(layer, L.group_tokens);
+    L.stats->observe(layer, counts);
+    if (coact_ != nullptr) L.stats->observe_groups(layer, draw_->group_tokens());
   }
   if (L.rerouter) {
     plan_.rerouted +=
-        L.rerouter->apply(placement_, layer, probs(layer), tokens, s_.experts.reroute_threshold, counts_)
-            .rerouted;
+        L.rerouter->apply(placement_, layer, probs(layer), tokens, s_.experts.reroute_threshold, counts).rerouted;
   }
+  return counts;
 }
 
 // New placement from the online statistics (EPLB or co-activation partition); the weights of every copy
@@ -757,9 +629,10 @@ void StepPlanner::rebalance() {
   if (!L.caches.empty()) setup_tiers();
 }
 
-// Expert FFNs of one layer copy by copy: each copy at its expert's precision, and under tiers each
-// copy's residency. Returns the largest per-expert count.
-std::int32_t StepPlanner::cost_copies(int layer, Time request) {
+// The layer's copies one by one, when each has state of its own: its expert's precision (quantisation) and,
+// under tiers, its residency (a copy that is not resident and ready at `request` is late: the engine runs it
+// once its load lands). Each goes to the expert cost as the engine launches it. Returns the largest count.
+std::int32_t StepPlanner::cost_copies(int layer, std::span<const std::int32_t> layer_counts, Time request) {
   ExpertLoop& L = *loop_;
   const int experts = s_.model.routed_experts;
   const bool tiers = !L.caches.empty();
@@ -769,18 +642,14 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
   const int* copy_of_slot = tiers ? L.copy_of_slot.data() + static_cast<std::size_t>(layer) *
                                                                 static_cast<std::size_t>(placement_.slots())
                                   : nullptr;
-  // The per-expert rows of this layer and the per-GPU sums as plain pointers: the copy step below is
-  // inlined and keeps them in registers.
-  const std::int32_t* counts = counts_.data();
+  const std::int32_t* counts = layer_counts.data();
   const Precision* precision = L.precision.data() + base;
   const std::int64_t* copy_bytes = L.copy_bytes.data() + base;
   const int* single_gpu = single_gpu_.data() + base;
   const int* single_copy = tiers ? L.single_copy.data() + base : nullptr;
-  Duration* half_time = half_time_.data();
-  double* gpu_pairs = gpu_pairs_.data();
-  Duration* gpu_time = gpu_expert_time_.data();
-  double* rank_bytes = rank_bytes_.data();
   ExpertCache* caches = L.caches.data();
+  ExpertCost& cost = *cost_;
+  const bool grouped = cost.grouped();
   std::int64_t uses = 0;
   std::int64_t hits = 0;
   std::int32_t max_count = 0;
@@ -794,28 +663,29 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
     // A rank's GPUs hold 1/etp of each copy (division by 1 skipped: it is exact).
     const double bytes = etp_ == 1 ? double(copy_bytes[u]) : double(copy_bytes[u]) / etp_;
     const auto copy = [&](int gpu, int id, std::int32_t share) __attribute__((always_inline)) {
-      const auto g = static_cast<std::size_t>(gpu);
       // Under two-batch overlap each micro-batch runs the expert on its own share of the tokens.
-      const std::int32_t first = first_half(share);
-      const Duration ta = expert_time(first, p);
-      const Duration tb = first < share ? expert_time(share - first, p) : Duration::zero();
-      const Duration t = ta + tb;
-      half_time[2 * g] += ta;
-      half_time[2 * g + 1] += tb;
-      gpu_pairs[g] += share;
-      gpu_time[g] += t;
-      rank_bytes[g] += bytes;
-      if (!tiers) return;
-      // A resident copy that is ready (the common case) costs nothing: decided inline.
-      ExpertCache& cache = caches[g];
-      ++uses;
-      if (!cache.hit(id, share)) {
-        miss_copy(gpu, id, share, t, request);
+      const std::int32_t a = first_half(share);
+      if (!tiers) {
+        cost.add_copy(gpu, p, a, share - a, bytes);
         return;
       }
-      ++hits;
-      const Time ready = cache.ready(id);
-      if (ready > request) wait_for_copy(g, ready, t);  // prefetched, still on its way
+      const auto g = static_cast<std::size_t>(gpu);
+      ExpertCache& cache = caches[g];
+      ++uses;
+      // A resident copy that is ready (the common case) is decided inline.
+      Time done = request;
+      if (cache.hit(id, share)) {
+        ++hits;
+        done = cache.ready(id);  // a prefetch may still be on its way
+      } else {
+        done = miss_copy(gpu, id, share, request);
+      }
+      const bool late = done > request;
+      cost.add_copy(gpu, p, a, share - a, bytes, late);
+      if (!late) return;
+      // A per-expert loop runs this copy's FFN after its bytes land.
+      const Duration ffn = grouped ? Duration::zero() : cost.expert_ffn(a, p) + cost.expert_ffn(share - a, p);
+      wait_for_copy(g, done, ffn);
     };
     if (single_gpu[u] >= 0) {  // the common case: one copy takes every token
       copy(single_gpu[u], tiers ? single_copy[u] : -1, c);
@@ -833,8 +703,10 @@ std::int32_t StepPlanner::cost_copies(int layer, Time request) {
   return max_count;
 }
 
-// A GPU computes its ready experts while loads arrive; it ends at max(compute, wait for the last load +
-// that expert's FFN). The layer's stall is how much later its slowest GPU ends than without loads.
+// A rank computes its ready experts while loads arrive. A per-expert loop ends at max(compute, the last load +
+// that expert's FFN); a grouped engine runs its late copies as launches of their own once the last load lands:
+// max(ready launches, the last load) + late launches. The layer's stall is how much later its slowest rank
+// ends than without loads.
 Duration StepPlanner::layer_stall(Time experts_start, Duration experts_max) {
   ExpertLoop& L = *loop_;
   Duration with_loads = experts_max;
@@ -843,7 +715,9 @@ Duration StepPlanner::layer_stall(Time experts_start, Duration experts_max) {
     if (L.loaded[gi] == 0) continue;
     L.loaded[gi] = 0;
     const Duration wait = max(Duration::zero(), L.load_done[gi] - experts_start);
-    with_loads = max(with_loads, max(gpu_expert_time_[gi], wait + L.last_ffn[gi]));
+    const Duration end = cost_->grouped() ? max(cost_->ready_time(g), wait) + cost_->late_time(g)
+                                          : max(cost_->time(g), wait + L.last_ffn[gi]);
+    with_loads = max(with_loads, end);
   }
   return with_loads - experts_max;
 }
@@ -881,15 +755,9 @@ void StepPlanner::begin_step(Time now) {
   if (drift_ != nullptr && drift_->version() != drift_version_) {
     drift_version_ = drift_->version();
     ++drift_updates_;
-    for (int l = 0; l < s_.model.moe_layers(); ++l) {
-      if (coact_ != nullptr) {  // the co-activation sampler replaces the routing tables
-        coact_routing_[static_cast<std::size_t>(l)] = CoactivationSampler::prepare(*coact_, l, probs(l));
-      } else {
-        own_tables().layers[static_cast<std::size_t>(l)] = RoutingSampler::prepare(probs(l), s_.model.top_k);
-      }
-    }
+    for (int l = 0; l < s_.model.moe_layers(); ++l) draw_->prepare(l, probs(l));
     std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
-    if (!tables_->bins.empty()) set_placement(placement_);  // bins and laws follow the new tables
+    if (draw_->binned()) set_placement(placement_);  // bins and laws follow the new tables
   }
   if (L.stats && (x.tiers.enabled || x.quantization) && x.tiers.reclassify_every_steps > 0 &&
       L.steps % x.tiers.reclassify_every_steps == 0) {
@@ -1101,248 +969,133 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
         (pre_a + pre_b) * m.moe_layers() + dense_attention * m.num_dense_layers;
     plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
   }
-  // Per-GPU cold sums (finish_plan) derive their laws from the shared routing tables' moment grid: its
-  // points around this step's count are filled here, on the caller's thread, before finish_plan reads
-  // them on whichever thread runs it.
-  if (!tbo && !tables_->bins.empty()) {
-    for (std::size_t l = 0; l < tables_->bins.size(); ++l)
-      RoutingSampler::fill_moment_grid(tables_->layers[l], tables_->bins[l], total_tokens);
-  }
+  p.full_layer = draw_->begin_step(total_tokens, tbo, half_a_, m.moe_layers());
   return s_.deployment.pipeline_stages > 1 ? Duration::zero() : plan_.parts.sum();
 }
 
-// The step's layers: routing sampled per MoE layer, experts, All-to-All and loads; then the LM head,
-// the draft and the pipeline schedule. Touches only this planner and what it reads (see plan_async_safe).
-const std::vector<RoutingSampler::Tally>& StepPlanner::cold_tally() {
-  if (tally_half_a_ == half_a_) return tally_;
-  tally_half_a_ = half_a_;
-  tally_.resize(RoutingSampler::kTallyCounts);
-  for (std::size_t c = 0; c < tally_.size(); ++c) {
-    const auto n = static_cast<std::int32_t>(c);
-    const std::int32_t a = first_half(n);
-    const auto bit = [](bool on) { return std::uint64_t{on ? 1U : 0U}; };
-    tally_[c] = {.a = std::uint64_t(n) | std::uint64_t(a) << 32,
-                 .b = bit(n > 0) | bit(a > 0) << 21 | bit(n - a > 0) << 42};
+// Exact routing's counts onto the copies that serve them, at the routed experts' precision: an expert with
+// several copies has its tokens split evenly over them (EPLB). Returns the largest count.
+std::int32_t StepPlanner::place_counts(int layer, std::span<const std::int32_t> counts) {
+  const int experts = s_.model.routed_experts;
+  const auto replicas = placement_.replicas(layer);
+  const int* single = single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts);
+  const Precision p = s_.precision.routed_experts;
+  const double bytes = expert_bytes_ / etp_;
+  std::int32_t max_count = 0;
+  for (int e = 0; e < experts; ++e) {
+    const std::int32_t c = counts[static_cast<std::size_t>(e)];
+    if (c == 0) continue;
+    max_count = std::max(max_count, c);
+    if (single[e] >= 0) {
+      const std::int32_t a = first_half(c);
+      cost_->add_copy(single[e], p, a, c - a, bytes);
+      continue;
+    }
+    const auto copies = placement_.slots_of(layer, e);
+    const int reps = replicas[static_cast<std::size_t>(e)];
+    for (std::size_t r = 0; r < copies.size(); ++r) {
+      const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
+      if (share == 0) continue;
+      const std::int32_t a = first_half(share);
+      cost_->add_copy(placement_.gpu_of_slot(copies[r]), p, a, share - a, bytes);
+    }
   }
-  return tally_;
+  return max_count;
 }
 
+// One MoE layer's communication and the layer's time: dispatch, experts and combine back to back, or DeepEP's
+// two-micro-batch schedule (docs/legacy.md, its overlap figure): four stages per layer, each one micro-batch's
+// communication beside the other's compute (overlap_stage()). `stall`: the wait for expert loads.
+Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max,
+                                     bool tbo, bool tiers) {
+  const double slots = double(p.total_tokens) * s_.model.top_k;
+  const auto g = static_cast<std::size_t>(gpus_);
+  Duration stall = Duration::zero();
+  Duration time;
+  if (!tbo) {
+    const LayerComm c = layer_comm(layer, gpu_tokens_, slots);
+    if (tiers) stall = layer_stall(request + c.dispatch, experts_max);
+    plan_.parts[StepPart::kDispatch] += c.dispatch;
+    plan_.parts[StepPart::kCombine] += c.combine;
+    plan_.parts[StepPart::kExperts] += experts_max;
+    time = p.pre_moe_max + p.small_max + c.dispatch + experts_max + c.combine;
+  } else {
+    // Each micro-batch's experts wait for its slowest rank.
+    Duration experts_a = Duration::zero();
+    Duration experts_b = Duration::zero();
+    for (int r = 0; r < ranks_; ++r) {
+      experts_a = max(experts_a, cost_->half_time(r, 0));
+      experts_b = max(experts_b, cost_->half_time(r, 1));
+    }
+    const LayerComm a = layer_comm(layer, std::span<const double>(half_tokens_).first(g), slots);
+    const LayerComm b = layer_comm(layer, std::span<const double>(half_tokens_).subspan(g, g), slots);
+    if (tiers) stall = layer_stall(request + a.dispatch, experts_max);
+    time = add_overlap_stage(p.pre_b, a.dispatch, a.comm_sms, StepPart::kDispatch) +
+           add_overlap_stage(experts_a, b.dispatch, b.comm_sms, StepPart::kDispatch) +
+           add_overlap_stage(experts_b, a.combine, a.comm_sms, StepPart::kCombine) +
+           add_overlap_stage(p.pre_a, b.combine, b.comm_sms, StepPart::kCombine);
+    plan_.parts[StepPart::kExperts] += experts_a + experts_b;
+  }
+  plan_.parts[StepPart::kExpertStall] += stall;
+  return time + stall;
+}
+
+// The step's MoE layers: routing drawn per layer, the copies that serve it costed as the engine launches them
+// (ExpertCost), All-to-All and loads; then the LM head, the draft and the pipeline schedule. Touches only this
+// planner and what it reads (see plan_async_safe).
 const StepPlan& StepPlanner::finish_plan() {
   const ModelSpec& m = s_.model;
   const PendingPlan& p = pending_;
-  const Time now = p.now;
-  const int stages = s_.deployment.pipeline_stages;
-  const std::span<const GroupBatch> full = p.full;
-  if (loop_) begin_step(now);
-  const std::int64_t total_tokens = p.total_tokens;
-  if (total_tokens == 0) {
+  if (loop_) begin_step(p.now);
+  if (p.total_tokens == 0) {
     plan_.total = plan_.parts.sum();
     return plan_;
   }
-  const Duration pre_moe_max = p.pre_moe_max;
-  const Duration small_max = p.small_max;
-  const Duration pre_a = p.pre_a;
-  const Duration pre_b = p.pre_b;
-  const std::int64_t sampled_max = p.sampled_max;
   const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
   const bool tiers = loop_ && !loop_->caches.empty();
   const bool per_copy = loop_ && (tiers || s_.experts.quantization);
   // Start of the layer being costed (loads are queued from it).
-  Time cursor =
-      now + plan_.parts[StepPart::kRebalance] + (p.dense_max + p.small_dense_max) * m.num_dense_layers;
-
-  const int k = m.top_k;
-  const double slots = double(total_tokens) * k;
-  double gpu_imb_sum = 0;
-  double expert_imb_sum = 0;
+  Time cursor = p.now + plan_.parts[StepPart::kRebalance] + (p.dense_max + p.small_dense_max) * m.num_dense_layers;
+  const double slots = double(p.total_tokens) * m.top_k;
   const double mean_pairs_gpu = slots / ranks_;
   const double mean_pairs_expert = slots / m.routed_experts;
-  const std::span<const double> tokens_a(half_tokens_.data(), static_cast<std::size_t>(gpus_));
-  const std::span<const double> tokens_b(half_tokens_.data() + gpus_, static_cast<std::size_t>(gpus_));
-  // Binned routing: the layer that draws every expert this step (the others draw per-GPU sums).
-  const std::vector<RoutingSampler::Bins>& bins = tables_->bins;
-  const int full_layer = bins.empty() ? -1 : static_cast<int>(plans_done_ % m.moe_layers());
-  ++plans_done_;
+  double gpu_imb_sum = 0;
+  double expert_imb_sum = 0;
+  // Binned routing: the layer that draws every expert this step (the others draw per-rank sums).
+  const int full_layer = p.full_layer;
   double full_layer_imbalance = 1.0;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
-    const bool binned = !bins.empty() && layer != full_layer;
-    std::fill(gpu_pairs_.begin(), gpu_pairs_.end(), 0.0);
-    std::fill(gpu_expert_time_.begin(), gpu_expert_time_.end(), Duration::zero());
-    std::fill(gpu_touched_.begin(), gpu_touched_.end(), 0);
-    std::fill(gpu_half_pairs_.begin(), gpu_half_pairs_.end(), 0.0);
-    std::fill(half_time_.begin(), half_time_.end(), Duration::zero());
+    const Time request = cursor + p.pre_moe_max + p.small_max;  // routing is known after the gate
+    cost_->begin_layer();
     std::int32_t max_count = 0;
-    const auto replicas = placement_.replicas(layer);
-    const int* single =
-        single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(m.routed_experts);
-    const Time request = cursor + pre_moe_max + small_max;  // routing is known after the gate
-    const double bytes_per_use = (tbo ? 2 * expert_bytes_ : expert_bytes_) / etp_;  // a rank's shard
-    // Grouped launches: a GPU's experts of one layer (of each half under two-batch overlap) are one
-    // launch, costed after the loop from its touched experts and pairs.
-    auto use = [&](std::size_t g, std::int32_t n) {
-      gpu_pairs_[g] += n;
-      rank_bytes_[g] += bytes_per_use;
-      const std::int32_t first = first_half(n);
-      if (!grouped_) {
-        const Duration ta = expert_time(first);
-        const Duration tb = first < n ? expert_time(n - first) : Duration::zero();
-        half_time_[2 * g] += ta;
-        half_time_[2 * g + 1] += tb;
-        gpu_expert_time_[g] += ta + tb;
-        return;
-      }
-      gpu_touched_[2 * g] += first > 0 ? 1 : 0;
-      gpu_half_pairs_[2 * g] += first;
-      gpu_touched_[2 * g + 1] += n - first > 0 ? 1 : 0;
-      gpu_half_pairs_[2 * g + 1] += n - first;
-    };
-    if (binned) {
-      const auto l = static_cast<std::size_t>(layer);
-      const RoutingSampler::Layer& table = tables_->layers[l];
-      const RoutingSampler::Bins& b = bins[l];
-      const auto nb = static_cast<std::size_t>(b.count);
-      // An expert with several copies is a bin of its own: its tokens split evenly over its copies (EPLB).
-      const auto split_copies = [&](auto&& bin_count) {
-        const std::vector<int>& extra = replicated_[l];
-        for (std::size_t x = 0; x < extra.size(); ++x) {
-          const int e = extra[x];
-          const auto n = static_cast<std::int32_t>(bin_count(static_cast<std::size_t>(ranks_) + x));
-          const auto copies = placement_.slots_of(layer, e);
-          for (std::size_t r = 0; r < copies.size(); ++r) {
-            const std::int32_t share =
-                replica_share(n, replicas[static_cast<std::size_t>(e)], static_cast<int>(r));
-            if (share > 0) use(static_cast<std::size_t>(placement_.gpu_of_slot(copies[r])), share);
-          }
-        }
-      };
-      if (!tbo && RoutingSampler::use_bin_sums(table, b, total_tokens)) {
-        // One launch per GPU: its pairs and touched experts are all the cost reads, so the cold experts
-        // come as per-GPU sums (RoutingSampler::sample_bin_sums) without a draw each.
-        // A decode batch's token count recurs (it moves by a few sequences per step): its law is kept. With
-        // prefill, the layer's law is derived afresh (step_law_ serves every layer).
-        step_law_.tokens = -1;
-        RoutingSampler::BinLaw& law =
-            p.prefill_tokens > 0
-                ? step_law_
-                : bin_laws_[l * kLawSlots + static_cast<std::size_t>(total_tokens) % kLawSlots];
-        sampler_.sample_bin_sums(table, b, total_tokens, rng_, law, std::span(bin_pairs_).first(nb),
-                                 std::span(bin_sums_).first(nb));
-        for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
-          const std::int64_t pairs = bin_pairs_[g] + bin_sums_[g].pairs;
-          const std::int32_t touched = law.bin_hot[g] + bin_sums_[g].touched;
-          gpu_pairs_[g] += double(pairs);
-          rank_bytes_[g] += bytes_per_use * touched;
-          gpu_touched_[2 * g] += touched;
-          gpu_half_pairs_[2 * g] += double(pairs);
-        }
-        split_copies([&](std::size_t x) { return bin_pairs_[x] + bin_sums_[x].pairs; });
-      } else {
-        // Each layer keeps its split of hot experts over the GPUs (redone when the count of hot ones moves).
-        const std::span<std::int32_t> layer_hot = std::span(bin_hot_).subspan(l * bin_pairs_.size(), nb);
-        sampler_.sample_binned(table, b, total_tokens, rng_, counts_, std::span(bin_pairs_).first(nb),
-                               layer_hot, cold_tally(), std::span(bin_cold_).first(nb), bin_hot_for_[l]);
-        // The cold experts' sums come with the draw (bin_cold_, fields of cold_tally()). A hot expert (mean
-        // of at least RoutingSampler::kColdMean tokens) has tokens in each micro-batch.
-        constexpr std::uint64_t kLow32 = 0xffffffffU;
-        constexpr std::uint64_t kLow21 = (std::uint64_t{1} << 21) - 1;
-        for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
-          const std::int64_t n = bin_pairs_[g];
-          const std::int32_t h = layer_hot[g];
-          const RoutingSampler::Tally& c = bin_cold_[g];
-          const std::int64_t first_hot = tbo ? round_half_away(double(n) * half_a_) : n;
-          const auto pairs = n + static_cast<std::int64_t>(c.a & kLow32);
-          const auto first = first_hot + static_cast<std::int64_t>(c.a >> 32);
-          const auto touched = h + static_cast<std::int32_t>(c.b & kLow21);
-          const auto touched_a = (first_hot > 0 ? h : 0) + static_cast<std::int32_t>((c.b >> 21) & kLow21);
-          const auto touched_b = (n - first_hot > 0 ? h : 0) + static_cast<std::int32_t>(c.b >> 42);
-          gpu_pairs_[g] += double(pairs);
-          rank_bytes_[g] += bytes_per_use * touched;
-          gpu_touched_[2 * g] += touched_a;
-          gpu_half_pairs_[2 * g] += double(first);
-          gpu_touched_[2 * g + 1] += touched_b;
-          gpu_half_pairs_[2 * g + 1] += double(pairs - first);
-        }
-        split_copies([&](std::size_t x) {
-          return bin_pairs_[x] + static_cast<std::int64_t>(bin_cold_[x].a & kLow32);
-        });
-      }
+    if (full_layer >= 0 && layer != full_layer) {
+      draw_->draw_sums(layer, p.total_tokens, p.prefill_tokens > 0, placement_, *cost_,
+                       s_.precision.routed_experts, expert_bytes_ / etp_);
     } else {
-      sample_layer(layer, total_tokens);
+      const std::span<const std::int32_t> counts = sample_layer(layer, p.total_tokens);
+      max_count = per_copy ? cost_copies(layer, counts, request) : place_counts(layer, counts);
     }
-    if (per_copy) max_count = cost_copies(layer, request);
-    for (int e = 0; e < m.routed_experts && !per_copy && !binned; ++e) {
-      const std::int32_t c = counts_[static_cast<std::size_t>(e)];
-      if (c == 0) continue;
-      max_count = std::max(max_count, c);
-      if (single[e] >= 0) {
-        use(static_cast<std::size_t>(single[e]), c);
-        continue;
-      }
-      // An expert with several copies has its tokens split evenly over them (EPLB).
-      const auto copies = placement_.slots_of(layer, e);
-      const int reps = replicas[static_cast<std::size_t>(e)];
-      for (std::size_t r = 0; r < copies.size(); ++r) {
-        const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
-        if (share == 0) continue;
-        use(static_cast<std::size_t>(placement_.gpu_of_slot(copies[r])), share);
-      }
-    }
+    cost_->finish_layer();
     if (layer == full_layer) full_layer_imbalance = max_count / mean_pairs_expert;
-    if (grouped_ && !per_copy) {
-      for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
-        half_time_[2 * g] = grouped_time(gpu_touched_[2 * g], gpu_half_pairs_[2 * g]);
-        half_time_[2 * g + 1] = grouped_time(gpu_touched_[2 * g + 1], gpu_half_pairs_[2 * g + 1]);
-        gpu_expert_time_[g] = half_time_[2 * g] + half_time_[2 * g + 1];
-      }
-    }
     Duration experts_max = Duration::zero();
     double max_pairs = 0;
     for (int g = 0; g < ranks_; ++g) {
-      const auto gi = static_cast<std::size_t>(g);
-      experts_max = max(experts_max, gpu_expert_time_[gi]);
-      max_pairs = std::max(max_pairs, gpu_pairs_[gi]);
+      const Duration t = cost_->time(g);
+      experts_max = max(experts_max, t);
+      max_pairs = std::max(max_pairs, cost_->pairs(g));
+      rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
       for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
-        busy_s_[static_cast<std::size_t>(i)] += gpu_expert_time_[gi].seconds();
-        flops_[static_cast<std::size_t>(i)] += gpu_pairs_[gi] * expert_flops_per_token_;
+        busy_s_[static_cast<std::size_t>(i)] += t.seconds();
+        flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;
       }
     }
     gpu_imb_sum += max_pairs / mean_pairs_gpu;
     expert_imb_sum += max_count / mean_pairs_expert;
-
-    Duration stall = Duration::zero();
-    if (!tbo) {
-      const LayerComm c = layer_comm(layer, gpu_tokens_, slots);
-      if (tiers) stall = layer_stall(request + c.dispatch, experts_max);
-      plan_.parts[StepPart::kDispatch] += c.dispatch;
-      plan_.parts[StepPart::kCombine] += c.combine;
-      plan_.parts[StepPart::kExperts] += experts_max;
-      layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] =
-          pre_moe_max + small_max + c.dispatch + experts_max + c.combine + stall;
-    } else {
-      // Each micro-batch's experts wait for its slowest rank.
-      Duration experts_a = Duration::zero();
-      Duration experts_b = Duration::zero();
-      for (std::size_t g = 0; g < static_cast<std::size_t>(ranks_); ++g) {
-        experts_a = max(experts_a, half_time_[2 * g]);
-        experts_b = max(experts_b, half_time_[2 * g + 1]);
-      }
-      const LayerComm a = layer_comm(layer, tokens_a, slots);
-      const LayerComm b = layer_comm(layer, tokens_b, slots);
-      if (tiers) stall = layer_stall(request + a.dispatch, experts_max);
-      // DeepEP's two-micro-batch schedule (docs/legacy.md, its overlap figure): four stages per layer,
-      // each one micro-batch's communication beside the other's compute. Stage time and what of it is
-      // exposed communication: overlap_stage().
-      const Duration layer_time = add_overlap_stage(pre_b, a.dispatch, a.comm_sms, StepPart::kDispatch) +
-                                  add_overlap_stage(experts_a, b.dispatch, b.comm_sms, StepPart::kDispatch) +
-                                  add_overlap_stage(experts_b, a.combine, a.comm_sms, StepPart::kCombine) +
-                                  add_overlap_stage(pre_a, b.combine, b.comm_sms, StepPart::kCombine);
-      plan_.parts[StepPart::kExperts] += experts_a + experts_b;
-      layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)] = layer_time + stall;
-    }
-    plan_.parts[StepPart::kExpertStall] += stall;
+    const auto li = static_cast<std::size_t>(m.num_dense_layers + layer);
+    layer_time_[li] = layer_schedule(layer, p, request, experts_max, tbo, tiers);
     // The next layer starts when this one ends on the critical path (under two-batch overlap the halves
     // overlap), so loads are queued in time order and never after the step's end.
-    cursor += layer_time_[static_cast<std::size_t>(m.num_dense_layers + layer)];
+    cursor += layer_time_[li];
   }
   for (int g = 0; g < gpus_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
@@ -1356,14 +1109,14 @@ const StepPlan& StepPlanner::finish_plan() {
   plan_.expert_imbalance = full_layer >= 0      ? full_layer_imbalance
                            : m.moe_layers() > 0 ? expert_imb_sum / m.moe_layers()
                                                 : 1.0;
-  if (sampled_max > 0) {
+  if (p.sampled_max > 0) {
     plan_.parts[StepPart::kLmHead] = gpu_.gemm(
-        GemmWork{.m = sampled_max, .n = m.vocab / tp_, .k = m.hidden, .weights = s_.precision.embeddings});
+        GemmWork{.m = p.sampled_max, .n = m.vocab / tp_, .k = m.hidden, .weights = s_.precision.embeddings});
   }
   if (s_.production.speculative) add_draft_work();
   plan_.total = plan_.parts.sum();
-  if (stages > 1) finish_pipeline(full);
-  if (loop_) end_step(now + plan_.total);
+  if (s_.deployment.pipeline_stages > 1) finish_pipeline(p.full);
+  if (loop_) end_step(p.now + plan_.total);
   return plan_;
 }
 

@@ -17,8 +17,10 @@
 #include "hwmodels/gpu_cost_model.h"
 #include "hwmodels/layer_kernels.h"
 #include "sim/engine/random.h"
+#include "sim/serving/expert_cost.h"
 #include "sim/serving/group_batch.h"
 #include "sim/serving/placement.h"
+#include "sim/serving/routing_draw.h"
 #include "sim/serving/quantization_policy.h"
 #include "sim/serving/scenario_spec.h"
 #include "sim/serving/step_breakdown.h"
@@ -97,33 +99,17 @@ class StepPlanner {
   [[nodiscard]] const StepPlan& last_plan() const { return plan_; }
   // Binned routing (on where it applies, see bins_): off draws every expert of every layer, for A/B checks.
   void set_binned_routing(bool on);
-  [[nodiscard]] bool binned_routing() const { return !tables_->bins.empty(); }
-  // Per-layer routing tables (RoutingSampler::prepare of the popularity) and their binning by GPU. While
-  // nothing changes them (no experts-in-the-loop mechanism, static popularity) they are the same for every
-  // replica of a pool: ServingModels builds them once and shares them, read-only, instead of one copy per
-  // replica (at 16 replicas the copies no longer fit the caches).
-  struct RoutingTables {
-    std::vector<RoutingSampler::Layer> layers;
-    std::vector<RoutingSampler::Bins> bins;  // per layer; empty when not binned
-  };
+  [[nodiscard]] bool binned_routing() const { return draw_->binned(); }
+  // Per-layer routing tables and their binning (RoutingDraw::Tables), shared read-only by the replicas of a
+  // pool while nothing changes them (ServingModels builds them once).
+  using RoutingTables = RoutingDraw::Tables;
   [[nodiscard]] bool routing_shareable() const { return !loop_; }
-  // Grouped-launch cost by (experts, tokens): a direct-mapped memo, one row of kRow slots per expert count
-  // (up to a GPU's slots), tokens modulo the row. A step asks 2 x ranks x layers times, for a band of token
-  // counts; a miss is the roofline's two pow calls. A slot packs the tokens (low 24 bits) and the time in ps
-  // (high 40 bits, up to 1.09 s) into one word, so the replicas of a pool share one memo (share_grouped_memo)
-  // from any thread: a word is read whole, and what a hit returns is what the cost model gives, whoever
-  // stored it. Zero is a valid slot (no tokens cost nothing). 2,048 unshared (tokens, time) slots per row
-  // missed 80% of lookups in the EP16 hour's steady state.
-  struct GroupedMemo {
-    static constexpr std::size_t kRow = 8192;
-    explicit GroupedMemo(std::size_t n) : rows(n), slots(n * kRow) {}
-    std::size_t rows;
-    std::vector<std::atomic<std::uint64_t>> slots;
-  };
-  [[nodiscard]] std::shared_ptr<GroupedMemo> grouped_memo() const { return grouped_memo_; }
+  // The grouped-launch memo of the expert cost (ExpertCost::GroupedMemo), shared by the replicas of a pool.
+  using GroupedMemo = ExpertCost::GroupedMemo;
+  [[nodiscard]] std::shared_ptr<GroupedMemo> grouped_memo() const { return cost_->memo(); }
   // Takes the memo of a planner of the same scenario view and cost model.
-  void share_grouped_memo(std::shared_ptr<GroupedMemo> memo);
-  [[nodiscard]] std::shared_ptr<RoutingTables> routing_tables() const { return tables_; }
+  void share_grouped_memo(std::shared_ptr<GroupedMemo> memo) { cost_->share_memo(std::move(memo)); }
+  [[nodiscard]] std::shared_ptr<RoutingTables> routing_tables() const { return draw_->tables(); }
   // Takes `tables` from an identical planner (same scenario view, popularity and placement).
   void share_routing(std::shared_ptr<RoutingTables> tables);
 
@@ -142,15 +128,13 @@ class StepPlanner {
   // expert-TP rank holds 1/expert_tp of each copy).
   [[nodiscard]] double routed_expert_bytes_per_gpu() const;
   [[nodiscard]] std::uint64_t drift_updates() const { return drift_updates_; }
+  // The expert cost as the last plan's last MoE layer left it (its per-rank pairs, touched experts and times).
+  [[nodiscard]] const ExpertCost& expert_cost() const { return *cost_; }
 
  private:
   // Replaces the placement; cached touch fractions are recomputed lazily. Under tiers the caller re-registers
   // the caches when slots moved (rebalance() does), which is why this is not public.
   void set_placement(Placement p);
-  Duration expert_time(std::int64_t tokens) const;
-  // One GPU's routed experts of one layer as one grouped launch (deployment.engine's grouped kernels):
-  // `experts` with tokens, `pairs` routed (token, expert) pairs.
-  [[nodiscard]] Duration grouped_time(std::int32_t experts, double pairs) const;
   // The all-reduce that sums an expert-TP rank's partial outputs for `rank_tokens` tokens (zero without
   // expert TP, and under pure TP where the attention group's all-reduce does it).
   [[nodiscard]] Duration expert_tp_reduce(double rank_tokens) const;
@@ -170,17 +154,6 @@ class StepPlanner {
   }
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
-  // An expert's FFN at `tokens` and precision p: the memo's entry inline (per copy, layer and step under
-  // quantisation and tiers), else costed once by expert_time_costed().
-  Duration expert_time(std::int64_t tokens, Precision p) const {
-    const auto& table = ffn_by_precision_[precision_index(p)];
-    if (tokens >= 0 && tokens < static_cast<std::int64_t>(table.size())) {
-      const Duration d = table[static_cast<std::size_t>(tokens)];
-      if (d != kUncosted) return d;
-    }
-    return expert_time_costed(tokens, p);
-  }
-  Duration expert_time_costed(std::int64_t tokens, Precision p) const;
   [[nodiscard]] std::span<const double> probs(int layer) const {
     return drift_ != nullptr ? drift_->layer(layer) : popularity_.layer(layer);
   }
@@ -194,8 +167,12 @@ class StepPlanner {
   // Experts in the loop, once per step before routing: drift, reclassification, rebalance.
   void begin_step(Time now);
   void setup_loop();
-  void sample_layer(int layer, std::int64_t tokens);
-  std::int32_t cost_copies(int layer, Time request);
+  std::span<std::int32_t> sample_layer(int layer, std::int64_t tokens);
+  std::int32_t cost_copies(int layer, std::span<const std::int32_t> counts, Time request);
+  std::int32_t place_counts(int layer, std::span<const std::int32_t> counts);
+  struct PendingPlan;
+  Duration layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max, bool tbo,
+                          bool tiers);
   Duration layer_stall(Time experts_start, Duration experts_max);
   void end_step(Time step_end);
   void reclassify();
@@ -203,7 +180,7 @@ class StepPlanner {
   void setup_tiers();
   // Per-GPU expert time of one layer with loads (cost_copies decides hits inline): loads a copy that is
   // neither resident nor staged at `request`; a GPU's experts wait for their copies' loads.
-  void miss_copy(int gpu, int copy, std::int32_t tokens, Duration ffn, Time request);
+  Time miss_copy(int gpu, int copy, std::int32_t tokens, Time request);
   void wait_for_copy(std::size_t g, Time done, Duration ffn);
   // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
   void ensure_touch(int layer);
@@ -216,8 +193,6 @@ class StepPlanner {
   const CoactivationModel* coact_;
   std::uint64_t drift_version_ = 0;
   std::uint64_t drift_updates_ = 0;
-  Rng rng_;
-  RoutingSampler sampler_;
   int gpus_;
   int groups_;
   int tp_;
@@ -229,41 +204,12 @@ class StepPlanner {
   std::vector<double> touch_node_;         // [layer][node]
   std::vector<char> touch_valid_;          // [layer]
   std::vector<TouchMemo> touch_memo_;      // [layer]
-  std::shared_ptr<RoutingTables> tables_;  // copy-on-write: shared by the replicas of a pool (share_routing)
-  RoutingTables& own_tables();
-  // Under co-activation: its sampler and per-layer tables, from the popularity.
-  std::unique_ptr<CoactivationSampler> coact_sampler_;
-  std::vector<CoactivationSampler::Layer> coact_routing_;
-  std::vector<int> single_gpu_;  // [layer][expert]: its GPU when it has one copy, else -1
-  // Binned routing (RoutingSampler::sample_binned, tables_->bins): with grouped launches, one copy per expert
-  // and no experts-in-the-loop mechanism, a layer's cost reads only per-GPU sums of its hot experts, so most
-  // layers draw those sums; one layer per step, in turn, draws every expert for the expert-load statistics.
-  std::vector<std::vector<int>>
-      replicated_;  // [layer]: experts with several copies, bins ranks_, ranks_ + 1...
-  std::vector<std::int64_t> bin_pairs_;
-  std::vector<std::int32_t> bin_hot_;     // [layer][bin]: each layer's last split of hot experts
-  std::vector<std::size_t> bin_hot_for_;  // [layer]: the count of hot experts it was split for
-  // What a cold expert with count c adds to its GPU (cold_tally()): pairs and micro-batch A's pairs in .a
-  // (32 bits each); touched, touched in A, touched in B in .b (21 bits each). Rebuilt when half_a_ moves.
-  std::vector<RoutingSampler::Tally> tally_;
-  double tally_half_a_ = -1;
-  std::vector<RoutingSampler::Tally> bin_cold_;
-  // Without two-batch overlap: sample_bin_sums(), its laws kept per layer for the last kLawSlots token
-  // counts of decode-only steps (by tokens modulo kLawSlots: a decode batch moves by a few sequences per
-  // step); a step with prefill, whose count seldom recurs, derives its laws in step_law_.
-  std::vector<RoutingSampler::ColdSums> bin_sums_;
-  static constexpr std::size_t kLawSlots = 16;
-  std::vector<RoutingSampler::BinLaw> bin_laws_;  // [layer][slot]
-  RoutingSampler::BinLaw step_law_;
-  const std::vector<RoutingSampler::Tally>& cold_tally();
-  std::int64_t plans_done_ = 0;
+  std::vector<int> single_gpu_;  // [layer][expert]: its rank when it has one copy, else -1
+  // Routing: the exact per-expert draw and, with grouped launches, one copy per expert and no mechanism that
+  // reads each expert's count, the binned fast paths (per-rank sums) for all layers but one per step.
+  std::unique_ptr<RoutingDraw> draw_;
   bool binned_allowed_ = true;
-  // Expert FFN time by token count (kUncosted until first asked), at precision.routed_experts and, under
-  // quantisation, at each tier's precision.
-  static constexpr Duration kUncosted = Duration::from_ps(-1);
-  mutable std::vector<Duration> ffn_table_;
-  mutable std::array<std::vector<Duration>, kPrecisionCount> ffn_by_precision_;
-  std::shared_ptr<GroupedMemo> grouped_memo_;
+  std::unique_ptr<ExpertCost> cost_;  // the one expert-cost function (sim/serving/expert_cost.h)
   std::unique_ptr<ExpertLoop> loop_;  // null when every mechanism is off
   QualityProxy quality_;
   int inter_;  // expert intermediate columns per GPU (expert_inter / expert_tp)
@@ -272,7 +218,7 @@ class StepPlanner {
 
   // Scratch, reused every step.
   StepPlan plan_;
-  struct PendingPlan {                   // what begin_plan hands to finish_plan
+  struct PendingPlan {  // what begin_plan hands to finish_plan
     std::span<const GroupBatch> full{};  // the step's batches
     Time now{};
     std::int64_t total_tokens = 0;
@@ -280,24 +226,17 @@ class StepPlanner {
     std::int64_t sampled_max = 0;
     Duration pre_moe_max{}, dense_max{}, small_max{}, small_dense_max{};
     Duration pre_a{}, pre_b{};  // two-batch overlap: each micro-batch's attention and small kernels
+    int full_layer = -1;        // binned routing: the layer drawn expert by expert this step
   };
   PendingPlan pending_;
-  std::vector<std::int32_t> counts_;
-  // Per expert-parallel rank (a GPU unless expert_tp > 1): routed pairs, expert time, weight bytes read.
-  std::vector<double> gpu_pairs_;
-  std::vector<Duration> gpu_expert_time_;
-  std::vector<double> rank_bytes_;
+  std::vector<double> rank_bytes_;  // per expert-parallel rank: expert weight bytes read this step
   std::vector<double> gpu_tokens_;
   std::vector<Duration> pre_moe_;          // per group: attention + shared + gate (+ all-reduce), one layer
   std::vector<Duration> small_moe_;        // per group: small kernels of one MoE layer
   std::vector<Duration> small_dense_;      // per group: small kernels of one dense layer
-  std::vector<std::int32_t> gpu_touched_;  // [rank][half]: experts with tokens (grouped launches)
-  std::vector<double> gpu_half_pairs_;     // [rank][half]: routed pairs (half 1 only under two-batch overlap)
-  std::vector<Duration> half_time_;        // [rank][half]: expert time of each micro-batch
   std::vector<double> half_tokens_;        // [half][gpu]: tokens each GPU dispatches per micro-batch
   double half_a_ = 1.0;                    // micro-batch A's share of the step's tokens
   LayerKernelShape kernel_shape_;
-  bool grouped_ = true;
   std::vector<Duration> dense_layer_;      // per group: attention + dense FFN (+ all-reduce), one layer
   std::vector<Duration> dense_attention_;  // per group: the attention of a dense layer
   std::vector<double> busy_s_;
