@@ -6,8 +6,9 @@
 
 namespace moesim {
 
-ExpertCost::ExpertCost(const GpuCostModel& gpu, const ExpertCostShape& shape, int ranks, int max_experts_per_rank,
-                       std::span<const Precision> precisions, const std::array<double, kPrecisionCount>& dequant)
+ExpertCost::ExpertCost(const GpuCostModel& gpu, const ExpertCostShape& shape, int ranks,
+                       int max_experts_per_rank, std::span<const Precision> precisions,
+                       const std::array<double, kPrecisionCount>& dequant)
     : gpu_(gpu), shape_(shape), ranks_(ranks), slots_(0), dequant_(dequant) {
   slot_of_.fill(-1);
   for (const Precision p : precisions) {
@@ -77,7 +78,8 @@ void ExpertCost::add_sums(int rank, int half, Precision p, std::int32_t touched,
   pairs_[r] += pairs;
   bytes_[r] += bytes * touched;
   rank_touched_[idx(rank, half)] += touched;
-  const std::size_t i = group(rank, half, static_cast<std::size_t>(slot_of_[static_cast<std::size_t>(p)]), false);
+  const std::size_t i =
+      group(rank, half, static_cast<std::size_t>(slot_of_[static_cast<std::size_t>(p)]), false);
   touched_[i] += touched;
   group_pairs_[i] += pairs;
 }
@@ -109,7 +111,8 @@ Duration ExpertCost::expert_ffn(std::int64_t tokens, Precision p) const {
   if (tokens <= 0) return Duration::zero();
   const auto slot = static_cast<std::size_t>(slot_of_[static_cast<std::size_t>(p)]);
   if (tokens <= shape_.max_tokens) {
-    const Duration d = ffn_[slot * static_cast<std::size_t>(shape_.max_tokens + 1) + static_cast<std::size_t>(tokens)];
+    const Duration d =
+        ffn_[slot * static_cast<std::size_t>(shape_.max_tokens + 1) + static_cast<std::size_t>(tokens)];
     if (d != kUncosted) return d;
   }
   return ffn_costed(tokens, p);

@@ -20,16 +20,23 @@ namespace moesim {
 
 // How a rank's experts of one layer are launched, and the shape of one expert (a rank's shard of it).
 struct ExpertCostShape {
-  bool grouped = true;       // one grouped GEMM pair per weight format (deployment.engine), else one FFN per expert
+  bool grouped =
+      true;  // one grouped GEMM pair per weight format (deployment.engine), else one FFN per expert
   std::int64_t hidden = 0;
-  std::int64_t inter = 0;    // a rank's intermediate columns (expert_inter / expert_tp)
+  std::int64_t inter = 0;       // a rank's intermediate columns (expert_inter / expert_tp)
   std::int64_t max_tokens = 0;  // per-expert FFN times are memoised up to this count
 };
 
+// The (token, expert) pairs of `n` that micro-batch A carries under two-batch overlap, A taking `half_a` of
+// the step's tokens (all of them without overlap: half_a = 1).
+[[nodiscard]] inline std::int32_t micro_batch_a(std::int32_t n, double half_a) {
+  return half_a == 1.0 ? n : static_cast<std::int32_t>(round_half_away(double(n) * half_a));
+}
+
 class ExpertCost final {
  public:
-  // `precisions`: every precision a copy may have (the routed experts' and, under quantisation, each class's);
-  // `dequant`: the multiplier on a launch's time at each precision (quantisation's dequant_factor).
+  // `precisions`: every precision a copy may have (the routed experts' and, under quantisation, each
+  // class's); `dequant`: the multiplier on a launch's time at each precision (quantisation's dequant_factor).
   ExpertCost(const GpuCostModel& gpu, const ExpertCostShape& shape, int ranks, int max_experts_per_rank,
              std::span<const Precision> precisions, const std::array<double, kPrecisionCount>& dequant);
 
@@ -48,14 +55,16 @@ class ExpertCost final {
   [[nodiscard]] Duration half_time(int rank, int half) const { return half_[idx(rank, half)]; }
   [[nodiscard]] Duration time(int rank) const { return half_[idx(rank, 0)] + half_[idx(rank, 1)]; }
   // Of time(rank): the launches of copies that were not late (they run while the late ones load).
-  [[nodiscard]] Duration ready_time(int rank) const { return time(rank) - late_[static_cast<std::size_t>(rank)]; }
+  [[nodiscard]] Duration ready_time(int rank) const {
+    return time(rank) - late_[static_cast<std::size_t>(rank)];
+  }
   // The launches of the late copies (grouped engines), or the FFN of the copy registered by note_late_ffn.
   [[nodiscard]] Duration late_time(int rank) const { return late_[static_cast<std::size_t>(rank)]; }
   [[nodiscard]] double pairs(int rank) const { return pairs_[static_cast<std::size_t>(rank)]; }
   // Expert copies with tokens in micro-batch `half` on `rank` (launched experts, every format).
   [[nodiscard]] std::int32_t touched(int rank, int half) const { return rank_touched_[idx(rank, half)]; }
-  // Weight bytes read by the layer's launches on `rank`: each copy's once per launch that runs it (so once per
-  // micro-batch it has tokens in, under two-batch overlap).
+  // Weight bytes read by the layer's launches on `rank`: each copy's once per launch that runs it (so once
+  // per micro-batch it has tokens in, under two-batch overlap).
   [[nodiscard]] double weight_bytes(int rank) const { return bytes_[static_cast<std::size_t>(rank)]; }
   [[nodiscard]] bool grouped() const { return shape_.grouped; }
 
@@ -65,9 +74,9 @@ class ExpertCost final {
   [[nodiscard]] Duration grouped(std::int32_t experts, double pairs, Precision p) const;
 
   // The grouped-launch memo by (precision, experts, tokens): a direct-mapped table, one row of kRow slots per
-  // (precision, expert count), tokens modulo the row. A slot packs the tokens (low 24 bits) and the time in ps
-  // (high 40 bits, up to 1.09 s) into one word, so the replicas of a pool share one memo from any thread: a
-  // word is read whole, and a hit returns what the cost model gives, whoever stored it.
+  // (precision, expert count), tokens modulo the row. A slot packs the tokens (low 24 bits) and the time in
+  // ps (high 40 bits, up to 1.09 s) into one word, so the replicas of a pool share one memo from any thread:
+  // a word is read whole, and a hit returns what the cost model gives, whoever stored it.
   struct GroupedMemo {
     static constexpr std::size_t kRow = 8192;
     GroupedMemo(std::size_t rows_per_precision, std::size_t precisions)
@@ -93,7 +102,7 @@ class ExpertCost final {
   const GpuCostModel& gpu_;
   ExpertCostShape shape_;
   int ranks_;
-  std::size_t slots_;                                // precisions in use
+  std::size_t slots_;                                   // precisions in use
   std::array<std::int8_t, kPrecisionCount> slot_of_{};  // precision -> slot (-1: not in use)
   std::array<Precision, kPrecisionCount> precision_of_{};
   std::array<double, kPrecisionCount> dequant_{};
@@ -101,13 +110,13 @@ class ExpertCost final {
   static constexpr Duration kUncosted = Duration::from_ps(-1);
   mutable std::vector<Duration> ffn_;  // [slot][tokens], kUncosted until first asked
   // Per layer, reused.
-  std::vector<std::int32_t> touched_;  // [group]
-  std::vector<double> group_pairs_;    // [group]
-  std::vector<Duration> half_;         // [rank][half]
+  std::vector<std::int32_t> touched_;       // [group]
+  std::vector<double> group_pairs_;         // [group]
+  std::vector<Duration> half_;              // [rank][half]
   std::vector<std::int32_t> rank_touched_;  // [rank][half]
-  std::vector<Duration> late_;         // [rank]
-  std::vector<double> pairs_;          // [rank]
-  std::vector<double> bytes_;          // [rank]
+  std::vector<Duration> late_;              // [rank]
+  std::vector<double> pairs_;               // [rank]
+  std::vector<double> bytes_;               // [rank]
 };
 
 }  // namespace moesim

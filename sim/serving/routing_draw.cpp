@@ -94,7 +94,8 @@ int RoutingDraw::begin_step(std::int64_t tokens, bool tbo, double half_a, int mo
   return static_cast<int>(step % moe_layers);
 }
 
-std::span<std::int32_t> RoutingDraw::draw_counts(int layer, std::span<const double> probs, std::int64_t tokens) {
+std::span<std::int32_t> RoutingDraw::draw_counts(int layer, std::span<const double> probs,
+                                                 std::int64_t tokens) {
   const auto l = static_cast<std::size_t>(layer);
   if (coact_ != nullptr) {
     coact_sampler_->sample(layer, coact_routing_[l], probs, tokens, top_k_, rng_, counts_, group_tokens_);
@@ -133,7 +134,8 @@ void RoutingDraw::draw_sums(int layer, std::int64_t tokens, bool prefill, const 
       const auto n = static_cast<std::int32_t>(bin_count(static_cast<std::size_t>(ranks_) + x));
       const auto copies = placement.slots_of(layer, e);
       for (std::size_t r = 0; r < copies.size(); ++r) {
-        const std::int32_t share = replica_share(n, replicas[static_cast<std::size_t>(e)], static_cast<int>(r));
+        const std::int32_t share =
+            replica_share(n, replicas[static_cast<std::size_t>(e)], static_cast<int>(r));
         if (share <= 0) continue;
         const std::int32_t a = first_half(share);
         cost.add_copy(placement.gpu_of_slot(copies[r]), p, a, share - a, bytes);
@@ -178,7 +180,8 @@ void RoutingDraw::draw_sums(int layer, std::int64_t tokens, bool prefill, const 
     cost.add_sums(g, 0, p, touched_a, double(first), bytes);
     if (touched_b > 0) cost.add_sums(g, 1, p, touched_b, double(pairs - first), bytes);
   }
-  split_copies([&](std::size_t x) { return bin_pairs_[x] + static_cast<std::int64_t>(bin_cold_[x].a & kLow32); });
+  split_copies(
+      [&](std::size_t x) { return bin_pairs_[x] + static_cast<std::int64_t>(bin_cold_[x].a & kLow32); });
 }
 
 }  // namespace moesim

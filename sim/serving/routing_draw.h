@@ -45,10 +45,11 @@ class RoutingDraw final {
   void share_tables(std::shared_ptr<Tables> tables);
 
   // Starts a step of `tokens` tokens (`tbo`: two micro-batches, micro-batch A taking `half_a` of each count):
-  // fills the moment grid the bin sums read (on the caller's thread: the tables may be shared) and returns the
-  // layer that draws every expert this step (the others draw sums), -1 when not binned.
+  // fills the moment grid the bin sums read (on the caller's thread: the tables may be shared) and returns
+  // the layer that draws every expert this step (the others draw sums), -1 when not binned.
   int begin_step(std::int64_t tokens, bool tbo, double half_a, int moe_layers);
-  // The exact per-expert counts of `layer` for `tokens` tokens (`probs`: its probabilities, for co-activation).
+  // The exact per-expert counts of `layer` for `tokens` tokens (`probs`: its probabilities, for
+  // co-activation).
   std::span<std::int32_t> draw_counts(int layer, std::span<const double> probs, std::int64_t tokens);
   // Under co-activation, the tokens of each home group in the last draw_counts.
   [[nodiscard]] std::span<const std::int64_t> group_tokens() const { return group_tokens_; }
@@ -79,8 +80,10 @@ class RoutingDraw final {
   double half_a_ = 1.0;
   bool tbo_ = false;
   std::int64_t steps_ = 0;
-  // Binned routing: an expert with several copies (EPLB's redundant slots) is a bin of its own after the ranks'.
-  std::vector<std::vector<int>> replicated_;  // [layer]: experts with several copies, bins ranks_, ranks_ + 1...
+  // Binned routing: an expert with several copies (EPLB's redundant slots) is a bin of its own after the
+  // ranks'.
+  std::vector<std::vector<int>>
+      replicated_;  // [layer]: experts with several copies, bins ranks_, ranks_ + 1...
   std::vector<std::int64_t> bin_pairs_;
   std::vector<std::int32_t> bin_hot_;     // [layer][bin]: each layer's last split of hot experts
   std::vector<std::size_t> bin_hot_for_;  // [layer]: the count of hot experts it was split for

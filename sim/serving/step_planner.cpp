@@ -4,37 +4,10 @@
 #include <cmath>
 
 #include "sim/engine/check.h"
-#include "sim/serving/expert_cache.h"
-#include "sim/serving/expert_stats.h"
-#include "sim/serving/rerouting.h"
+#include "sim/serving/expert_loop.h"
 #include "sim/serving/routing_draw.h"
 
 namespace moesim {
-
-// Experts-in-the-loop state of one replica (ARCHITECTURE.md "Experts in the loop"); only built when a
-// mechanism is on, so the default path keeps its cost.
-struct ExpertLoop {
-  std::unique_ptr<ExpertStats> stats;
-  std::vector<double> touch_scratch;
-  std::vector<Hotness> hotness;          // [layer][expert], from the last classification
-  std::vector<Precision> precision;      // [layer][expert]
-  std::vector<std::int64_t> copy_bytes;  // [layer][expert] at that precision
-  std::int64_t steps = 0;
-  std::int64_t last_rebalance = 0;
-  double imbalance_sum = 0;
-  std::int64_t imbalance_steps = 0;
-  std::unique_ptr<Rerouter> rerouter;
-  // Tiers: one cache per GPU of the replica (with when each resident copy is ready), the replica's loaders.
-  std::vector<ExpertCache> caches;
-  std::unique_ptr<ExpertLoader> loader;
-  std::vector<int> copy_of_slot;  // [layer][slot]: the copy id in its GPU's cache
-  std::vector<int> single_copy;   // [layer][expert]: the copy id of an expert with one copy, else -1
-  std::vector<ExpertKey> evicted;
-  std::vector<ExpertKey> candidates;
-  std::vector<Time> load_done;     // per GPU, this layer
-  std::vector<Duration> last_ffn;  // per GPU: FFN time of the copy whose load ends last
-  std::vector<char> loaded;        // per GPU: a load or a not-yet-ready copy in this layer
-};
 
 OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
   const double held = std::clamp(held_share, 0.0, 1.0);
@@ -48,17 +21,8 @@ OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
 
 namespace {
 
-std::vector<double> flat_probs(int layers, int experts, auto&& probs) {
-  std::vector<double> w(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts));
-  for (int l = 0; l < layers; ++l) {
-    const auto p = probs(l);
-    std::copy(p.begin(), p.end(), w.begin() + static_cast<std::ptrdiff_t>(l) * experts);
-  }
-  return w;
-}
-
 // Contiguous when the experts divide over the EP group; else (redundant slots make the EP size legal, and
-// EPLB fills them in setup_loop) slot s holds expert s mod E until then.
+// EPLB fills them in the expert loop) slot s holds expert s mod E until then.
 Placement first_placement(const ScenarioSpec& s) {
   const int layers = s.model.moe_layers();
   const int experts = s.model.routed_experts;
@@ -142,11 +106,18 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   touch_valid_.assign(layers, 0);
   touch_memo_.resize(layers);
   if (drift_ != nullptr) drift_version_ = drift_->version();
-  draw_ = std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
+  draw_ =
+      std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
   for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
   traffic_.dispatch_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.dispatch);
   traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
-  if (s.experts.any() || drift_ != nullptr || coact_ != nullptr) setup_loop();
+  if (s.experts.any()) {
+    loop_ = std::make_unique<ExpertLoop>(
+        s, fabric, [this](int l) { return probs(l); }, coact_, ranks_, nodes_, placement_);
+    placement_ = loop_->placement();
+  }
+  if (coact_ != nullptr)
+    touch_scratch_.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
   // Sized once the loop has set the placement (EPLB's redundant slots add experts per GPU; rebalancing keeps
   // the slots per GPU).
   // Every precision a copy can have: the routed experts' and, under quantisation, each class's.
@@ -158,67 +129,16 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
     dequant = s.experts.quant.dequant_factor;
   }
   cost_ = std::make_unique<ExpertCost>(
-      gpu, ExpertCostShape{.grouped = s.deployment.engine.experts == ExpertKernel::kGrouped,
-                           .hidden = m.hidden,
-                           .inter = inter_,
-                           .max_tokens = max_tokens},
+      gpu,
+      ExpertCostShape{.grouped = s.deployment.engine.experts == ExpertKernel::kGrouped,
+                      .hidden = m.hidden,
+                      .inter = inter_,
+                      .max_tokens = max_tokens},
       ranks_, placement_.slots_per_gpu(), precisions, dequant);
   set_placement(placement_);
-  if (loop_ && s.experts.tiers.enabled) setup_tiers();
 }
 
 StepPlanner::~StepPlanner() = default;
-
-void StepPlanner::setup_loop() {
-  const ModelSpec& m = s_.model;
-  const ExpertsSpec& x = s_.experts;
-  const int layers = m.moe_layers();
-  const int experts = m.routed_experts;
-  loop_ = std::make_unique<ExpertLoop>();
-  ExpertLoop& L = *loop_;
-  const auto le = static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts);
-  if (coact_ != nullptr) {
-    L.touch_scratch.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
-  }
-  const auto by_layer = [this](int l) { return probs(l); };
-  switch (x.placement) {
-    case PlacementPolicy::kContiguous:
-      break;
-    case PlacementPolicy::kRoundRobin:
-      placement_ = round_robin_placement(layers, experts, ranks_);
-      break;
-    case PlacementPolicy::kEplb:
-      placement_ = eplb_placement(flat_probs(layers, experts, by_layer), layers, experts,
-                                  EplbSpec{.physical_slots = experts + x.redundant_experts,
-                                           .groups = x.eplb_groups,
-                                           .nodes = nodes_,
-                                           .gpus = ranks_});
-      break;
-    case PlacementPolicy::kCoactivation:
-      MOESIM_CHECK(coact_ != nullptr, "co-activation placement needs a co-activation model");
-      placement_ = coactivation_placement(*coact_, flat_probs(layers, experts, by_layer), m.top_k, ranks_,
-                                          x.partition);
-      break;
-  }
-  if (x.reroute_threshold > 0) L.rerouter = std::make_unique<Rerouter>(ranks_, placement_.slots_per_gpu());
-  L.hotness.assign(le, Hotness::kHot);
-  L.precision.assign(le, s_.precision.routed_experts);
-  L.copy_bytes.assign(le, static_cast<std::int64_t>(expert_bytes_));
-  if (!x.needs_stats()) return;
-  L.stats = std::make_unique<ExpertStats>(layers, experts, coact_ != nullptr ? coact_->groups() : 1, x.stats);
-  // Warm start: the statistics begin at the expected counts of a 4096-token batch (a serving system has
-  // history from earlier traffic), so the first classification already follows the popularity.
-  std::vector<std::int32_t> expected(static_cast<std::size_t>(experts));
-  for (int l = 0; l < layers; ++l) {
-    const auto p = probs(l);
-    for (int e = 0; e < experts; ++e) {
-      expected[static_cast<std::size_t>(e)] =
-          static_cast<std::int32_t>(std::lround(p[static_cast<std::size_t>(e)] * m.top_k * 4096.0));
-    }
-    L.stats->observe(l, expected);
-  }
-  reclassify();
-}
 
 void StepPlanner::share_routing(std::shared_ptr<RoutingTables> tables) {
   MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
@@ -247,8 +167,9 @@ void StepPlanner::set_placement(Placement p) {
   }
   // Binned routing needs only per-rank sums: not with a mechanism that reads each expert's count (statistics,
   // rerouting, co-activation groups, per-copy tiers or precisions), nor with a per-expert engine.
-  const bool per_expert = loop_ && (loop_->stats || loop_->rerouter || coact_ != nullptr ||
-                                    s_.experts.tiers.enabled || s_.experts.quantization);
+  const bool per_expert =
+      coact_ != nullptr ||
+      (loop_ && (loop_->reads_each_expert() || s_.experts.tiers.enabled || s_.experts.quantization));
   draw_->bin(placement_, single_gpu_,
              binned_allowed_ && s_.deployment.engine.experts == ExpertKernel::kGrouped && !per_expert);
 }
@@ -272,8 +193,8 @@ void StepPlanner::ensure_touch(int layer) {
                                             ? drift_->sorted(layer)
                                             : std::span<const double>{};
   if (coact_ != nullptr) {
-    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, loop_->touch_scratch, bins,
-                                touch_memo_[l], known);
+    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, touch_scratch_, bins, touch_memo_[l],
+                                known);
   } else {
     touch_fractions_independent(layer_probs, map, k, bins, touch_memo_[l], known);
   }
@@ -397,361 +318,30 @@ double StepPlanner::routed_expert_bytes_per_gpu() const {
   const TiersSpec& t = s_.experts.tiers;
   if (t.enabled) return t.hbm_expert_bytes + t.staging_bytes;
   double most = 0;
-  const int experts = s_.model.routed_experts;
   for (int g = 0; g < ranks_; ++g) {
     double sum = 0;
     for (int l = 0; l < placement_.layers(); ++l) {
       const auto slots =
           placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
                                         static_cast<std::size_t>(placement_.slots_per_gpu()));
-      for (const int e : slots) {
-        sum += loop_ ? double(loop_->copy_bytes[static_cast<std::size_t>(l * experts + e)]) : expert_bytes_;
-      }
+      for (const int e : slots) sum += loop_ ? loop_->copy_bytes(l, e) : expert_bytes_;
     }
     most = std::max(most, sum / etp_);
   }
   return most;
 }
 
-// Hot/warm/cold from the EWMA; under quantisation each expert's precision (and copy size) follows its
-// class (seed section 5); under tiers the caches re-pin hot copies and evict cold ones.
-void StepPlanner::reclassify() {
-  ExpertLoop& L = *loop_;
-  const ExpertsSpec& x = s_.experts;
-  const int experts = s_.model.routed_experts;
-  const std::int64_t params = static_cast<std::int64_t>(s_.model.expert_params());
-  for (int l = 0; l < s_.model.moe_layers(); ++l) {
-    const auto off = static_cast<std::size_t>(l * experts);
-    const std::span<Hotness> row(L.hotness.data() + off, static_cast<std::size_t>(experts));
-    L.stats->classify(l, row);
-    if (x.quantization) {
-      for (int e = 0; e < experts; ++e) {
-        const auto i = off + static_cast<std::size_t>(e);
-        L.precision[i] = expert_precision(x.quant, ExpertKind::kRouted, L.hotness[i]);
-        L.copy_bytes[i] = expert_copy_bytes(x.quant, params, L.precision[i]);
-      }
-    }
-    if (L.caches.empty()) continue;
-    for (auto& cache : L.caches) {
-      for (int e = 0; e < experts; ++e) {
-        const ExpertKey key{l, e};
-        if (!cache.holds(key)) continue;
-        const auto i = off + static_cast<std::size_t>(e);
-        const Hotness h = L.hotness[i];
-        if (cache.hotness(key) != h) cache.set_hotness(key, h, L.evicted);
-        // Stored as setup_tiers() would register it now: at its class's precision, in its class's home.
-        cache.set_format(key, L.precision[i], L.copy_bytes[i],
-                         h == Hotness::kCold ? s_.experts.tiers.cold_home : s_.experts.tiers.warm_home,
-                         L.evicted);
-      }
-    }
-    plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
-    L.evicted.clear();
-  }
-}
-
-// Registers every copy the replica's GPUs hold: hot copies pinned in HBM and warm ones admitted while
-// the expert budget lasts (warm start), homes by class (hot/warm: warm_home, cold: cold_home).
-void StepPlanner::setup_tiers() {
-  ExpertLoop& L = *loop_;
-  const TiersSpec& t = s_.experts.tiers;
-  const int experts = s_.model.routed_experts;
-  const int layers = s_.model.moe_layers();
-  const ExpertCacheSpec cs{.hbm_bytes = static_cast<std::int64_t>(t.hbm_expert_bytes),
-                           .staging_bytes = static_cast<std::int64_t>(t.staging_bytes),
-                           .prefetch_window_batches = t.prefetch_window_batches,
-                           .prefetch_threshold = t.prefetch_threshold};
-  L.caches.clear();
-  L.caches.reserve(static_cast<std::size_t>(gpus_));
-  if (!L.loader) L.loader = std::make_unique<ExpertLoader>(t.loader, host_link_of(fabric_.spec()), gpus_);
-  L.load_done.assign(static_cast<std::size_t>(gpus_), Time{});
-  L.last_ffn.assign(static_cast<std::size_t>(gpus_), Duration::zero());
-  L.loaded.assign(static_cast<std::size_t>(gpus_), 0);
-  // Copies are registered layer by layer in slot order, so that a layer's copies on a GPU are neighbours in
-  // its cache (the planner reads them together); then hot copies are admitted before warm ones while the
-  // expert budget lasts (an expert with two slots on one GPU is one copy; admitting it again changes nothing:
-  // it is resident, or the budget that refused it has only shrunk).
-  const auto per = static_cast<std::size_t>(placement_.slots_per_gpu());
-  for (int g = 0; g < gpus_; ++g) {
-    ExpertCache& cache = L.caches.emplace_back(layers, experts, cs);
-    for (int l = 0; l < layers; ++l) {
-      for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per)) {
-        const auto i = static_cast<std::size_t>(l * experts + e);
-        if (cache.holds({l, e})) continue;
-        cache.add_copy({l, e}, L.copy_bytes[i], L.hotness[i] == Hotness::kCold ? t.cold_home : t.warm_home,
-                       L.precision[i], L.hotness[i]);
-      }
-    }
-    for (const Hotness pass : {Hotness::kHot, Hotness::kWarm}) {
-      for (int l = 0; l < layers; ++l) {
-        for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per)) {
-          const auto i = static_cast<std::size_t>(l * experts + e);
-          if (L.hotness[i] == pass && cache.hbm_free() >= L.copy_bytes[i])
-            (void)cache.admit({l, e}, L.evicted);
-        }
-      }
-    }
-  }
-  const int slots = placement_.slots();
-  L.copy_of_slot.assign(static_cast<std::size_t>(layers) * static_cast<std::size_t>(slots), -1);
-  for (int l = 0; l < layers; ++l) {
-    const auto p2l = placement_.phy2log(l);
-    for (int slot = 0; slot < slots; ++slot) {
-      const int g = placement_.gpu_of_slot(slot);
-      if (g >= gpus_) continue;
-      L.copy_of_slot[static_cast<std::size_t>(l * slots + slot)] =
-          L.caches[static_cast<std::size_t>(g)].copy_id({l, p2l[static_cast<std::size_t>(slot)]});
-    }
-  }
-  L.single_copy.assign(static_cast<std::size_t>(layers) * static_cast<std::size_t>(experts), -1);
-  for (int l = 0; l < layers; ++l) {
-    for (int e = 0; e < experts; ++e) {
-      const auto copies = placement_.slots_of(l, e);
-      if (copies.size() == 1)
-        L.single_copy[static_cast<std::size_t>(l * experts + e)] =
-            L.copy_of_slot[static_cast<std::size_t>(l * slots + copies[0])];
-    }
-  }
-  L.evicted.clear();
-}
-
-// The experts of this layer on GPU g wait for a copy whose bytes arrive at `done` (then run its FFN).
-void StepPlanner::wait_for_copy(std::size_t g, Time done, Duration ffn) {
-  ExpertLoop& L = *loop_;
-  if (L.loaded[g] == 0 || done > L.load_done[g]) {
-    L.load_done[g] = done;
-    L.last_ffn[g] = ffn;
-    L.loaded[g] = 1;
-  }
-}
-
-// A copy that ExpertCache::hit() found neither resident nor staged: the cache says what to load, and the
-// load queues on the GPU's host link / NVMe array. Returns when the copy's bytes are in HBM.
-Time StepPlanner::miss_copy(int gpu, int copy, std::int32_t tokens, Time request) {
-  ExpertLoop& L = *loop_;
-  ExpertCache& cache = L.caches[static_cast<std::size_t>(gpu)];
-  const CacheAccess a = cache.access_miss(copy, tokens, L.evicted);
-  plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
-  L.evicted.clear();
-  if (a.outcome == CacheOutcome::kHit) {
-    ++plan_.hbm_hits;
-    return cache.ready(copy);
-  }
-  const Time done = L.loader->load(gpu, a.source, a.bytes, request);
-  if (a.source == Tier::kNvme) {
-    ++plan_.nvme_loads;
-    plan_.nvme_bytes += double(a.bytes);
-  } else {
-    ++plan_.host_loads;
-    plan_.host_bytes += double(a.bytes);
-  }
-  if (a.outcome == CacheOutcome::kLoaded) cache.set_ready(copy, done);
-  return done;
-}
-
 // The exact per-expert draw of one layer, seen by the expert loop's statistics (what the router chose) and
 // then re-routed by its post-processing.
 std::span<std::int32_t> StepPlanner::sample_layer(int layer, std::int64_t tokens) {
   const std::span<std::int32_t> counts = draw_->draw_counts(layer, probs(layer), tokens);
-  if (!loop_) return counts;
-  ExpertLoop& L = *loop_;
-  if (L.stats) {
-    L.stats->observe(layer, counts);
-    if (coact_ != nullptr) L.stats->observe_groups(layer, draw_->group_tokens());
-  }
-  if (L.rerouter) {
-    plan_.rerouted +=
-        L.rerouter->apply(placement_, layer, probs(layer), tokens, s_.experts.reroute_threshold, counts).rerouted;
-  }
+  if (loop_) loop_->observe(layer, counts, draw_->group_tokens(), tokens, plan_);
   return counts;
 }
 
-// New placement from the online statistics (EPLB or co-activation partition); the weights of every copy
-// that lands on a GPU that did not hold it cross the fabric from a GPU that did (or a fixed pause).
-void StepPlanner::rebalance() {
-  ExpertLoop& L = *loop_;
-  const ExpertsSpec& x = s_.experts;
-  const int layers = s_.model.moe_layers();
-  const int experts = s_.model.routed_experts;
-  Placement next = placement_;
-  if (x.placement == PlacementPolicy::kEplb) {
-    next = eplb_placement(
-        flat_probs(layers, experts, [&](int l) { return L.stats->load(l); }), layers, experts,
-        EplbSpec{
-            .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = ranks_});
-  } else if (x.placement == PlacementPolicy::kCoactivation && coact_ != nullptr) {
-    std::vector<double> affinity(static_cast<std::size_t>(experts) * static_cast<std::size_t>(experts));
-    for (int l = 0; l < layers; ++l) {
-      L.stats->coactivation(l, *coact_, s_.model.top_k, true, affinity);
-      partition_layer(L.stats->load(l), affinity, ranks_, x.partition, next.mutable_phy2log(l));
-    }
-    next.finalize();
-  } else {
-    return;
-  }
-  const auto g = static_cast<std::size_t>(ranks_);
-  std::vector<double> bytes_from(g * g, 0.0);  // [dst][src] ranks
-  double moved = 0;
-  for (int l = 0; l < layers; ++l) {
-    const auto slots = next.phy2log(l);
-    for (int slot = 0; slot < next.slots(); ++slot) {
-      const int e = slots[static_cast<std::size_t>(slot)];
-      const int dst = next.gpu_of_slot(slot);
-      const auto old = placement_.slots_of(l, e);
-      bool held = false;
-      for (const int o : old) held = held || placement_.gpu_of_slot(o) == dst;
-      if (held) continue;
-      const double b = double(L.copy_bytes[static_cast<std::size_t>(l * experts + e)]);
-      bytes_from[static_cast<std::size_t>(dst) * g +
-                 static_cast<std::size_t>(placement_.gpu_of_slot(old[0]))] += b;
-      moved += b;
-    }
-  }
-  Duration pause = Duration::zero();
-  if (x.rebalance.cost == RebalanceSpec::Cost::kPause) {
-    pause = x.rebalance.pause;
-  } else {
-    // Each GPU receives its new copies one source after another; GPUs receive in parallel (under
-    // expert TP, GPU i of a rank receives its 1/expert_tp shard from GPU i of the source rank).
-    for (int dst = 0; dst < ranks_; ++dst) {
-      Duration in = Duration::zero();
-      for (int src = 0; src < ranks_; ++src) {
-        const double b = bytes_from[static_cast<std::size_t>(dst) * g + static_cast<std::size_t>(src)];
-        if (b > 0) in += fabric_.transfer(b / etp_, src * etp_, dst * etp_);
-      }
-      pause = max(pause, in);
-    }
-  }
-  plan_.parts[StepPart::kRebalance] += pause;
-  plan_.rebalance_bytes += moved;
-  ++plan_.rebalances;
-  set_placement(std::move(next));
-  if (!L.caches.empty()) setup_tiers();
-}
-
-// The layer's copies one by one, when each has state of its own: its expert's precision (quantisation) and,
-// under tiers, its residency (a copy that is not resident and ready at `request` is late: the engine runs it
-// once its load lands). Each goes to the expert cost as the engine launches it. Returns the largest count.
-std::int32_t StepPlanner::cost_copies(int layer, std::span<const std::int32_t> layer_counts, Time request) {
-  ExpertLoop& L = *loop_;
-  const int experts = s_.model.routed_experts;
-  const bool tiers = !L.caches.empty();
-  const bool quant = s_.experts.quantization;
-  const auto replicas = placement_.replicas(layer);
-  const std::size_t base = static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts);
-  const int* copy_of_slot = tiers ? L.copy_of_slot.data() + static_cast<std::size_t>(layer) *
-                                                                static_cast<std::size_t>(placement_.slots())
-                                  : nullptr;
-  const std::int32_t* counts = layer_counts.data();
-  const Precision* precision = L.precision.data() + base;
-  const std::int64_t* copy_bytes = L.copy_bytes.data() + base;
-  const int* single_gpu = single_gpu_.data() + base;
-  const int* single_copy = tiers ? L.single_copy.data() + base : nullptr;
-  ExpertCache* caches = L.caches.data();
-  ExpertCost& cost = *cost_;
-  const bool grouped = cost.grouped();
-  std::int64_t uses = 0;
-  std::int64_t hits = 0;
-  std::int32_t max_count = 0;
-  for (int e = 0; e < experts; ++e) {
-    const auto u = static_cast<std::size_t>(e);
-    const std::int32_t c = counts[u];
-    if (c == 0) continue;
-    max_count = std::max(max_count, c);
-    const Precision p = precision[u];
-    if (quant) quality_.add(p, c);
-    // A rank's GPUs hold 1/etp of each copy (division by 1 skipped: it is exact).
-    const double bytes = etp_ == 1 ? double(copy_bytes[u]) : double(copy_bytes[u]) / etp_;
-    const auto copy = [&](int gpu, int id, std::int32_t share) __attribute__((always_inline)) {
-      // Under two-batch overlap each micro-batch runs the expert on its own share of the tokens.
-      const std::int32_t a = first_half(share);
-      if (!tiers) {
-        cost.add_copy(gpu, p, a, share - a, bytes);
-        return;
-      }
-      const auto g = static_cast<std::size_t>(gpu);
-      ExpertCache& cache = caches[g];
-      ++uses;
-      // A resident copy that is ready (the common case) is decided inline.
-      Time done = request;
-      if (cache.hit(id, share)) {
-        ++hits;
-        done = cache.ready(id);  // a prefetch may still be on its way
-      } else {
-        done = miss_copy(gpu, id, share, request);
-      }
-      const bool late = done > request;
-      cost.add_copy(gpu, p, a, share - a, bytes, late);
-      if (!late) return;
-      // A per-expert loop runs this copy's FFN after its bytes land.
-      const Duration ffn = grouped ? Duration::zero() : cost.expert_ffn(a, p) + cost.expert_ffn(share - a, p);
-      wait_for_copy(g, done, ffn);
-    };
-    if (single_gpu[u] >= 0) {  // the common case: one copy takes every token
-      copy(single_gpu[u], tiers ? single_copy[u] : -1, c);
-      continue;
-    }
-    const auto copies = placement_.slots_of(layer, e);
-    const int reps = replicas[u];
-    for (std::size_t r = 0; r < copies.size(); ++r) {
-      const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
-      if (share != 0) copy(placement_.gpu_of_slot(copies[r]), tiers ? copy_of_slot[copies[r]] : -1, share);
-    }
-  }
-  plan_.expert_uses += uses;
-  plan_.hbm_hits += hits;
-  return max_count;
-}
-
-// A rank computes its ready experts while loads arrive. A per-expert loop ends at max(compute, the last load +
-// that expert's FFN); a grouped engine runs its late copies as launches of their own once the last load lands:
-// max(ready launches, the last load) + late launches. The layer's stall is how much later its slowest rank
-// ends than without loads.
-Duration StepPlanner::layer_stall(Time experts_start, Duration experts_max) {
-  ExpertLoop& L = *loop_;
-  Duration with_loads = experts_max;
-  for (int g = 0; g < ranks_; ++g) {
-    const auto gi = static_cast<std::size_t>(g);
-    if (L.loaded[gi] == 0) continue;
-    L.loaded[gi] = 0;
-    const Duration wait = max(Duration::zero(), L.load_done[gi] - experts_start);
-    const Duration end = cost_->grouped() ? max(cost_->ready_time(g), wait) + cost_->late_time(g)
-                                          : max(cost_->time(g), wait + L.last_ffn[gi]);
-    with_loads = max(with_loads, end);
-  }
-  return with_loads - experts_max;
-}
-
-// After the step: the imbalance the rebalance threshold watches; under tiers, the batch ends (staging
-// freed) and warm copies whose recent count passed the threshold are prefetched in the background.
-void StepPlanner::end_step(Time step_end) {
-  ExpertLoop& L = *loop_;
-  L.imbalance_sum += plan_.gpu_imbalance;
-  ++L.imbalance_steps;
-  if (L.caches.empty()) return;
-  for (int g = 0; g < gpus_; ++g) {
-    ExpertCache& cache = L.caches[static_cast<std::size_t>(g)];
-    cache.end_batch();
-    if (!s_.experts.tiers.prefetch) continue;
-    cache.prefetch_candidates(L.candidates);
-    for (const ExpertKey key : L.candidates) {
-      const CacheAccess a = cache.admit(key, L.evicted);
-      if (a.outcome != CacheOutcome::kLoaded) continue;
-      const Time done = L.loader->load(g, a.source, a.bytes, step_end);
-      cache.set_ready(cache.copy_id(key), done);
-      ++plan_.prefetches;
-      (a.source == Tier::kNvme ? plan_.nvme_bytes : plan_.host_bytes) += double(a.bytes);
-    }
-    L.candidates.clear();
-    plan_.evictions += static_cast<std::int64_t>(L.evicted.size());
-    L.evicted.clear();
-  }
-}
-
-void StepPlanner::begin_step(Time now) {
-  ExpertLoop& L = *loop_;
-  const ExpertsSpec& x = s_.experts;
-  ++L.steps;
+// Once per step, before routing: a drift update re-prepares the routing tables (and their bins); the expert
+// loop reclassifies and rebalances when due, and a new placement is followed at once.
+void StepPlanner::begin_step() {
   if (drift_ != nullptr && drift_->version() != drift_version_) {
     drift_version_ = drift_->version();
     ++drift_updates_;
@@ -759,22 +349,7 @@ void StepPlanner::begin_step(Time now) {
     std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
     if (draw_->binned()) set_placement(placement_);  // bins and laws follow the new tables
   }
-  if (L.stats && (x.tiers.enabled || x.quantization) && x.tiers.reclassify_every_steps > 0 &&
-      L.steps % x.tiers.reclassify_every_steps == 0) {
-    reclassify();
-  }
-  const RebalanceSpec& r = x.rebalance;
-  if (!L.stats || !r.enabled()) return;
-  bool due = r.every_steps > 0 && L.steps - L.last_rebalance >= r.every_steps;
-  if (r.imbalance_threshold > 0 && L.imbalance_steps >= r.check_steps) {
-    due = due || L.imbalance_sum / double(L.imbalance_steps) > r.imbalance_threshold;
-    L.imbalance_sum = 0;
-    L.imbalance_steps = 0;
-  }
-  (void)now;
-  if (!due) return;
-  L.last_rebalance = L.steps;
-  rebalance();
+  if (loop_ && loop_->begin_step(plan_)) set_placement(loop_->placement());
 }
 
 // Per-group costs that are the same for every layer: attention (projections + core), shared experts,
@@ -978,7 +553,8 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
 std::int32_t StepPlanner::place_counts(int layer, std::span<const std::int32_t> counts) {
   const int experts = s_.model.routed_experts;
   const auto replicas = placement_.replicas(layer);
-  const int* single = single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts);
+  const int* single =
+      single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts);
   const Precision p = s_.precision.routed_experts;
   const double bytes = expert_bytes_ / etp_;
   std::int32_t max_count = 0;
@@ -987,7 +563,7 @@ std::int32_t StepPlanner::place_counts(int layer, std::span<const std::int32_t> 
     if (c == 0) continue;
     max_count = std::max(max_count, c);
     if (single[e] >= 0) {
-      const std::int32_t a = first_half(c);
+      const std::int32_t a = micro_batch_a(c, half_a_);
       cost_->add_copy(single[e], p, a, c - a, bytes);
       continue;
     }
@@ -996,7 +572,7 @@ std::int32_t StepPlanner::place_counts(int layer, std::span<const std::int32_t> 
     for (std::size_t r = 0; r < copies.size(); ++r) {
       const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
       if (share == 0) continue;
-      const std::int32_t a = first_half(share);
+      const std::int32_t a = micro_batch_a(share, half_a_);
       cost_->add_copy(placement_.gpu_of_slot(copies[r]), p, a, share - a, bytes);
     }
   }
@@ -1004,8 +580,9 @@ std::int32_t StepPlanner::place_counts(int layer, std::span<const std::int32_t> 
 }
 
 // One MoE layer's communication and the layer's time: dispatch, experts and combine back to back, or DeepEP's
-// two-micro-batch schedule (docs/legacy.md, its overlap figure): four stages per layer, each one micro-batch's
-// communication beside the other's compute (overlap_stage()). `stall`: the wait for expert loads.
+// two-micro-batch schedule (docs/legacy.md, its overlap figure): four stages per layer, each one
+// micro-batch's communication beside the other's compute (overlap_stage()). `stall`: the wait for expert
+// loads.
 Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max,
                                      bool tbo, bool tiers) {
   const double slots = double(p.total_tokens) * s_.model.top_k;
@@ -1014,7 +591,7 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
   Duration time;
   if (!tbo) {
     const LayerComm c = layer_comm(layer, gpu_tokens_, slots);
-    if (tiers) stall = layer_stall(request + c.dispatch, experts_max);
+    if (tiers) stall = loop_->layer_stall(request + c.dispatch, experts_max, *cost_);
     plan_.parts[StepPart::kDispatch] += c.dispatch;
     plan_.parts[StepPart::kCombine] += c.combine;
     plan_.parts[StepPart::kExperts] += experts_max;
@@ -1029,7 +606,7 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
     }
     const LayerComm a = layer_comm(layer, std::span<const double>(half_tokens_).first(g), slots);
     const LayerComm b = layer_comm(layer, std::span<const double>(half_tokens_).subspan(g, g), slots);
-    if (tiers) stall = layer_stall(request + a.dispatch, experts_max);
+    if (tiers) stall = loop_->layer_stall(request + a.dispatch, experts_max, *cost_);
     time = add_overlap_stage(p.pre_b, a.dispatch, a.comm_sms, StepPart::kDispatch) +
            add_overlap_stage(experts_a, b.dispatch, b.comm_sms, StepPart::kDispatch) +
            add_overlap_stage(experts_b, a.combine, a.comm_sms, StepPart::kCombine) +
@@ -1041,21 +618,22 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
 }
 
 // The step's MoE layers: routing drawn per layer, the copies that serve it costed as the engine launches them
-// (ExpertCost), All-to-All and loads; then the LM head, the draft and the pipeline schedule. Touches only this
-// planner and what it reads (see plan_async_safe).
+// (ExpertCost), All-to-All and loads; then the LM head, the draft and the pipeline schedule. Touches only
+// this planner and what it reads (see plan_async_safe).
 const StepPlan& StepPlanner::finish_plan() {
   const ModelSpec& m = s_.model;
   const PendingPlan& p = pending_;
-  if (loop_) begin_step(p.now);
+  begin_step();
   if (p.total_tokens == 0) {
     plan_.total = plan_.parts.sum();
     return plan_;
   }
   const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
-  const bool tiers = loop_ && !loop_->caches.empty();
-  const bool per_copy = loop_ && (tiers || s_.experts.quantization);
+  const bool tiers = loop_ && loop_->tiers();
+  const bool per_copy = loop_ && loop_->per_copy();
   // Start of the layer being costed (loads are queued from it).
-  Time cursor = p.now + plan_.parts[StepPart::kRebalance] + (p.dense_max + p.small_dense_max) * m.num_dense_layers;
+  Time cursor =
+      p.now + plan_.parts[StepPart::kRebalance] + (p.dense_max + p.small_dense_max) * m.num_dense_layers;
   const double slots = double(p.total_tokens) * m.top_k;
   const double mean_pairs_gpu = slots / ranks_;
   const double mean_pairs_expert = slots / m.routed_experts;
@@ -1073,7 +651,9 @@ const StepPlan& StepPlanner::finish_plan() {
                        s_.precision.routed_experts, expert_bytes_ / etp_);
     } else {
       const std::span<const std::int32_t> counts = sample_layer(layer, p.total_tokens);
-      max_count = per_copy ? cost_copies(layer, counts, request) : place_counts(layer, counts);
+      max_count =
+          per_copy ? loop_->cost_copies(layer, counts, single_gpu_, half_a_, request, *cost_, quality_, plan_)
+                   : place_counts(layer, counts);
     }
     cost_->finish_layer();
     if (layer == full_layer) full_layer_imbalance = max_count / mean_pairs_expert;
@@ -1116,7 +696,7 @@ const StepPlan& StepPlanner::finish_plan() {
   if (s_.production.speculative) add_draft_work();
   plan_.total = plan_.parts.sum();
   if (s_.deployment.pipeline_stages > 1) finish_pipeline(p.full);
-  if (loop_) end_step(p.now + plan_.total);
+  if (loop_) loop_->end_step(p.now + plan_.total, plan_.gpu_imbalance, plan_);
   return plan_;
 }
 

@@ -20,8 +20,8 @@
 #include "sim/serving/expert_cost.h"
 #include "sim/serving/group_batch.h"
 #include "sim/serving/placement.h"
-#include "sim/serving/routing_draw.h"
 #include "sim/serving/quantization_policy.h"
+#include "sim/serving/routing_draw.h"
 #include "sim/serving/scenario_spec.h"
 #include "sim/serving/step_breakdown.h"
 #include "workloads/expert_popularity.h"
@@ -73,7 +73,7 @@ struct OverlapStage {
 };
 [[nodiscard]] OverlapStage overlap_stage(Duration work, Duration comm, double held_share);
 
-struct ExpertLoop;  // experts-in-the-loop state (placement policy, statistics, tiers, quantisation)
+class ExpertLoop;  // experts in the loop (sim/serving/expert_loop.h)
 
 class StepPlanner {
  public:
@@ -103,7 +103,7 @@ class StepPlanner {
   // Per-layer routing tables and their binning (RoutingDraw::Tables), shared read-only by the replicas of a
   // pool while nothing changes them (ServingModels builds them once).
   using RoutingTables = RoutingDraw::Tables;
-  [[nodiscard]] bool routing_shareable() const { return !loop_; }
+  [[nodiscard]] bool routing_shareable() const { return !loop_ && drift_ == nullptr && coact_ == nullptr; }
   // The grouped-launch memo of the expert cost (ExpertCost::GroupedMemo), shared by the replicas of a pool.
   using GroupedMemo = ExpertCost::GroupedMemo;
   [[nodiscard]] std::shared_ptr<GroupedMemo> grouped_memo() const { return cost_->memo(); }
@@ -128,12 +128,13 @@ class StepPlanner {
   // expert-TP rank holds 1/expert_tp of each copy).
   [[nodiscard]] double routed_expert_bytes_per_gpu() const;
   [[nodiscard]] std::uint64_t drift_updates() const { return drift_updates_; }
-  // The expert cost as the last plan's last MoE layer left it (its per-rank pairs, touched experts and times).
+  // The expert cost as the last plan's last MoE layer left it (its per-rank pairs, touched experts and
+  // times).
   [[nodiscard]] const ExpertCost& expert_cost() const { return *cost_; }
 
  private:
-  // Replaces the placement; cached touch fractions are recomputed lazily. Under tiers the caller re-registers
-  // the caches when slots moved (rebalance() does), which is why this is not public.
+  // Follows a placement (the first, or the expert loop's after a rebalance): the single-copy map, the routing
+  // bins and, lazily, the touch fractions.
   void set_placement(Placement p);
   // The all-reduce that sums an expert-TP rank's partial outputs for `rank_tokens` tokens (zero without
   // expert TP, and under pure TP where the attention group's all-reduce does it).
@@ -148,10 +149,6 @@ class StepPlanner {
   // Adds one two-batch-overlap stage's exposed and hidden communication to the plan; returns its time.
   Duration add_overlap_stage(Duration work, Duration comm, int comm_sms, StepPart part);
   [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
-  // Pairs of `n` that micro-batch A carries (its share of the step's tokens; all of them without overlap).
-  [[nodiscard]] std::int32_t first_half(std::int32_t n) const {
-    return half_a_ == 1.0 ? n : static_cast<std::int32_t>(round_half_away(double(n) * half_a_));
-  }
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
   [[nodiscard]] std::span<const double> probs(int layer) const {
@@ -164,24 +161,12 @@ class StepPlanner {
   [[nodiscard]] Duration group_shared_and_gate(const GroupBatch& b) const;
   // Attention + shared expert + gate (+ TP all-reduces) of one MoE layer for one group's batch.
   [[nodiscard]] Duration group_pre_moe(const GroupBatch& b) const;
-  // Experts in the loop, once per step before routing: drift, reclassification, rebalance.
-  void begin_step(Time now);
-  void setup_loop();
+  void begin_step();
   std::span<std::int32_t> sample_layer(int layer, std::int64_t tokens);
-  std::int32_t cost_copies(int layer, std::span<const std::int32_t> counts, Time request);
   std::int32_t place_counts(int layer, std::span<const std::int32_t> counts);
   struct PendingPlan;
   Duration layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max, bool tbo,
                           bool tiers);
-  Duration layer_stall(Time experts_start, Duration experts_max);
-  void end_step(Time step_end);
-  void reclassify();
-  void rebalance();
-  void setup_tiers();
-  // Per-GPU expert time of one layer with loads (cost_copies decides hits inline): loads a copy that is
-  // neither resident nor staged at `request`; a GPU's experts wait for their copies' loads.
-  Time miss_copy(int gpu, int copy, std::int32_t tokens, Time request);
-  void wait_for_copy(std::size_t g, Time done, Duration ffn);
   // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
   void ensure_touch(int layer);
 
@@ -200,17 +185,18 @@ class StepPlanner {
   int ranks_;  // expert-parallel ranks (gpus_ / etp_); the placement is over ranks
   Placement placement_;
   int nodes_;
-  std::vector<double> touch_gpu_;          // [layer][rank]
-  std::vector<double> touch_node_;         // [layer][node]
-  std::vector<char> touch_valid_;          // [layer]
-  std::vector<TouchMemo> touch_memo_;      // [layer]
-  std::vector<int> single_gpu_;  // [layer][expert]: its rank when it has one copy, else -1
+  std::vector<double> touch_gpu_;      // [layer][rank]
+  std::vector<double> touch_node_;     // [layer][node]
+  std::vector<char> touch_valid_;      // [layer]
+  std::vector<TouchMemo> touch_memo_;  // [layer]
+  std::vector<int> single_gpu_;        // [layer][expert]: its rank when it has one copy, else -1
   // Routing: the exact per-expert draw and, with grouped launches, one copy per expert and no mechanism that
   // reads each expert's count, the binned fast paths (per-rank sums) for all layers but one per step.
   std::unique_ptr<RoutingDraw> draw_;
   bool binned_allowed_ = true;
-  std::unique_ptr<ExpertCost> cost_;  // the one expert-cost function (sim/serving/expert_cost.h)
-  std::unique_ptr<ExpertLoop> loop_;  // null when every mechanism is off
+  std::unique_ptr<ExpertCost> cost_;   // the one expert-cost function (sim/serving/expert_cost.h)
+  std::unique_ptr<ExpertLoop> loop_;   // null when every experts-in-the-loop mechanism is off
+  std::vector<double> touch_scratch_;  // co-activated touch fractions' scratch
   QualityProxy quality_;
   int inter_;  // expert intermediate columns per GPU (expert_inter / expert_tp)
   double expert_flops_per_token_;
@@ -218,7 +204,7 @@ class StepPlanner {
 
   // Scratch, reused every step.
   StepPlan plan_;
-  struct PendingPlan {  // what begin_plan hands to finish_plan
+  struct PendingPlan {                   // what begin_plan hands to finish_plan
     std::span<const GroupBatch> full{};  // the step's batches
     Time now{};
     std::int64_t total_tokens = 0;
@@ -231,11 +217,11 @@ class StepPlanner {
   PendingPlan pending_;
   std::vector<double> rank_bytes_;  // per expert-parallel rank: expert weight bytes read this step
   std::vector<double> gpu_tokens_;
-  std::vector<Duration> pre_moe_;          // per group: attention + shared + gate (+ all-reduce), one layer
-  std::vector<Duration> small_moe_;        // per group: small kernels of one MoE layer
-  std::vector<Duration> small_dense_;      // per group: small kernels of one dense layer
-  std::vector<double> half_tokens_;        // [half][gpu]: tokens each GPU dispatches per micro-batch
-  double half_a_ = 1.0;                    // micro-batch A's share of the step's tokens
+  std::vector<Duration> pre_moe_;      // per group: attention + shared + gate (+ all-reduce), one layer
+  std::vector<Duration> small_moe_;    // per group: small kernels of one MoE layer
+  std::vector<Duration> small_dense_;  // per group: small kernels of one dense layer
+  std::vector<double> half_tokens_;    // [half][gpu]: tokens each GPU dispatches per micro-batch
+  double half_a_ = 1.0;                // micro-batch A's share of the step's tokens
   LayerKernelShape kernel_shape_;
   std::vector<Duration> dense_layer_;      // per group: attention + dense FFN (+ all-reduce), one layer
   std::vector<Duration> dense_attention_;  // per group: the attention of a dense layer

@@ -24,16 +24,18 @@ GpuSpec h200() {
 constexpr std::int64_t kHidden = 7168;
 constexpr std::int64_t kInter = 2048;
 
-ExpertCost make_cost(const GpuCostModel& gpu, bool grouped, std::vector<Precision> precisions, int ranks = 2) {
+ExpertCost make_cost(const GpuCostModel& gpu, bool grouped, std::vector<Precision> precisions,
+                     int ranks = 2) {
   std::array<double, kPrecisionCount> dequant;
   dequant.fill(1.0);
-  return ExpertCost(gpu, ExpertCostShape{.grouped = grouped, .hidden = kHidden, .inter = kInter, .max_tokens = 4096},
-                    ranks, 16, precisions, dequant);
+  return ExpertCost(
+      gpu, ExpertCostShape{.grouped = grouped, .hidden = kHidden, .inter = kInter, .max_tokens = 4096}, ranks,
+      16, precisions, dequant);
 }
 
 Duration launch(const GpuCostModel& gpu, std::int64_t experts, std::int64_t tokens, Precision p) {
-  return gpu.grouped_experts(
-      GroupedExpertsWork{.experts = experts, .tokens = tokens, .hidden = kHidden, .inter = kInter, .weights = p});
+  return gpu.grouped_experts(GroupedExpertsWork{
+      .experts = experts, .tokens = tokens, .hidden = kHidden, .inter = kInter, .weights = p});
 }
 
 Duration loop_ffn(const GpuCostModel& gpu, std::int64_t tokens, Precision p) {

@@ -91,7 +91,8 @@ TEST_CASE("every fast routing path draws the exact draw's law of per-rank loads 
   const std::vector<Variant> variants = {
       {"contiguous placement", {}},
       {"two-batch overlap", {"deployment.two_batch_overlap=true"}},
-      {"EPLB, one redundant slot per GPU", {"experts.placement=\"eplb\"", "experts.redundant_slots_per_gpu=1"}},
+      {"EPLB, one redundant slot per GPU",
+       {"experts.placement=\"eplb\"", "experts.redundant_slots_per_gpu=1"}},
       {"drifting popularity", {"workload.expert_popularity.drift={\"half_life_s\":30}"}},
   };
   for (const Variant& v : variants) {

@@ -1,5 +1,5 @@
-// Every path through the step planner costs routed experts with the one expert cost (ExpertCost): the per-copy
-// path of tiers and quantisation launches what the engine launches, as the plain path does.
+// Every path through the step planner costs routed experts with the one expert cost (ExpertCost): the
+// per-copy path of tiers and quantisation launches what the engine launches, as the plain path does.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -39,8 +39,9 @@ TEST_CASE("quantising every expert to the model's own FP8 costs what no quantisa
   for (const std::string engine : {"vllm", "pytorch_loop"}) {
     for (const bool tbo : {false, true}) {
       INFO(engine << (tbo ? ", two-batch overlap" : ""));
-      std::vector<std::string> sets = {"deployment.engine=\"" + engine + "\"",
-                                       std::string("deployment.two_batch_overlap=") + (tbo ? "true" : "false")};
+      std::vector<std::string> sets = {
+          "deployment.engine=\"" + engine + "\"",
+          std::string("deployment.two_batch_overlap=") + (tbo ? "true" : "false")};
       const LoadedScenario plain = load_scenario(kReference, sets);
       sets.emplace_back(R"(experts.quantization={"hot":"fp8","warm":"fp8","cold":"fp8"})");
       const LoadedScenario quant = load_scenario(kReference, sets);
@@ -69,9 +70,9 @@ TEST_CASE("under tiers a grouped engine keeps its grouped launches") {
   // each step costs what the same draws cost without tiers, one grouped launch per rank (before, the per-copy
   // path replaced the engine's grouped launch by a loop of per-expert FFNs).
   const LoadedScenario plain = load_scenario(kReference, {});
-  const LoadedScenario tiers = load_scenario(
-      kReference, {R"(experts.tiers={"hbm_expert_gib":48,"cold_home":"host_dram"})",
-                   R"(experts.stats={"hot_share":1.0,"warm_share":1.0})"});
+  const LoadedScenario tiers =
+      load_scenario(kReference, {R"(experts.tiers={"hbm_expert_gib":48,"cold_home":"host_dram"})",
+                                 R"(experts.stats={"hot_share":1.0,"warm_share":1.0})"});
   const RooflineCostModel gpu(plain.spec.cluster.gpu);
   const RandomStreams streams(3);
   const ServingModels plain_models(plain.spec, streams);
