@@ -34,7 +34,7 @@ struct Shape {
   int hidden;
   int inter;
 };
-// Expert shapes of the catalog models (issue #3).
+// Expert shapes of the catalog models (scenarios/catalog/models.json).
 const Shape kShapes[] = {{"deepseek_v3", 7168, 2048},     {"mixtral_8x7b", 4096, 14336},
                          {"qwen3_235b_a22b", 4096, 1536}, {"qwen3_30b_a3b", 2048, 768},
                          {"kimi_k2", 7168, 2048},         {"gpt_oss_120b", 2880, 2880}};

@@ -1,4 +1,4 @@
-// The one expert-cost function of a serving step (ARCHITECTURE.md "The step as parts"): what a layer's routed
+// The one expert-cost function of a serving step (docs/architecture.md "The step as parts"): what a layer's routed
 // experts cost each expert-parallel rank, as the engine launches them. Every routing path (exact per-expert
 // counts, per-GPU bin sums, per-copy tiers and precisions) hands its copies or sums here; nothing else costs
 // an expert. A pure cost model with reusable accumulators: no clock, no allocation per layer.

@@ -1,4 +1,4 @@
-// Scenario sections of the production serving features (issue 12): synthetic shared prefixes, speculative
+// Scenario sections of the production serving features: synthetic shared prefixes, speculative
 // decoding, a trace's block keys. The parser fills them into ScenarioSpec::production.
 #pragma once
 

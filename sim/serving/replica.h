@@ -1,4 +1,4 @@
-// A replica (ARCHITECTURE.md "The serving runtime"): one serving instance, the entity that runs
+// A replica (docs/architecture.md "The serving runtime"): one serving instance, the entity that runs
 // continuous-batching iterations. It owns its attention groups (queues and KV-cache managers), its step
 // planner and with it the expert-loop state, and it alone hands the current time to what it owns.
 #pragma once

@@ -1,4 +1,4 @@
-// Routers (ARCHITECTURE.md "The serving runtime"): a policy that picks the attention group (a DP rank of
+// Routers (docs/architecture.md "The serving runtime"): a policy that picks the attention group (a DP rank of
 // a replica) for each arriving request from a read-only view of every group's load. A new router is a new
 // file with its class, plus a line in make_router.
 #pragma once

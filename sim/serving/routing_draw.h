@@ -1,4 +1,4 @@
-// Routing of one step (ARCHITECTURE.md "The step as parts"): how many (token, expert) pairs each expert of a
+// Routing of one step (docs/architecture.md "The step as parts"): how many (token, expert) pairs each expert of a
 // MoE layer receives, drawn from the layer's popularity, and what that gives each expert-parallel rank per
 // micro-batch. The exact per-expert draw (RoutingSampler::sample, or the co-activation sampler) is the
 // reference; the binned fast paths (per-GPU sums of hot experts with tallied cold ones, or Gaussian bin sums)

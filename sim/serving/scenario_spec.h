@@ -125,7 +125,7 @@ struct WorkloadSpec {
   LengthSpec prompt = FixedLength{512};
   LengthSpec output = FixedLength{128};
   PopularitySpec popularity;
-  // Experts in the loop (issue 6): popularity drift over time and co-activation groups; off by default.
+  // Experts in the loop: popularity drift over time and co-activation groups; off by default.
   bool drift = false;
   DriftSpec drift_spec;
   bool coactivation = false;
@@ -149,7 +149,7 @@ struct RunSpec {
   Duration max_drain;         // stop this long after the last arrival (0 = drain every request)
 };
 
-// ---- Experts in the loop (ARCHITECTURE.md; scenario section "experts") ------------------------------
+// ---- Experts in the loop (docs/architecture.md; scenario section "experts") ------------------------------
 enum class PlacementPolicy { kContiguous, kRoundRobin, kCoactivation, kEplb };
 
 struct RebalanceSpec {

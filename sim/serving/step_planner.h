@@ -1,7 +1,8 @@
-// The step planner: costs one serving iteration of a replica, layer by layer (see "One serving step" in
-// ARCHITECTURE.md). Attention per group, dense and shared FFNs, the gate, routing counts per expert, the
-// dispatch and combine All-to-All from those counts, expert FFNs per GPU; a layer waits for its slowest
-// GPU. O(layers x (experts + GPUs^2)) per step, no allocation after construction.
+// The step planner: costs one serving iteration of a replica (docs/architecture.md, "One serving step") as a
+// composition of parts: attention, dense and shared FFNs and small kernels per attention group; per MoE layer
+// the routing draw (RoutingDraw), the expert loop's copies (ExpertLoop, when a mechanism is on), the expert
+// cost (ExpertCost), dispatch and combine All-to-All, and the overlap schedule; a layer waits for its slowest
+// rank. O(layers x (experts + GPUs x nodes)) per step, no allocation after construction.
 #pragma once
 
 #include <array>

@@ -1,4 +1,4 @@
-// Prefill/decode disaggregation and KV migration (issue 12 items 1 and 5): the queueing of a 1P1D pipeline
+// Prefill/decode disaggregation and KV migration: the queueing of a 1P1D pipeline
 // against a timeline computed by hand from the step costs, KV bytes from the model shape, the pools' GPU
 // ranges and refusals, migration's bytes, and determinism.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Expert tensor parallelism (issue 11 item 6): each expert's matrices split over expert_tp GPUs, the
+// Expert tensor parallelism: each expert's matrices split over expert_tp GPUs, the
 // rank's grouped GEMMs at inter / tp, the all-reduce that sums the partial outputs, and the memory plan.
 #include <catch2/catch.hpp>
 #include <string>

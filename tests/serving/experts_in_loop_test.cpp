@@ -1,4 +1,4 @@
-// Experts in the loop (issue 6) wired into the planner and the run: each mechanism switched on in a
+// Experts in the loop wired into the planner and the run: each mechanism switched on in a
 // scenario changes what the report says in the direction and by the amount theory gives.
 #include <catch2/catch.hpp>
 #include <string>
