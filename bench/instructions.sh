@@ -18,11 +18,11 @@ count() {  # BIN NAME ARGS...
   local bin=$1 name=$2
   shift 2
   valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" "$bin" run "$S" -q -j 1 --out "$OUT/run" \
-    --set "run.duration_s=$DUR" "$@" >/dev/null 2>"$OUT/log"
+    --set "run.duration_s=$DUR" --set run.warmup_s=10 "$@" >/dev/null 2>"$OUT/log"
   printf '%s %s %.3f G\n' "$bin" "$name" "$(awk '/^summary:/ {print $2 / 1e9}' "$OUT/cg")"
 }
 for bin in "$@"; do
-  count "$bin" "EP16" 
+  count "$bin" "EP16"
   count "$bin" "every-mechanism" "${ALL[@]}"
-  count "$bin" "1024-GPUs" --set cluster.nodes=128 --set workload.arrival.rate_per_s=1280 --set run.warmup_s=20
+  count "$bin" "1024-GPUs" --set cluster.nodes=128 --set workload.arrival.rate_per_s=1280
 done

@@ -1,7 +1,7 @@
-// Batch policies (docs/architecture.md "The serving runtime"): each step, a policy picks one attention group's
-// work from its queues and KV state: which running requests continue, which waiting ones are admitted,
-// how many tokens of each prefill, whom to preempt. One implementation per engine's rules; a new policy is
-// a new file plus a line in make_batch_policy.
+// Batch policies (docs/architecture.md "The serving runtime"): each step, a policy picks one attention
+// group's work from its queues and KV state: which running requests continue, which waiting ones are
+// admitted, how many tokens of each prefill, whom to preempt. One implementation per engine's rules; a new
+// policy is a new file plus a line in make_batch_policy.
 #pragma once
 
 #include <cstdint>
