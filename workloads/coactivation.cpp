@@ -34,57 +34,9 @@ class NormalBits {
   int left_ = 0;
 };
 
-// x^n for an integer n >= 0 by squaring.
-double int_pow(double x, std::int64_t n) {
-  double r = 1.0;
-  while (n > 0) {
-    if ((n & 1) != 0) r *= x;
-    x *= x;
-    n >>= 1;
-  }
-  return r;
-}
-
-// Binomial(n, p) by the rules of sample_binomial (sim/engine/random.h): the normal approximation rounded
-// and clamped when n min(p, 1 - p) >= 16, else exact inversion (its Poisson limit for n >= 64). Cheaper:
-// the normal comes from a 4096-quantile table, (1 - q)^n by squaring, 1/k from a table.
+// Binomial(n, p) by sample_binomial's rules (sim/engine/random.h), its normals from the 4096-quantile table.
 std::int64_t binomial(NormalBits& bits, std::int64_t n, double p) {
-  if (n <= 0 || p <= 0.0) return 0;
-  if (p >= 1.0) return n;
-  const bool flip = p > 0.5;
-  const double q = flip ? 1.0 - p : p;
-  const double nd = static_cast<double>(n);
-  const double mean = nd * q;
-  std::int64_t k = 0;
-  if (mean >= 16.0) {
-    const double x = std::floor(mean + std::sqrt(mean * (1.0 - q)) * bits.normal() + 0.5);
-    k = static_cast<std::int64_t>(std::clamp(x, 0.0, nd));
-  } else {
-    static constexpr auto kInv = [] {
-      std::array<double, 65> r{};
-      for (std::size_t i = 1; i < r.size(); ++i) r[i] = 1.0 / static_cast<double>(i);
-      return r;
-    }();
-    double u = bits.rng().uniform();
-    if (n < 64) {
-      const double s = q / (1.0 - q);
-      double prob = int_pow(1.0 - q, n);
-      while (u > prob && k < n) {
-        u -= prob;
-        prob *= s * static_cast<double>(n - k) * kInv[static_cast<std::size_t>(k + 1)];
-        ++k;
-      }
-    } else {
-      double prob = std::exp(-mean);
-      while (u > prob && k < n) {
-        u -= prob;
-        ++k;
-        prob *= mean / static_cast<double>(k);
-        if (prob <= 0.0) break;
-      }
-    }
-  }
-  return flip ? n - k : k;
+  return sample_binomial_with(bits.rng(), n, p, [&bits] { return bits.normal(); });
 }
 
 }  // namespace

@@ -90,40 +90,7 @@ double sample_gamma(Rng& rng, double shape, double scale) {
 }
 
 std::int64_t sample_binomial(Rng& rng, std::int64_t n, double p) {
-  if (n <= 0 || p <= 0.0) return 0;
-  if (p >= 1.0) return n;
-  const bool flip = p > 0.5;
-  const double q = flip ? 1.0 - p : p;
-  const double nd = static_cast<double>(n);
-  const double mean = nd * q;
-  std::int64_t k = 0;
-  if (mean >= 16.0) {
-    const double sd = std::sqrt(mean * (1.0 - q));
-    const double x = std::floor(mean + sd * sample_normal(rng) + 0.5);
-    k = static_cast<std::int64_t>(std::clamp(x, 0.0, nd));
-  } else {
-    // Inversion: walk the CDF from k = 0 (about mean + 1 steps). For large n the Poisson limit
-    // (P0 = e^-mean) replaces the exact (1-q)^n, which is costly and equal to it within O(q).
-    double u = rng.uniform();
-    if (n < 64) {
-      const double s = q / (1.0 - q);
-      double prob = std::pow(1.0 - q, nd);
-      while (u > prob && k < n) {
-        u -= prob;
-        prob *= s * static_cast<double>(n - k) / static_cast<double>(k + 1);
-        ++k;
-      }
-    } else {
-      double prob = std::exp(-mean);
-      while (u > prob && k < n) {
-        u -= prob;
-        ++k;
-        prob *= mean / static_cast<double>(k);
-        if (prob <= 0.0) break;
-      }
-    }
-  }
-  return flip ? n - k : k;
+  return sample_binomial_with(rng, n, p, [&rng] { return sample_normal(rng); });
 }
 
 }  // namespace moesim

@@ -3,6 +3,9 @@
 // depends only on the run seed and its name, so adding a consumer never shifts another's draws.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 
@@ -83,5 +86,51 @@ double sample_gamma(Rng& rng, double shape, double scale);  // Marsaglia-Tsang (
 // normal approximation rounded to the nearest integer and clamped to [0, n] (error O(1/sqrt(n p (1-p))),
 // below the resolution of a step cost).
 std::int64_t sample_binomial(Rng& rng, std::int64_t n, double p);
+// The same rules with the standard normal from `normal()` (a caller with a cheaper source of normals, e.g. a
+// quantile table); the inversion draws one rng.uniform(). One call of one or the other, never both.
+template <class Normal>
+std::int64_t sample_binomial_with(Rng& rng, std::int64_t n, double p, Normal&& normal) {
+  if (n <= 0 || p <= 0.0) return 0;
+  if (p >= 1.0) return n;
+  const bool flip = p > 0.5;
+  const double q = flip ? 1.0 - p : p;
+  const double nd = static_cast<double>(n);
+  const double mean = nd * q;
+  std::int64_t k = 0;
+  if (mean >= 16.0) {
+    const double x = std::floor(mean + std::sqrt(mean * (1.0 - q)) * normal() + 0.5);
+    k = static_cast<std::int64_t>(std::clamp(x, 0.0, nd));
+  } else if (n < 64) {
+    // Inversion: walk the CDF from k = 0 (about mean + 1 steps), (1 - q)^n by squaring, 1/k from a table.
+    static constexpr auto kInv = [] {
+      std::array<double, 65> r{};
+      for (std::size_t i = 1; i < r.size(); ++i) r[i] = 1.0 / static_cast<double>(i);
+      return r;
+    }();
+    double u = rng.uniform();
+    const double s = q / (1.0 - q);
+    double prob = 1.0;
+    double base = 1.0 - q;
+    for (std::int64_t e = n; e > 0; e >>= 1, base *= base) {
+      if ((e & 1) != 0) prob *= base;
+    }
+    while (u > prob && k < n) {
+      u -= prob;
+      prob *= s * static_cast<double>(n - k) * kInv[static_cast<std::size_t>(k + 1)];
+      ++k;
+    }
+  } else {
+    // For large n the Poisson limit (P0 = e^-mean) replaces the exact (1-q)^n, equal to it within O(q).
+    double u = rng.uniform();
+    double prob = std::exp(-mean);
+    while (u > prob && k < n) {
+      u -= prob;
+      ++k;
+      prob *= mean / static_cast<double>(k);
+      if (prob <= 0.0) break;
+    }
+  }
+  return flip ? n - k : k;
+}
 
 }  // namespace moesim
