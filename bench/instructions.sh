@@ -9,11 +9,9 @@ DUR=${DUR:-120}
 S=scenarios/reference/deepseek_v3_2x8xh200_ep16_1h.json
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-ALL=(--set 'workload.expert_popularity.coactivation={"group_size":8,"rho":0.5}'
-     --set 'workload.expert_popularity.drift={"half_life_s":600}' --set 'experts.placement="coactivation"'
-     --set experts.rebalance.every_steps=1000 --set 'experts.tiers={"hbm_expert_gib":36,"cold_home":"host_dram"}'
-     --set 'experts.quantization={"hot":"fp8","warm":"int8","cold":"int4"}' --set experts.rerouting.threshold=1.3
-     --set 'experts.admission="gpu_load_aware"')
+source bench/mechanisms.sh
+ALL=(--set "$COACT" --set "$DRIFT" --set 'experts.placement="coactivation"' --set experts.rebalance.every_steps=1000
+     --set "$TIERS" --set "$QUANT" --set experts.rerouting.threshold=1.3 --set 'experts.admission="gpu_load_aware"')
 count() {  # BIN NAME ARGS...
   local bin=$1 name=$2
   shift 2

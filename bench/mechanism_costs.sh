@@ -13,10 +13,7 @@ S=scenarios/reference/deepseek_v3_2x8xh200_ep16_1h.json
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-COACT='workload.expert_popularity.coactivation={"group_size":8,"rho":0.5}'
-DRIFT='workload.expert_popularity.drift={"half_life_s":600}'
-TIERS='experts.tiers={"hbm_expert_gib":36,"cold_home":"host_dram"}'
-QUANT='experts.quantization={"hot":"fp8","warm":"int8","cold":"int4"}'
+source bench/mechanisms.sh
 
 # name | --set arguments (one per line)
 runs=(

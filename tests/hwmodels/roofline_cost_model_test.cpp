@@ -2,20 +2,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/test_gpu.h"
+
 using namespace moesim;
 
 namespace {
-GpuSpec h200() {
-  GpuSpec g;
-  g.name = "test";
-  g.hbm_bytes_per_s = 4.8e12;
-  g.bf16_flops_per_s = 989e12;
-  g.fp8_flops_per_s = 1979e12;
-  g.mem_efficiency = 0.75;
-  g.compute_efficiency = 0.75;
-  g.kernel_overhead = Duration::from_us(2);
-  return g;
-}
+GpuSpec h200() { return moesim_test::h200_like(); }
 }  // namespace
 
 TEST_CASE("a one-token expert is memory-bound: its time is reading the weights once") {

@@ -5,21 +5,12 @@
 
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/roofline_cost_model.h"
+#include "tests/support/test_gpu.h"
 
 using namespace moesim;
 
 namespace {
-GpuSpec h200() {
-  GpuSpec g;
-  g.name = "test";
-  g.hbm_bytes_per_s = 4.8e12;
-  g.bf16_flops_per_s = 989e12;
-  g.fp8_flops_per_s = 1979e12;
-  g.mem_efficiency = 0.75;
-  g.compute_efficiency = 0.75;
-  g.kernel_overhead = Duration::from_us(2);
-  return g;
-}
+GpuSpec h200() { return moesim_test::h200_like(); }
 
 constexpr std::int64_t kHidden = 7168;
 constexpr std::int64_t kInter = 2048;
