@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instruction counts (valgrind --tool=callgrind; repeatable on a shared machine, unlike wall time) of the runs
 # that speed changes are held to: the EP16 reference, the same with every experts-in-the-loop mechanism on, and
-# 64 replicas of it (1,024 GPUs), each for DUR simulated seconds (default 120). One line per run: name and
+# 64 replicas of it (1,024 GPUs), for DUR simulated seconds (default 120; the 1,024-GPU run DUR / 15 and at most
+# one second of drain). One line per run: name and
 # instructions (G). Compare two binaries in one invocation: bench/instructions.sh OLD NEW.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +23,6 @@ count() {  # BIN NAME ARGS...
 for bin in "$@"; do
   count "$bin" "EP16"
   count "$bin" "every-mechanism" "${ALL[@]}"
-  count "$bin" "1024-GPUs" --set cluster.nodes=128 --set workload.arrival.rate_per_s=1280
+  count "$bin" "1024-GPUs" --set cluster.nodes=128 --set workload.arrival.rate_per_s=1280 \
+    --set run.duration_s=$((DUR / 15)) --set run.warmup_s=1 --set run.max_drain_s=1
 done
