@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Wall time and peak memory of one simulated hour of the EP16 speed reference with each experts-in-the-loop
-# mechanism switched on alone, and with all of them on together (BENCHMARKS.md, "Experts in the loop").
+# mechanism switched on alone, and with all of them on together (BENCHMARKS.md, "Targets and where they stand").
 # Prints a Markdown table; the wall time is the median of REPS runs (the machine is shared: compare rows of
 # one invocation, not across days).
 #

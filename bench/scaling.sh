@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scaling curves of `moesim run` (BENCHMARKS.md, "Scaling"): CPU and wall time against the number of GPUs
+# Scaling curves of `moesim run` (BENCHMARKS.md, "Targets and where they stand"): CPU and wall time against the number of GPUs
 # (replicas of the EP16 speed reference, 20 req/s each), against the number of requests (one replica, longer
 # runs) and against threads (--jobs). Prints Markdown tables; one run per row (compare rows of one
 # invocation: the machine is shared).

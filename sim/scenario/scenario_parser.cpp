@@ -333,6 +333,20 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
                          "\" (known: pytorch_graph, pytorch_loop, vllm, sglang, trtllm; docs/engines.md)");
   }
   dep.engine = engine_profile(*kind);
+  const std::string own_scheduler = *kind == EngineKind::kSglang   ? "sglang"
+                                    : *kind == EngineKind::kTrtllm ? "trtllm"
+                                                                   : "vllm";
+  const std::string scheduler = d.string("scheduler", own_scheduler);
+  if (scheduler == "vllm") {
+    dep.scheduler = SchedulerKind::kVllm;
+  } else if (scheduler == "sglang") {
+    dep.scheduler = SchedulerKind::kSglang;
+  } else if (scheduler == "trtllm") {
+    dep.scheduler = SchedulerKind::kTrtllm;
+  } else {
+    d.fail("scheduler",
+           "unknown scheduler \"" + scheduler + "\" (known: vllm, sglang, trtllm; docs/engines.md)");
+  }
   if (auto pp = d.optional_object("pipeline")) {
     dep.pipeline_stages = pp->positive_int("stages", 1);
     dep.pipeline_microbatches = pp->positive_int("microbatches", dep.pipeline_stages);

@@ -8,14 +8,15 @@ namespace moesim {
 
 std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d, const SpeculativeSpec* speculative) {
   const int k = speculative ? speculative->draft_tokens : 0;
-  switch (d.engine.kind) {
-    case EngineKind::kSglang:
+  switch (d.scheduler) {
+    case SchedulerKind::kSglang:
       return std::make_unique<SglangBatchPolicy>(d, k);
-    case EngineKind::kTrtllm:
+    case SchedulerKind::kTrtllm:
       return std::make_unique<TrtllmBatchPolicy>(d, k);
-    default:
-      return std::make_unique<VllmBatchPolicy>(d, k);
+    case SchedulerKind::kVllm:
+      break;
   }
+  return std::make_unique<VllmBatchPolicy>(d, k);
 }
 
 void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<ScheduledWork>& scheduled) {

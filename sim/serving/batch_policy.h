@@ -62,8 +62,8 @@ WaitingFront waiting_front(AttentionGroup& g, RequestTable& requests);
 std::int64_t admit_front(AttentionGroup& g, const WaitingFront& f, std::int64_t budget, bool chunked_prefill,
                          Time now);
 
-// The engine's scheduler (deployment.engine): sglang -> SglangBatchPolicy, trtllm -> TrtllmBatchPolicy,
-// vllm and the plain PyTorch profiles -> VllmBatchPolicy (docs/engines.md). `speculative` when
+// The scheduler (deployment.scheduler, by default the engine's own): sglang -> SglangBatchPolicy, trtllm ->
+// TrtllmBatchPolicy, vllm -> VllmBatchPolicy (docs/engines.md). `speculative` when
 // deployment.speculative is set: each decode sequence then verifies its drafts.
 std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d,
                                                const SpeculativeSpec* speculative = nullptr);

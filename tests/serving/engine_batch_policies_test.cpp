@@ -3,8 +3,11 @@
 #include "sim/serving/engine_batch_policies.h"
 
 #include <catch2/catch.hpp>
+#include <string>
 #include <vector>
 
+#include "sim/engine/check.h"
+#include "sim/scenario/scenario_parser.h"
 #include "tests/support/batch_policy_fixture.h"
 
 using namespace moesim;
@@ -128,5 +131,31 @@ TEST_CASE("the engine profile picks the scheduler") {
   for (const EngineKind k : {EngineKind::kVllm, EngineKind::kPytorchGraph, EngineKind::kPytorchLoop}) {
     d.engine = engine_profile(k);
     CHECK(dynamic_cast<VllmBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
+  }
+}
+
+TEST_CASE("deployment.scheduler picks the batch policy apart from the engine's kernels") {
+  const std::string path = std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json";
+  const auto policy_of = [&](std::vector<std::string> sets) {
+    const LoadedScenario sc = load_scenario(path, sets);
+    return make_batch_policy(sc.spec.deployment);
+  };
+  // By default each engine's own scheduler; vLLM's for the PyTorch profiles.
+  CHECK(dynamic_cast<TrtllmBatchPolicy*>(policy_of({"deployment.engine=\"trtllm\""}).get()) != nullptr);
+  CHECK(dynamic_cast<SglangBatchPolicy*>(policy_of({"deployment.engine=\"sglang\""}).get()) != nullptr);
+  CHECK(dynamic_cast<VllmBatchPolicy*>(policy_of({"deployment.engine=\"pytorch_graph\""}).get()) != nullptr);
+  // TensorRT-LLM's kernels under vLLM's scheduler, and the reverse.
+  const LoadedScenario mixed =
+      load_scenario(path, {"deployment.engine=\"trtllm\"", "deployment.scheduler=\"vllm\""});
+  CHECK(mixed.spec.deployment.engine.kind == EngineKind::kTrtllm);
+  CHECK(dynamic_cast<VllmBatchPolicy*>(make_batch_policy(mixed.spec.deployment).get()) != nullptr);
+  CHECK(dynamic_cast<TrtllmBatchPolicy*>(
+            policy_of({"deployment.engine=\"vllm\"", "deployment.scheduler=\"trtllm\""}).get()) != nullptr);
+  try {
+    (void)load_scenario(path, {"deployment.scheduler=\"orca\""});
+    FAIL("an unknown scheduler was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(),
+               Catch::Contains("deployment.scheduler") && Catch::Contains("known: vllm, sglang, trtllm"));
   }
 }
