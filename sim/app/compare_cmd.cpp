@@ -282,14 +282,13 @@ void execute_compare(const CompareOptions& o) {
     } catch (const InputError& e) {
       throw InputError(c.file.empty() ? c.label : c.file, e.what());
     }
-    specs.push_back(c.scenario->loaded.spec);
+    specs.push_back(std::move(c.scenario->loaded.spec));  // one copy per column (a trace's rows are large)
     seeds.push_back(o.measure.seeds > 0 ? o.measure.seeds : c.scenario->seeds);
     labels.push_back(c.label);
   }
   // The output folder must be writable before any column runs.
-  const std::filesystem::path dir =
-      o.out_dir.empty() ? default_output_dir("compare-", cols.front().scenario->loaded.spec.name)
-                        : std::filesystem::path(o.out_dir);
+  const std::filesystem::path dir = o.out_dir.empty() ? default_output_dir("compare-", specs.front().name)
+                                                      : std::filesystem::path(o.out_dir);
   PointSettings settings;
   settings.capacity = o.measure.capacity;
   settings.search.rel_tol = o.measure.capacity_tol;

@@ -47,7 +47,7 @@ void execute_sweep(const SweepOptions& o) {
     }
     if (!seed_override.empty()) ov.push_back(seed_override);
     loaded.push_back(load_replicated_document(document, o.file, ov));
-    specs.push_back(loaded.back().loaded.spec);
+    specs.push_back(std::move(loaded.back().loaded.spec));  // one copy per point (a trace's rows are large)
     seeds.push_back(o.measure.seeds > 0 ? o.measure.seeds : loaded.back().seeds);
     labels.push_back(label);
   }
@@ -56,7 +56,7 @@ void execute_sweep(const SweepOptions& o) {
   settings.search.rel_tol = o.measure.capacity_tol;
   TaskPool pool(o.jobs);
   // The output folder must be writable before any point runs.
-  const std::string& name = loaded.back().loaded.spec.name;
+  const std::string& name = specs.back().name;
   const std::filesystem::path dir =
       o.out_dir.empty() ? default_output_dir("sweep-", name) : std::filesystem::path(o.out_dir);
   if (pool.is_output_rank()) prepare_output_dir(dir);

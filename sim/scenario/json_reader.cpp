@@ -286,7 +286,9 @@ std::string JsonReader::path_of(std::string_view key) const {
 bool JsonReader::has(std::string_view key) const { return j_.contains(std::string(key)); }
 
 void JsonReader::fail(std::string_view key, const std::string& message) const {
-  throw InputError(key.empty() ? path_ : path_of(key), message);
+  // A message may quote the value read (an unknown name): a NUL or control byte in it is escaped, so the
+  // printed message is whole and on one line.
+  throw InputError(key.empty() ? path_ : path_of(key), printable(message));
 }
 
 const Json& JsonReader::at(std::string_view key) {

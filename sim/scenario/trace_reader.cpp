@@ -158,7 +158,7 @@ KeyedTrace read_mooncake(LineReader& in) {
 void check_format(const std::string& format, const std::string& format_path) {
   if (format != "azure_csv" && format != "mooncake_jsonl") {
     throw InputError(format_path,
-                     "unknown trace format \"" + format + "\" (known: azure_csv, mooncake_jsonl)");
+                     "unknown trace format \"" + printable(format) + "\" (known: azure_csv, mooncake_jsonl)");
   }
 }
 

@@ -119,6 +119,13 @@ TEST_CASE("a NUL byte in a key is reported escaped, the message whole") {
   const std::string e = error_of({}, j);
   REQUIRE(starts_with(e, "sla.na\\x00me: unknown key (known keys here: "));
   CHECK(e.find('\0') == std::string::npos);
+  // A NUL in a value that a message quotes (an unknown name) is escaped too.
+  Json model = base();
+  model["model"] = std::string("qwen\0x", 6);
+  REQUIRE(starts_with(error_of({}, model), "model: unknown name \"qwen\\x00x\" (known: "));
+  Json engine = base();
+  engine["deployment"]["engine"] = std::string("v\0", 2);
+  REQUIRE(starts_with(error_of({}, engine), "deployment.engine: unknown engine \"v\\x00\""));
   // The C string the CLI prints is the whole message.
   try {
     (void)parse_scenario(j, "");

@@ -118,7 +118,7 @@ LoadedScenario with_kv_pool(Json j) {
 
 std::size_t cases() {
   const char* env = std::getenv("MOESIM_CONSERVATION_CASES");
-  return env != nullptr ? static_cast<std::size_t>(std::strtoul(env, nullptr, 10)) : 200;
+  return env != nullptr ? static_cast<std::size_t>(std::strtoul(env, nullptr, 10)) : 1000;
 }
 
 }  // namespace
