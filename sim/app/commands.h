@@ -27,6 +27,10 @@ struct MeasureOptions {
 
 // Writes `text` to `path` (creating its folder; "-" is stdout); InputError naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);
+// out/<prefix><name>, the default output folder of a scenario: InputError at `name` unless the scenario
+// name is a plain file name (1 to 100 letters, digits, '.', '_', '-', not starting with '.'), so that no
+// name writes outside out/ (no "../", "/", or control characters); --out takes any folder.
+std::filesystem::path default_output_dir(const std::string& prefix, const std::string& name);
 // Creates the output folder and proves it writable (a probe file), before any simulation runs; InputError
 // naming the folder otherwise.
 void prepare_output_dir(const std::filesystem::path& dir);

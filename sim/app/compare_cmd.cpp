@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -272,21 +273,22 @@ void execute_compare(const CompareOptions& o) {
   std::vector<ScenarioSpec> specs;
   std::vector<int> seeds;
   std::vector<std::string> labels;
+  std::map<std::string, Json> documents;  // each file read once, whatever the columns over it
   for (Column& c : cols) {
     try {
-      c.scenario = load_replicated_scenario(c.file, c.overrides);
+      auto doc = documents.find(c.file);
+      if (doc == documents.end()) doc = documents.emplace(c.file, read_scenario_document(c.file)).first;
+      c.scenario = load_replicated_document(doc->second, c.file, c.overrides);
     } catch (const InputError& e) {
       throw InputError(c.file.empty() ? c.label : c.file, e.what());
     }
-    specs.push_back(c.scenario->loaded.spec);
+    specs.push_back(std::move(c.scenario->loaded.spec));  // one copy per column (a trace's rows are large)
     seeds.push_back(o.measure.seeds > 0 ? o.measure.seeds : c.scenario->seeds);
     labels.push_back(c.label);
   }
   // The output folder must be writable before any column runs.
-  const std::filesystem::path dir =
-      o.out_dir.empty()
-          ? std::filesystem::path("out") / ("compare-" + cols.front().scenario->loaded.spec.name)
-          : std::filesystem::path(o.out_dir);
+  const std::filesystem::path dir = o.out_dir.empty() ? default_output_dir("compare-", specs.front().name)
+                                                      : std::filesystem::path(o.out_dir);
   PointSettings settings;
   settings.capacity = o.measure.capacity;
   settings.search.rel_tol = o.measure.capacity_tol;
@@ -295,7 +297,13 @@ void execute_compare(const CompareOptions& o) {
   if (pool.is_output_rank()) prepare_output_dir(dir);
   std::vector<PointResult> results = run_points(pool, specs, seeds, labels, settings);
   if (!pool.is_output_rank()) return;
-  for (std::size_t i = 0; i < cols.size(); ++i) cols[i].result = std::move(results[i]);
+  std::vector<PointResult> broken(cols.size());  // the replications that broke an invariant (no report)
+  for (std::size_t i = 0; i < cols.size(); ++i) {
+    for (const Replication& r : results[i].replications) {
+      if (r.internal) broken[i].replications.push_back(r);
+    }
+    cols[i].result = std::move(results[i]);
+  }
   const bool capacity = o.measure.capacity;
   const TableMode mode{*std::max_element(seeds.begin(), seeds.end()) > 1, capacity};
 
@@ -309,6 +317,7 @@ void execute_compare(const CompareOptions& o) {
   std::cout << text_table(cols, capacity);
   std::cout << "\ncompare: " << (dir / "compare.json").string() << ", " << (dir / "compare.csv").string()
             << (o.json_file.empty() ? "" : ", " + o.json_file) << "\n";
+  throw_if_internal(broken, labels);  // exit 3 for a bug, after the outputs are written
   const bool all_failed =
       std::none_of(cols.begin(), cols.end(), [](const Column& c) { return c.result.ok(); });
   if (all_failed)

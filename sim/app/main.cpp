@@ -13,6 +13,7 @@
 #include "sim/app/commands.h"
 #include "sim/app/replications.h"
 #include "sim/engine/check.h"
+#include "sim/scenario/json_reader.h"
 
 namespace moesim {
 
@@ -33,6 +34,27 @@ CLI::Validator number_at_least(double lo, const std::string& example) {
         if (used == 0 || used != v.size() || !(x >= lo)) {
           std::ostringstream os;
           os << "\"" << v << "\" is not a number >= " << lo << ", e.g. " << example;
+          return os.str();
+        }
+        return "";
+      },
+      "NUMBER");
+}
+
+// A number in [lo, hi] (NaN is not: CLI11's Range lets it through), refused with an example.
+CLI::Validator number_between(double lo, double hi, const std::string& example) {
+  return CLI::Validator(
+      [lo, hi, example](std::string& v) -> std::string {
+        double x = 0;
+        std::size_t used = 0;
+        try {
+          x = std::stod(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != v.size() || !(x >= lo && x <= hi)) {
+          std::ostringstream os;
+          os << "\"" << v << "\" is not a number in [" << lo << ", " << hi << "], e.g. " << example;
           return os.str();
         }
         return "";
@@ -74,7 +96,7 @@ void add_measure_options(CLI::App& cmd, MeasureOptions& o) {
   cmd.add_option(
          "--capacity-tol", o.capacity_tol,
          "Capacity search: stop when the bracket is narrower than this share of the rate (default 0.02)")
-      ->check(CLI::Range(1e-4, 1.0));
+      ->check(number_between(1e-4, 1.0, "--capacity-tol 0.02"));
 }
 
 void add_run_command(CLI::App& app) {
@@ -173,7 +195,7 @@ void add_calibrate_command(CLI::App& app) {
       "Sweep to leave out of the fit and predict, e.g. \"gemm N=4096 K=7168\" (repeatable), or all");
   cmd->add_option("--anomaly-tolerance", o->anomaly_tolerance,
                   "Flag a point slower than a point with at least twice the work by more than this fraction")
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(number_between(0.0, 10.0, "--anomaly-tolerance 0.05"));
   cmd->add_option(
       "--validate", o->validate,
       "Write the validation report (Markdown: every sweep, leave-one-out, whole-model steps) here, "
@@ -214,6 +236,18 @@ void add_trace_stats_command(CLI::App& app) {
   cmd->add_option("--json", o->json_file,
                   "Write the figures as JSON to FILE ('-' for stdout, then no table)");
   cmd->callback([o] { execute_trace_stats(*o); });
+}
+
+// Every argument may be echoed in an output (a file name in compare.json, a label in sweep.json): it must be
+// UTF-8. A --set value is checked where it is read, with its JSON path.
+void check_arguments_utf8(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const bool set_value = std::string_view(argv[i - 1]) == "--set" || arg.rfind("--set=", 0) == 0;
+    if (set_value || is_valid_utf8(arg)) continue;
+    throw InputError("command line", "argument " + std::to_string(i) + " (\"" + printable(arg) +
+                                         "\") is not valid UTF-8; file names and values must be UTF-8 text");
+  }
 }
 
 // Command-line and file-system failures turned into the house style: one line that names where the problem
@@ -310,6 +344,7 @@ int main(int argc, char** argv) {
   moesim::add_compare_command(app);
   moesim::add_trace_stats_command(app);
   try {
+    moesim::check_arguments_utf8(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version

@@ -6,7 +6,8 @@
 
 namespace moesim {
 
-CsvOutputs::CsvOutputs(const std::filesystem::path& requests, const std::filesystem::path& steps) {
+CsvOutputs::CsvOutputs(const std::filesystem::path& requests, const std::filesystem::path& steps)
+    : requests_path_(requests), steps_path_(steps) {
   if (!requests.empty()) {
     requests_.open(requests);
     if (!requests_) throw InputError(requests.string(), "cannot write the file");
@@ -21,6 +22,14 @@ CsvOutputs::CsvOutputs(const std::filesystem::path& requests, const std::filesys
     steps_ << "replica,start_s,duration_s,tokens,decode_seqs,prefill_tokens,running,waiting";
     for (const StepPartInfo& p : kStepPartInfo) steps_ << ',' << p.key << "_s";
     steps_ << ",comm_hidden_s,gpu_max_over_mean,expert_max_over_mean\n";
+  }
+}
+
+void CsvOutputs::finish() {
+  for (auto [f, path] : {std::pair{&requests_, &requests_path_}, std::pair{&steps_, &steps_path_}}) {
+    if (!f->is_open()) continue;
+    f->close();
+    if (f->fail()) throw InputError(path->string(), "cannot write the file (is the disk full?)");
   }
 }
 

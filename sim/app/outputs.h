@@ -15,10 +15,14 @@ class CsvOutputs final : public SimulationObserver {
   [[nodiscard]] bool active() const { return requests_.is_open() || steps_.is_open(); }
   void on_step(const StepRecord& s) override;
   void on_request(const RequestRecord& r) override;
+  // Closes the files; InputError naming the first whose writes failed (a full disk).
+  void finish();
 
  private:
   std::ofstream requests_;
   std::ofstream steps_;
+  std::filesystem::path requests_path_;
+  std::filesystem::path steps_path_;
 };
 
 }  // namespace moesim

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/app/commands.h"
+#include "sim/app/replications.h"
 #include "sim/engine/check.h"
 #include "sim/scenario/plan_json.h"
 #include "sim/scenario/profile_io.h"
@@ -20,7 +21,8 @@
 namespace moesim {
 
 void execute_plan(const PlanCommandOptions& o) {
-  const LoadedScenario sc = load_scenario(o.file, effective_overrides(o.scenario));
+  // run.seeds is read (and echoed) as run, validate and sweep read it; a review has no seeds to replicate.
+  const LoadedScenario sc = load_replicated_scenario(o.file, effective_overrides(o.scenario)).loaded;
   PlanOptions po;
   po.context_tokens = o.context;
   po.concurrency = o.concurrency;

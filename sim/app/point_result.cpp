@@ -1,8 +1,10 @@
 #include "sim/app/point_result.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <new>
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/app/metrics_table.h"
@@ -13,6 +15,14 @@
 #include "sim/serving/serving_simulation.h"
 
 namespace moesim {
+
+namespace {
+// "internal error: what", once (InternalError's text already starts so).
+std::string as_internal_error(const std::string& what) {
+  constexpr std::string_view kPrefix = "internal error: ";
+  return what.rfind(kPrefix, 0) == 0 ? what : std::string(kPrefix) + what;
+}
+}  // namespace
 
 Replication run_replication(ScenarioSpec spec, std::uint64_t seed, const PointSettings& settings) {
   Replication out;
@@ -37,8 +47,12 @@ Replication run_replication(ScenarioSpec spec, std::uint64_t seed, const PointSe
     out.report.erase("scenario");
   } catch (const InputError& e) {
     out.error = e.what();
+  } catch (const std::bad_alloc&) {  // validate refuses every size beyond the machine: a bug
+    out.error = "internal error: out of memory";
+    out.internal = true;
   } catch (const std::exception& e) {  // an internal error must not take the other points down
-    out.error = std::string("internal error: ") + e.what();
+    out.error = as_internal_error(e.what());
+    out.internal = true;
   }
   return out;
 }
@@ -57,8 +71,10 @@ std::string encode_replication(const Replication& r) {
               {"capacity_fails", bits(r.capacity_fails_req_s)},
               {"probes", r.probes},
               {"report", r.report},
-              {"error", r.error}}
-      .dump();
+              {"error", r.error},
+              {"internal", r.internal}}
+      // Text that is not UTF-8 (quoted in an error) is replaced, never a throw in a worker thread.
+      .dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 Replication decode_replication(const std::string& text) {
@@ -71,6 +87,7 @@ Replication decode_replication(const std::string& text) {
   r.probes = j.at("probes").get<int>();
   r.report = j.at("report");
   r.error = j.at("error").get<std::string>();
+  r.internal = j.at("internal").get<bool>();
   return r;
 }
 
@@ -89,6 +106,23 @@ std::string PointResult::error() const {
     }
   }
   return replications.empty() ? "not run" : "";
+}
+
+bool PointResult::internal_error() const {
+  return std::any_of(replications.begin(), replications.end(),
+                     [](const Replication& r) { return r.internal; });
+}
+
+void throw_if_internal(const std::vector<PointResult>& points, const std::vector<std::string>& labels) {
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    for (const Replication& r : points[i].replications) {
+      if (!r.internal) continue;
+      constexpr std::string_view kPrefix = "internal error: ";
+      const std::string what = r.error.rfind(kPrefix, 0) == 0 ? r.error.substr(kPrefix.size()) : r.error;
+      throw InternalError(std::string(kPrefix) + labels.at(i) + " (seed " + std::to_string(r.seed) +
+                          "): " + what + " (please report the scenario)");
+    }
+  }
 }
 
 MeanInterval PointResult::metric(std::size_t column) const {
@@ -131,8 +165,16 @@ std::vector<PointResult> run_points(TaskPool& pool, const std::vector<ScenarioSp
       [&](std::size_t i) {
         const Task& t = tasks[i];
         const ScenarioSpec& spec = specs[t.point];
-        return encode_replication(
-            run_replication(spec, spec.run.seed + static_cast<std::uint64_t>(t.replication), settings));
+        const std::uint64_t seed = spec.run.seed + static_cast<std::uint64_t>(t.replication);
+        try {
+          return encode_replication(run_replication(spec, seed, settings));
+        } catch (const std::exception& e) {  // the pool's tasks must not throw: a bug, reported as one
+          Replication failed;
+          failed.seed = seed;
+          failed.error = as_internal_error(e.what());
+          failed.internal = true;
+          return encode_replication(failed);
+        }
       },
       [&](std::size_t i, const std::string& result) {
         const Task& t = tasks[i];

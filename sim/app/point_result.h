@@ -28,6 +28,7 @@ struct Replication {
   int probes = 0;
   Json report;  // report_to_json without the scenario echo (the run at capacity in capacity mode)
   std::string error;
+  bool internal = false;  // the error is a broken invariant (a bug), not bad input: the CLI exits 3
 };
 
 // Simulates one replication of `spec` with run.seed = seed; errors are caught into Replication::error.
@@ -42,6 +43,8 @@ struct PointResult {
   [[nodiscard]] bool ok() const;
   // The first replication's error (a point fails when any of its replications fails).
   [[nodiscard]] std::string error() const;
+  // Some replication failed on a broken invariant (not on bad input).
+  [[nodiscard]] bool internal_error() const;
   [[nodiscard]] MeanInterval metric(std::size_t column) const;
   [[nodiscard]] MeanInterval capacity() const;
   // Every replication met the SLA (capacity mode: every search found a rate where it holds).
@@ -59,6 +62,10 @@ class TaskPool;
 std::vector<PointResult> run_points(TaskPool& pool, const std::vector<ScenarioSpec>& specs,
                                     const std::vector<int>& seeds, const std::vector<std::string>& labels,
                                     const PointSettings& settings);
+
+// Throws InternalError naming the point (`label`, and the seed) when a replication of any point broke an
+// invariant: run, sweep and compare exit 3 for it, as a single run does, after writing what they can.
+void throw_if_internal(const std::vector<PointResult>& points, const std::vector<std::string>& labels);
 
 // A point in sweep.json/compare.json. One plain replication: {"report": ...} as before replications
 // existed; otherwise {"replications": [{"seed", ["capacity_req_s", "capacity_fails_req_s", "probes"],

@@ -37,27 +37,29 @@ MeanInterval mean_ci95(const std::vector<double>& samples) {
 
 ReplicatedScenario load_replicated_scenario(const std::string& path,
                                             const std::vector<std::string>& overrides) {
-  Json j = path.empty() ? parse_json_text(embedded_file("scenarios/default.json"), "scenarios/default.json")
-                        : load_json_file(path);
-  if (!j.is_object()) return {load_scenario(path, overrides), 1};  // load_scenario names the error
+  return load_replicated_document(read_scenario_document(path), path, overrides);
+}
+
+ReplicatedScenario load_replicated_document(Json j, const std::string& path,
+                                            const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) apply_override(j, o);
   const auto run = j.find("run");
-  if (run == j.end() || !run->is_object() || !run->contains("seeds"))
-    return {load_scenario(path, overrides), 1};
-
-  const Json seeds_json = (*run)["seeds"];
-  if (!seeds_json.is_number_integer() || seeds_json.get<std::int64_t>() < 1 ||
-      seeds_json.get<std::int64_t>() > kMaxSeeds) {
-    throw InputError(
-        path.empty() ? "run.seeds" : path + ": run.seeds",
-        "must be an integer from 1 to " + std::to_string(kMaxSeeds) + ", got " + seeds_json.dump());
+  int seeds = 1;
+  const bool has_seeds = run != j.end() && run->is_object() && run->contains("seeds");
+  if (has_seeds) {
+    const Json seeds_json = (*run)["seeds"];
+    if (!seeds_json.is_number_integer() || seeds_json.get<std::int64_t>() < 1 ||
+        seeds_json.get<std::int64_t>() > kMaxSeeds) {
+      throw InputError(
+          path.empty() ? "run.seeds" : path + ": run.seeds",
+          "must be an integer from 1 to " + std::to_string(kMaxSeeds) + ", got " + seeds_json.dump());
+    }
+    seeds = seeds_json.get<int>();
+    run->erase("seeds");
   }
-  run->erase("seeds");
-  // The rest is load_scenario's: parse with relative paths resolved next to the file.
-  const std::string base = path.empty() ? std::string() : std::filesystem::path(path).parent_path().string();
-  ReplicatedScenario out{parse_scenario(j, base), seeds_json.get<int>()};
-  if (!out.loaded.spec.model.architecture_known) out.loaded.effective["model"]["architecture_known"] = false;
-  out.loaded.effective["run"]["seeds"] = out.seeds;
+  // The rest is the scenario loader's (overrides already applied): relative paths resolve next to the file.
+  ReplicatedScenario out{load_scenario_document(std::move(j), path, {}), seeds};
+  if (has_seeds) out.loaded.effective["run"]["seeds"] = out.seeds;
   return out;
 }
 

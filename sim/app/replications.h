@@ -32,6 +32,10 @@ struct ReplicatedScenario {
 };
 ReplicatedScenario load_replicated_scenario(const std::string& path,
                                             const std::vector<std::string>& overrides);
+// The same from a document already read by read_scenario_document(path) (sweep and compare read each
+// file once for all their points).
+ReplicatedScenario load_replicated_document(Json j, const std::string& path,
+                                            const std::vector<std::string>& overrides);
 
 constexpr int kMaxSeeds = 10000;
 

@@ -1,5 +1,6 @@
 // `moesim run` and `moesim validate`. With --seeds N, run replicates the scenario over N seeds and prints
 // the mean and 95% interval of each metric; with --capacity it searches the capacity at SLA.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -24,7 +25,8 @@ namespace moesim {
 
 void write_text_file(const std::string& path, const std::string& text) {
   if (path == "-") {
-    std::cout << text;
+    std::cout << text << std::flush;
+    if (!std::cout) throw InputError("-", "cannot write to standard output");
     return;
   }
   const std::filesystem::path p(path);
@@ -32,8 +34,27 @@ void write_text_file(const std::string& path, const std::string& text) {
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   if (ec) throw InputError(path, "cannot create its folder (" + ec.message() + ")");
   std::ofstream f(p);
-  if (!(f << text))
-    throw InputError(path, "cannot write the file (does its folder exist and is it writable?)");
+  f << text;
+  f.close();  // a full disk shows only when the buffer is flushed
+  if (f.fail()) {
+    throw InputError(path,
+                     "cannot write the file (does its folder exist, is it writable, is the disk full?)");
+  }
+}
+
+std::filesystem::path default_output_dir(const std::string& prefix, const std::string& name) {
+  const bool safe = !name.empty() && name.size() <= 100 && name.front() != '.' &&
+                    std::all_of(name.begin(), name.end(), [](char c) {
+                      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                             c == '.' || c == '_' || c == '-';
+                    });
+  if (!safe) {
+    throw InputError("name", "\"" + printable(name.substr(0, 100)) +
+                                 "\" cannot name the default output folder out/" + prefix +
+                                 "<name>: use 1 to 100 letters, digits, '.', '_' or '-' (not starting with "
+                                 "'.'), or give the output folder with --out");
+  }
+  return std::filesystem::path("out") / (prefix + name);
 }
 
 void prepare_output_dir(const std::filesystem::path& dir) {
@@ -76,6 +97,7 @@ void run_measured(const RunOptions& o, const ReplicatedScenario& rs, int seeds,
       run_points(pool, {rs.loaded.spec}, {seeds}, {rs.loaded.spec.name}, settings);
   if (!pool.is_output_rank()) return;
   const PointResult& p = results.front();
+  throw_if_internal(results, {rs.loaded.spec.name});
   if (!p.ok()) throw InputError(o.file.empty() ? "run" : o.file, p.error());
   Json doc{{"scenario", rs.loaded.effective}};
   doc.update(point_json(p, true));
@@ -102,7 +124,7 @@ void execute_run(const RunOptions& o) {
   const ReplicatedScenario rs = load_replicated_scenario(o.file, effective_overrides(o.scenario));
   const LoadedScenario& sc = rs.loaded;
   const std::filesystem::path dir =
-      o.out_dir.empty() ? std::filesystem::path("out") / sc.spec.name : std::filesystem::path(o.out_dir);
+      o.out_dir.empty() ? default_output_dir("", sc.spec.name) : std::filesystem::path(o.out_dir);
   prepare_output_dir(dir);
   const int seeds = o.measure.seeds > 0 ? o.measure.seeds : rs.seeds;
   if (seeds > 1 || o.measure.capacity) {
@@ -117,7 +139,8 @@ void execute_run(const RunOptions& o) {
   const int threads =
       o.jobs > 0 ? static_cast<int>(o.jobs) : static_cast<int>(std::thread::hardware_concurrency());
   const Report r = simulate(sc.spec, *gpu, outputs.active() || trace ? &observers : nullptr, threads);
-  trace.reset();  // closes the JSON
+  if (trace) trace->finish();  // closes the JSON, checks every write
+  outputs.finish();
   write_text_file((dir / "report.json").string(), report_to_json(r, sc.effective).dump(2) + "\n");
   if (!o.quiet) std::cout << format_summary(r);
   std::cout << "\nreport: " << (dir / "report.json").string() << "\n";

@@ -37,6 +37,7 @@ void execute_sweep(const SweepOptions& o) {
   std::vector<ScenarioSpec> specs;
   std::vector<int> seeds;
   std::vector<std::string> labels;
+  const Json document = read_scenario_document(o.file);  // once: a FIFO works, every point sees one text
   for (const auto& p : points) {
     std::vector<std::string> ov;
     std::string label;
@@ -45,8 +46,8 @@ void execute_sweep(const SweepOptions& o) {
       label += (i ? " " : "") + ov.back();
     }
     if (!seed_override.empty()) ov.push_back(seed_override);
-    loaded.push_back(load_replicated_scenario(o.file, ov));
-    specs.push_back(loaded.back().loaded.spec);
+    loaded.push_back(load_replicated_document(document, o.file, ov));
+    specs.push_back(std::move(loaded.back().loaded.spec));  // one copy per point (a trace's rows are large)
     seeds.push_back(o.measure.seeds > 0 ? o.measure.seeds : loaded.back().seeds);
     labels.push_back(label);
   }
@@ -55,9 +56,9 @@ void execute_sweep(const SweepOptions& o) {
   settings.search.rel_tol = o.measure.capacity_tol;
   TaskPool pool(o.jobs);
   // The output folder must be writable before any point runs.
-  const std::string& name = loaded.back().loaded.spec.name;
+  const std::string& name = specs.back().name;
   const std::filesystem::path dir =
-      o.out_dir.empty() ? std::filesystem::path("out") / ("sweep-" + name) : std::filesystem::path(o.out_dir);
+      o.out_dir.empty() ? default_output_dir("sweep-", name) : std::filesystem::path(o.out_dir);
   if (pool.is_output_rank()) prepare_output_dir(dir);
   const std::vector<PointResult> results = run_points(pool, specs, seeds, labels, settings);
   if (!pool.is_output_rank()) return;
@@ -86,6 +87,7 @@ void execute_sweep(const SweepOptions& o) {
   write_text_file((dir / "sweep.json").string(), doc.dump(2) + "\n");
   std::cout << table.text();
   std::cout << "\nsweep: " << (dir / "sweep.csv").string() << ", " << (dir / "sweep.json").string() << "\n";
+  throw_if_internal(results, labels);  // exit 3 for a bug, after the rows that did run are written
   if (failed == points.size())
     throw InputError("sweep", "every point failed; first error: " + results.front().error());
 }

@@ -37,7 +37,7 @@ Json resolve_entry(const Json& value, std::string_view catalog_path, const std::
     if (it == cat.end()) {
       std::string known;
       for (const auto& n : catalog_names(catalog_path)) known += (known.empty() ? "" : ", ") + n;
-      throw InputError(where, "unknown name \"" + name + "\" (known: " + known + ")");
+      throw InputError(where, "unknown name \"" + printable(name) + "\" (known: " + known + ")");
     }
     return *it;
   };

@@ -11,7 +11,16 @@ ChromeTraceWriter::ChromeTraceWriter(const std::string& path, double limit_s)
   out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
 }
 
-ChromeTraceWriter::~ChromeTraceWriter() { out_ << "\n]}\n"; }
+ChromeTraceWriter::~ChromeTraceWriter() {
+  if (!finished_) out_ << "\n]}\n";
+}
+
+void ChromeTraceWriter::finish() {
+  finished_ = true;
+  out_ << "\n]}\n";
+  out_.close();
+  if (out_.fail()) throw InputError(path_, "cannot write the trace file (is the disk full?)");
+}
 
 void ChromeTraceWriter::event(const std::string& json) {
   out_ << (first_ ? "" : ",\n") << json;

@@ -15,12 +15,15 @@ class ChromeTraceWriter final : public SimulationObserver {
  public:
   // `limit_s`: stop writing steps that start later (0 = no limit), so long runs stay loadable.
   ChromeTraceWriter(const std::string& path, double limit_s);
+  // Without finish() (an exception unwinding), the JSON is closed unchecked.
   ~ChromeTraceWriter() override;
   ChromeTraceWriter(const ChromeTraceWriter&) = delete;
   ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
 
   void on_step(const StepRecord& s) override;
   void on_request(const RequestRecord& r) override { (void)r; }
+  // Closes the JSON and the file; InputError naming the file when any write failed (a full disk).
+  void finish();
 
  private:
   void event(const std::string& json);
@@ -28,6 +31,7 @@ class ChromeTraceWriter final : public SimulationObserver {
   std::string path_;
   double limit_s_;
   bool first_ = true;
+  bool finished_ = false;
   std::vector<bool> named_;  // replicas whose track has its name
 };
 

@@ -42,9 +42,17 @@ double bounded(JsonReader& r, std::string_view key, double fallback, double lo, 
   return x;
 }
 
+// A link efficiency: transfer times divide by it, so it is held to [0.01, 1] (the catalog's are 0.75 and
+// up) and a time stays inside the picosecond clock.
+double efficiency(JsonReader& r, std::string_view key, double fallback) {
+  const double x = r.fraction(key, fallback);
+  if (x < 0.01) r.fail(key, "must be in [0.01, 1], got " + Json(x).dump());
+  return x;
+}
+
 AllToAllKernel parse_kernel(JsonReader r, AllToAllKernel k) {
-  k.nvlink_efficiency = r.fraction("nvlink_efficiency", k.nvlink_efficiency);
-  k.nic_efficiency = r.fraction("nic_efficiency", k.nic_efficiency);
+  k.nvlink_efficiency = efficiency(r, "nvlink_efficiency", k.nvlink_efficiency);
+  k.nic_efficiency = efficiency(r, "nic_efficiency", k.nic_efficiency);
   k.dispatch_startup = microseconds(r, "dispatch_startup_us", k.dispatch_startup);
   k.combine_startup = microseconds(r, "combine_startup_us", k.combine_startup);
   k.dispatch_floor = microseconds(r, "dispatch_floor_us", k.dispatch_floor);
@@ -59,11 +67,11 @@ AllToAllKernel parse_kernel(JsonReader r, AllToAllKernel k) {
 }
 
 CollectiveCalibration parse_collectives(JsonReader r, CollectiveCalibration c) {
-  c.all_reduce_bus_efficiency = r.fraction("all_reduce_bus_efficiency", c.all_reduce_bus_efficiency);
+  c.all_reduce_bus_efficiency = efficiency(r, "all_reduce_bus_efficiency", c.all_reduce_bus_efficiency);
   c.all_reduce_startup = microseconds(r, "all_reduce_startup_us", c.all_reduce_startup);
   c.all_reduce_floor = microseconds(r, "all_reduce_floor_us", c.all_reduce_floor);
   c.all_reduce_step_latency = microseconds(r, "all_reduce_step_latency_us", c.all_reduce_step_latency);
-  c.p2p_nic_efficiency = r.fraction("p2p_nic_efficiency", c.p2p_nic_efficiency);
+  c.p2p_nic_efficiency = efficiency(r, "p2p_nic_efficiency", c.p2p_nic_efficiency);
   c.p2p_nvlink_overhead = microseconds(r, "p2p_nvlink_overhead_us", c.p2p_nvlink_overhead);
   c.p2p_nic_overhead = microseconds(r, "p2p_nic_overhead_us", c.p2p_nic_overhead);
   r.finish();
@@ -141,7 +149,7 @@ FabricSpec parse_fabric(const Json& resolved, const std::string& path, int nodes
   f.nvlink_latency = microseconds(r, "nvlink_latency_us", gpu.nvlink_latency);
   f.nic_bytes_per_s = bandwidth(r, "nic_gbit_per_s", 1e9 / 8.0, gpu.nic_bytes_per_s);
   f.nic_latency = microseconds(r, "nic_latency_us", gpu.nic_latency);
-  f.efficiency = r.fraction("nvlink_copy_efficiency", f.efficiency);
+  f.efficiency = efficiency(r, "nvlink_copy_efficiency", f.efficiency);
   parse_topology(r, f);
   if (auto k = r.optional_object("all_to_all_kernels")) parse_kernels(*k, f);
   if (auto c = r.optional_object("collectives")) f.collectives = parse_collectives(*c, f.collectives);

@@ -2,8 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <vector>
 
 namespace moesim {
 
@@ -52,7 +53,170 @@ void check_depth(std::string_view text, const std::string& origin) {
   }
 }
 
+// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629, table 3-7 of the Unicode standard), 0 when
+// the bytes there are not one.
+std::size_t utf8_sequence(std::string_view s, std::size_t i) {
+  const auto at = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = at(i);
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;  // no overlong forms
+    if (c == 0xED) hi = 0x9F;  // no UTF-16 surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;  // at most U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// The JSON path of the value being parsed, kept from the parser's events, so that a key given twice in one
+// object is refused by its path (nlohmann keeps the last value silently).
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(const std::string& origin) : origin_(origin) {}
+
+  bool on_event(Json::parse_event_t event, const Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        frames_.emplace_back();
+        frames_.back().object = event == Json::parse_event_t::object_start;
+        break;
+      case Json::parse_event_t::key:
+        on_key(parsed.get<std::string>());
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        frames_.pop_back();
+        element_done();
+        break;
+      case Json::parse_event_t::value:
+        element_done();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object = true;
+    std::size_t index = 0;  // arrays: elements completed
+    std::string key;        // objects: the key whose value is being parsed
+    std::set<std::string, std::less<>> keys;
+  };
+
+  void element_done() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+  }
+
+  void on_key(const std::string& key) {
+    Frame& top = frames_.back();
+    if (!top.keys.insert(key).second) {
+      std::string path;
+      for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
+        if (frames_[i].object) {
+          if (!path.empty()) path += '.';
+          path += printable(frames_[i].key);
+        } else {
+          path += '[';
+          path += std::to_string(frames_[i].index);
+          path += ']';
+        }
+      }
+      if (!path.empty()) path += '.';
+      path += printable(key);
+      throw InputError(origin_ + ": " + path,
+                       "this key appears twice in the same object (JSON would keep only the last one "
+                       "silently); keep one");
+    }
+    top.key = key;
+  }
+
+  const std::string& origin_;
+  std::vector<Frame> frames_;
+};
+
+Json parse_checked(std::string_view text, const std::string& origin) {
+  DuplicateKeyCheck check(origin);
+  return Json::parse(text.begin(), text.end(),
+                     [&check](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+                       return check.on_event(event, parsed);
+                     });
+}
+
 }  // namespace
+
+bool is_valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence(s, i);
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (n == 0 || c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+void require_utf8(std::string_view s, const std::string& where) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence(s, i);
+    if (n == 0) {
+      throw InputError(where, "\"" + printable(s) + "\" is not valid UTF-8 (byte " + std::to_string(i + 1) +
+                                  "); text must be UTF-8");
+    }
+    i += n;
+  }
+}
+
+std::string read_file_bounded(const std::string& path, std::size_t max_bytes, std::string_view what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(path, "is a folder, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "cannot open the file (does it exist and is it readable?)");
+  std::string text;
+  std::vector<char> chunk(std::size_t{1} << 16);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_bytes) {
+      throw InputError(path, std::string(what) + " is larger than " + std::to_string(max_bytes >> 20) +
+                                 " MiB, more than any real one; is it the right file?");
+    }
+  }
+  if (in.bad()) throw InputError(path, "cannot read the file");
+  return text;
+}
 
 Json parse_json_text(std::string_view text, const std::string& origin) {
   bool blank = true;
@@ -69,7 +233,7 @@ Json parse_json_text(std::string_view text, const std::string& origin) {
 Json parse_json_value(std::string_view text, const std::string& origin) {
   check_depth(text, origin);
   try {
-    return Json::parse(text.begin(), text.end());
+    return parse_checked(text, origin);
   } catch (const Json::parse_error& e) {
     std::string what = e.what();
     const auto pos = what.find("syntax error");
@@ -87,7 +251,7 @@ Json parse_json_value(std::string_view text, const std::string& origin) {
 std::optional<Json> parse_json_if_valid(std::string_view text, const std::string& origin) {
   check_depth(text, origin);
   try {
-    return Json::parse(text.begin(), text.end());
+    return parse_checked(text, origin);
   } catch (const Json::parse_error&) {
     return std::nullopt;
   } catch (const Json::exception&) {
@@ -96,11 +260,7 @@ std::optional<Json> parse_json_if_valid(std::string_view text, const std::string
 }
 
 Json load_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "cannot open the file (does it exist and is it readable?)");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse_json_text(buf.str(), path);
+  return parse_json_text(read_file_bounded(path, kMaxJsonFileBytes, "the JSON file"), path);
 }
 
 std::string json_type_name(const Json& j) {
@@ -120,13 +280,15 @@ JsonReader::JsonReader(const Json& j, std::string path) : j_(j), path_(std::move
 }
 
 std::string JsonReader::path_of(std::string_view key) const {
-  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  return path_.empty() ? printable(key) : path_ + "." + printable(key);
 }
 
 bool JsonReader::has(std::string_view key) const { return j_.contains(std::string(key)); }
 
 void JsonReader::fail(std::string_view key, const std::string& message) const {
-  throw InputError(key.empty() ? path_ : path_of(key), message);
+  // A message may quote the value read (an unknown name): a NUL or control byte in it is escaped, so the
+  // printed message is whole and on one line.
+  throw InputError(key.empty() ? path_ : path_of(key), printable(message));
 }
 
 const Json& JsonReader::at(std::string_view key) {

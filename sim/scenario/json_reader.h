@@ -24,10 +24,26 @@ inline constexpr double kMaxNumber = 1e12;
 inline constexpr std::int64_t kMaxInteger = std::int64_t{1} << 53;
 inline constexpr double kMinPositive = 1e-9;
 
-// Reads the whole file as JSON. Errors name the file (and line:column for syntax errors).
+// The largest JSON file read whole (a scenario, a catalog, a ServeGen file): far above any real one, so a
+// FIFO or /dev/zero given as a file is refused instead of filling memory.
+inline constexpr std::size_t kMaxJsonFileBytes = std::size_t{256} << 20;
+
+// True when `s` is well-formed UTF-8 (RFC 3629: shortest forms, no surrogates, at most U+10FFFF).
+bool is_valid_utf8(std::string_view s);
+// `s` fit for a one-line message: control characters (NUL among them) and bytes that are not UTF-8 as
+// \xNN escapes, so that a message is never cut or made unprintable by what it quotes.
+std::string printable(std::string_view s);
+// Throws InputError(where) naming the byte offset of the first byte that is not UTF-8.
+void require_utf8(std::string_view s, const std::string& where);
+
+// Reads a whole file, at most `max_bytes` (one pass, so a FIFO or process substitution works); errors name
+// the file.
+std::string read_file_bounded(const std::string& path, std::size_t max_bytes, std::string_view what);
+// Reads the whole file as JSON (once). Errors name the file (and line:column for syntax errors).
 Json load_json_file(const std::string& path);
 Json parse_json_text(std::string_view text, const std::string& origin);
-// Any JSON value (also a bare number or string); errors as parse_json_text's, nesting bounded.
+// Any JSON value (also a bare number or string); errors as parse_json_text's, nesting bounded, a key given
+// twice in one object refused with its JSON path (JSON would silently keep the last).
 Json parse_json_value(std::string_view text, const std::string& origin);
 // nullopt when `text` is not JSON syntax; an InputError when it is JSON beyond the limits above.
 std::optional<Json> parse_json_if_valid(std::string_view text, const std::string& origin);

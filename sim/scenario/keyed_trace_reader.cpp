@@ -1,9 +1,7 @@
 #include "sim/scenario/keyed_trace_reader.h"
 
-#include <fstream>
-#include <limits>
-
 #include "sim/scenario/json_reader.h"
+#include "sim/scenario/line_reader.h"
 
 namespace moesim {
 
@@ -27,14 +25,22 @@ void read_row(const Json& j, const std::string& where, KeyedTrace& out) {
   }
   r.prompt_tokens = j["input_length"].get<std::int64_t>();
   r.output_tokens = j["output_length"].get<std::int64_t>();
-  if (!j.contains("hash_ids")) {
-    // A row without block ids has no prefix identity (0 keyed blocks).
-    r.prefix_ref = static_cast<std::uint32_t>(out.keys.keys.size());
-    if (!out.rows.empty() && r.arrival < out.rows.back().arrival)
-      throw InputError(where, "rows must be sorted by timestamp");
-    out.rows.push_back(r);
-    return;
+  if (!out.rows.empty() && r.arrival < out.rows.back().arrival)
+    throw InputError(where, "rows must be sorted by timestamp");
+  append_hash_ids(j, where, r, out.keys);
+  if (out.rows.size() == kMaxTraceRows) {
+    throw InputError(
+        where, "the trace has more than " + std::to_string(kMaxTraceRows) + " requests; split the trace");
   }
+  out.rows.push_back(r);
+}
+
+}  // namespace
+
+void append_hash_ids(const Json& j, const std::string& where, RequestSpec& r, TraceBlockKeys& keys) {
+  r.prefix_ref = static_cast<std::uint32_t>(keys.keys.size());
+  r.prefix_blocks = 0;
+  if (!j.contains("hash_ids")) return;  // a row without block ids has no prefix identity (0 keyed blocks)
   if (!j["hash_ids"].is_array()) throw InputError(where, "\"hash_ids\" must be an array of block ids");
   const Json& ids = j["hash_ids"];
   const auto expected =
@@ -44,52 +50,28 @@ void read_row(const Json& j, const std::string& where, KeyedTrace& out) {
                                 std::to_string(r.prompt_tokens) + " makes " + std::to_string(expected) +
                                 " blocks of 512 tokens");
   }
-  auto& keys = out.keys.keys;
-  if (keys.size() + ids.size() > std::numeric_limits<std::uint32_t>::max())
-    throw InputError(where, "the trace has more than 4294967295 block ids");
-  r.prefix_ref = static_cast<std::uint32_t>(keys.size());
+  if (keys.keys.size() + ids.size() > kMaxTraceKeys)
+    throw InputError(where, "the trace has more than " + std::to_string(kMaxTraceKeys) + " block ids");
   r.prefix_blocks = static_cast<std::uint32_t>(ids.size());
   for (const Json& id : ids) {
     if (!id.is_number_integer() || id.get<std::int64_t>() < 0)
       throw InputError(where, "\"hash_ids\" must hold non-negative integers, got " + id.dump());
-    keys.push_back(id.get<std::uint64_t>());
+    keys.keys.push_back(id.get<std::uint64_t>());
   }
-  if (!out.rows.empty() && r.arrival < out.rows.back().arrival)
-    throw InputError(where, "rows must be sorted by timestamp");
-  out.rows.push_back(r);
 }
 
-}  // namespace
-
 KeyedTrace read_mooncake_keyed(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file, "cannot open the trace file");
+  LineReader in(file);
   KeyedTrace out;
   out.keys.block_tokens = kMooncakeBlockTokens;
   std::string line;
-  std::size_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
+  while (in.next(line)) {
     if (line.empty() || line == "\r") continue;
-    const std::string where = file + ":" + std::to_string(n);
+    const std::string where = in.where();
     read_row(parse_json_text(line, where), where, out);
   }
   if (out.rows.empty()) throw InputError(file, "the trace has no requests");
   return out;
-}
-
-TraceBlockKeys attach_trace_keys(std::vector<RequestSpec>& rows, const std::string& file,
-                                 const std::string& format) {
-  if (format != "mooncake_jsonl") return {};
-  KeyedTrace t = read_mooncake_keyed(file);
-  MOESIM_CHECK(t.rows.size() == rows.size(), "the keyed reader and read_trace disagree on the row count");
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    MOESIM_CHECK(rows[i].prompt_tokens == t.rows[i].prompt_tokens,
-                 "the keyed reader and read_trace disagree");
-    rows[i].prefix_ref = t.rows[i].prefix_ref;
-    rows[i].prefix_blocks = t.rows[i].prefix_blocks;
-  }
-  return std::move(t.keys);
 }
 
 }  // namespace moesim

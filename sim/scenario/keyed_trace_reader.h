@@ -3,6 +3,7 @@
 // TraceBlockKeys). Used by prefix-caching replays and by `moesim trace-stats`. Errors name file:line.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,11 @@ constexpr std::int64_t kMooncakeBlockTokens = 512;
 // must hold ceil(input_length / 512) non-negative integers (a row without them has 0 keyed blocks).
 KeyedTrace read_mooncake_keyed(const std::string& file);
 
-// Gives the rows of a trace already read by read_trace their Mooncake block ids (prefix_ref,
-// prefix_blocks) and returns the key array; an empty TraceBlockKeys for formats without ids. The rows must
-// be the file's, in order.
-TraceBlockKeys attach_trace_keys(std::vector<RequestSpec>& rows, const std::string& file,
-                                 const std::string& format);
+// Block ids: 2^32 - 1 at most (rows index them with uint32), which is 32 GiB of keys.
+inline constexpr std::size_t kMaxTraceKeys = 4294967295U;
+
+// Sets r.prefix_ref / r.prefix_blocks from a Mooncake row's "hash_ids" (none: 0 keyed blocks), appending
+// the ids to `keys`; InputError at `where` unless they are ceil(input_length / 512) non-negative integers.
+void append_hash_ids(const nlohmann::json& j, const std::string& where, RequestSpec& r, TraceBlockKeys& keys);
 
 }  // namespace moesim

@@ -1,5 +1,6 @@
 #include "sim/scenario/scenario_parser.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -54,6 +55,31 @@ void check_consistency(const ScenarioSpec& s) {
   }
 }
 
+// Requests a synthetic open-loop run may plan (run.requests, or rate x run.duration_s): each holds about
+// 0.4 KB while it waits, and an overloaded deployment without deployment.max_waiting_requests drains none
+// of them, so the bound keeps memory within a few GB whatever the rate (2e7 is also hours of simulation).
+constexpr double kMaxPlannedRequests = 2e7;
+
+void check_planned_arrivals(const ScenarioSpec& s, JsonReader& run) {
+  double rate_per_s = 0;
+  if (const auto* p = std::get_if<PoissonArrivals>(&s.workload.arrivals)) rate_per_s = p->rate_per_s;
+  if (const auto* g = std::get_if<GammaArrivals>(&s.workload.arrivals)) rate_per_s = g->rate_per_s;
+  if (rate_per_s <= 0 || !s.workload.trace.empty()) return;
+  const double by_count = s.run.requests > 0 ? static_cast<double>(s.run.requests) : HUGE_VAL;
+  const double by_time = s.run.duration > Duration::zero() ? rate_per_s * s.run.duration.seconds() : HUGE_VAL;
+  const double planned = std::min(by_count, by_time);
+  if (planned <= kMaxPlannedRequests) return;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3g", planned);
+  if (by_count <= by_time) {
+    run.fail("requests", std::string(buf) + " requests are more than the 2e7 a run holds; lower it");
+  }
+  throw InputError("workload.arrival.rate_per_s",
+                   "rate x run.duration_s plans " + std::string(buf) +
+                       " requests, more than the 2e7 a run holds (each waits in memory when the deployment "
+                       "cannot keep up); lower the rate or the duration, or set run.requests");
+}
+
 Precision precision_of(JsonReader& r, std::string_view key, Precision fallback) {
   if (!r.has(key)) {
     (void)r.string(key, "");
@@ -106,8 +132,12 @@ PopularitySpec parse_popularity(JsonReader r, const ModelSpec& m, WorkloadSpec& 
     p.kind = PopularitySpec::Kind::kUniform;
   } else if (kind == "zipf") {
     p.kind = PopularitySpec::Kind::kZipf;
+    // At 20 the most popular expert already takes all but 2^-20 of a two-expert model's tokens; beyond,
+    // the tail's weights i^-s underflow a double and the routing sampler cannot draw top_k experts.
     p.zipf_exponent = r.number("exponent");
-    if (p.zipf_exponent < 0) r.fail("exponent", "must be >= 0");
+    if (p.zipf_exponent < 0 || p.zipf_exponent > 20) {
+      r.fail("exponent", "must be in [0, 20], got " + Json(p.zipf_exponent).dump());
+    }
   } else if (kind == "pareto") {
     // "The top `top_fraction` of experts take `top_share` of the tokens" (seed section 4: 20% / 80%).
     const double fraction = r.fraction("top_fraction", 0.2);
@@ -199,6 +229,11 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   g.fp4_flops_per_s = r.bounded("fp4_tflops", 0, 0, 1e6) * 1e12;
   g.mem_efficiency = r.fraction("mem_efficiency", g.mem_efficiency);
   g.compute_efficiency = r.fraction("compute_efficiency", g.compute_efficiency);
+  // Every kernel time divides by these: below 1% a time leaves the picosecond clock.
+  for (const char* key : {"mem_efficiency", "compute_efficiency"}) {
+    const double x = std::string_view(key) == "mem_efficiency" ? g.mem_efficiency : g.compute_efficiency;
+    if (x < 0.01) r.fail(key, "must be in [0.01, 1], got " + Json(x).dump());
+  }
   g.kernel_overhead = Duration::from_us(r.bounded("kernel_overhead_us", g.kernel_overhead.us(), 0.0, 1e6));
   g.nvlink_bytes_per_s = r.number_in("nvlink_gb_per_s", 0.1, 1e6) * 1e9;
   g.nvlink_latency = Duration::from_us(r.bounded("nvlink_latency_us", g.nvlink_latency.us(), 0.0, 1e6));
@@ -212,6 +247,18 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   return g;
 }
 
+namespace {
+
+// Levels of objects and arrays in `j` (0 for a scalar); `j` is already held to kMaxJsonDepth.
+int json_depth(const Json& j) {
+  if (!j.is_structured()) return 0;
+  int deepest = 0;
+  for (const Json& v : j) deepest = std::max(deepest, json_depth(v));
+  return deepest + 1;
+}
+
+}  // namespace
+
 void apply_override(Json& j, std::string_view assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string_view::npos || eq == 0) {
@@ -219,8 +266,18 @@ void apply_override(Json& j, std::string_view assignment) {
   }
   const std::string path(assignment.substr(0, eq));
   const std::string text(assignment.substr(eq + 1));
+  require_utf8(path, "--set " + printable(path));
+  require_utf8(text, "--set " + path);
   // A value that is not JSON is taken as a string; a JSON one is held to the file's limits.
   Json value = parse_json_if_valid(text, "--set " + path).value_or(Json(text));
+  // The path's objects and the value's nesting together stay within the files' depth limit (every walk
+  // over the scenario recurses), checked before anything is built.
+  const int levels = 1 + static_cast<int>(std::count(path.begin(), path.end(), '.')) + json_depth(value);
+  if (levels > kMaxJsonDepth) {
+    throw InputError("--set " + (path.size() > 80 ? path.substr(0, 80) + "..." : path),
+                     "nests the scenario " + std::to_string(levels) + " levels deep, more than the " +
+                         std::to_string(kMaxJsonDepth) + " levels a scenario may have");
+  }
   Json* node = &j;
   std::size_t start = 0;
   std::string walked;
@@ -268,6 +325,11 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
     d.fail("ep_size",
            std::to_string(dep.ep_size) + " does not divide the cluster's " + std::to_string(total) + " GPUs");
   }
+  // A pool's instance lies inside the cluster too (and gpus_per_instance() stays far inside an int).
+  if (dep.ep_size > total) {
+    d.fail("ep_size",
+           std::to_string(dep.ep_size) + " is more than the cluster's " + std::to_string(total) + " GPUs");
+  }
   // The step planner and the fabric place an EP group inside one node or on whole nodes.
   const int per_node = s.cluster.gpus_per_node;
   if (dep.ep_size > per_node ? dep.ep_size % per_node != 0 : per_node % dep.ep_size != 0) {
@@ -283,8 +345,10 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   JsonReader a = attn ? *attn : JsonReader(empty, d.path_of("attention"));
   dep.attention_tp = a.positive_int("tp", 1);
   dep.attention_dp = a.positive_int("dp", dep.ep_size / dep.attention_tp);
-  if (dep.attention_dp * dep.attention_tp != dep.ep_size) {
-    a.fail("dp", "dp x tp = " + std::to_string(dep.attention_dp * dep.attention_tp) +
+  // In 64 bits: two ints of up to 2^31 - 1 each.
+  const std::int64_t dp_tp = std::int64_t{dep.attention_dp} * dep.attention_tp;
+  if (dp_tp != dep.ep_size) {
+    a.fail("dp", "dp x tp = " + std::to_string(dp_tp) +
                      " must equal deployment.ep_size = " + std::to_string(dep.ep_size));
   }
   a.finish();
@@ -615,9 +679,11 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       if (std::filesystem::path(file).is_relative() && !base_dir.empty()) {
         file = (std::filesystem::path(base_dir) / file).lexically_normal().string();
       }
-      wl.trace = format == "servegen" ? servegen_trace_rows(a, file, j)
-                                      : read_trace(file, format, a.path_of("format"));
-      s.production.trace_keys = attach_trace_keys(wl.trace, file, format);
+      // One pass over the file: its rows and (Mooncake) their block ids.
+      KeyedTrace t = format == "servegen" ? KeyedTrace{servegen_trace_rows(a, file, j), {}}
+                                          : read_trace_with_keys(file, format, a.path_of("format"));
+      wl.trace = std::move(t.rows);
+      s.production.trace_keys = std::move(t.keys);
       wl.trace_speedup = a.bounded("speedup", 1.0, 1e-6, 1e6);
     } else {
       a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, closed_loop, trace)");
@@ -635,12 +701,19 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     s.production.prefix = parse_workload_prefix(w, s, is_trace);
     w.finish();
     // A trace's keyed blocks (512 tokens in Mooncake) are split into KV blocks for the prefix cache.
+    // Every pool that caches prefixes (its own kv_block_tokens over the top-level one) splits them.
     const std::int64_t keyed = s.production.trace_keys.block_tokens;
-    if (s.deployment.prefix_caching && keyed > 0 && keyed % s.deployment.kv_block_tokens != 0) {
-      throw InputError("deployment.kv_block_tokens",
-                       std::to_string(s.deployment.kv_block_tokens) + " does not divide the trace's " +
-                           std::to_string(keyed) +
-                           "-token hash blocks (prefix caching splits them into KV blocks)");
+    const auto check_split = [keyed](const DeploymentSpec& d, const std::string& at) {
+      if (d.prefix_caching && keyed > 0 && keyed % d.kv_block_tokens != 0) {
+        throw InputError(at + "kv_block_tokens",
+                         std::to_string(d.kv_block_tokens) + " does not divide the trace's " +
+                             std::to_string(keyed) +
+                             "-token hash blocks (prefix caching splits them into KV blocks)");
+      }
+    };
+    if (s.pools.empty()) check_split(s.deployment, "deployment.");
+    for (std::size_t i = 0; i < s.pools.size(); ++i) {
+      check_split(s.pools[i].deployment, "deployment.pools[" + std::to_string(i) + "].");
     }
   }
 
@@ -689,6 +762,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     if (s.run.requests == 0 && duration == 0 && s.workload.trace.empty()) {
       r.fail("", "give run.requests or run.duration_s (or both) so that the run ends");
     }
+    check_planned_arrivals(s, r);
     if (!s.workload.trace.empty()) {
       // The replayed part of the trace must fit the simulated horizon, as run.duration_s does.
       const auto& rows = s.workload.trace;
@@ -721,10 +795,15 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
   return out;
 }
 
-LoadedScenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+Json read_scenario_document(const std::string& path) {
   Json j = path.empty() ? parse_json_text(embedded_file("scenarios/default.json"), "scenarios/default.json")
                         : load_json_file(path);
   if (!j.is_object()) throw InputError(path, "a scenario must be a JSON object, got " + json_type_name(j));
+  return j;
+}
+
+LoadedScenario load_scenario_document(Json j, const std::string& path,
+                                      const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) apply_override(j, o);
   const std::string base = path.empty() ? std::string() : std::filesystem::path(path).parent_path().string();
   LoadedScenario loaded = parse_scenario(j, base);
@@ -733,6 +812,10 @@ LoadedScenario load_scenario(const std::string& path, const std::vector<std::str
     loaded.effective["model"]["architecture_known"] = false;
   }
   return loaded;
+}
+
+LoadedScenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  return load_scenario_document(read_scenario_document(path), path, overrides);
 }
 
 }  // namespace moesim

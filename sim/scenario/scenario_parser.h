@@ -23,7 +23,14 @@ void apply_override(Json& j, std::string_view assignment);
 // Parses a scenario. `base_dir` resolves relative file paths (traces) inside it.
 LoadedScenario parse_scenario(const Json& j, const std::string& base_dir);
 
-// Loads a file (or the compiled-in default when path is empty), applies overrides, parses.
+// The scenario document of a file, read once (a FIFO or process substitution works), or the compiled-in
+// default when path is empty; InputError unless it is a JSON object.
+Json read_scenario_document(const std::string& path);
+// Applies overrides to a document of read_scenario_document(path) and parses it (relative paths in it
+// resolve next to `path`).
+LoadedScenario load_scenario_document(Json j, const std::string& path,
+                                      const std::vector<std::string>& overrides);
+// Both: loads a file (or the compiled-in default when path is empty), applies overrides, parses.
 LoadedScenario load_scenario(const std::string& path, const std::vector<std::string>& overrides);
 
 ModelSpec parse_model(JsonReader& r);

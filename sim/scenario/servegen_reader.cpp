@@ -3,15 +3,25 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+
+#include "sim/scenario/line_reader.h"
 
 namespace moesim {
 
 namespace {
 
 namespace fs = std::filesystem;
+
+// A replay's horizon (as run.duration_s) and the largest rate a window may give.
+constexpr double kMaxServeGenSeconds = 1e6;
+constexpr double kMaxServeGenRate = 1e6;
+// Requests a replay may materialize (32 bytes each): the trace readers' row bound is far above what a
+// sampled replay needs, and sampling this many takes seconds.
+constexpr double kMaxServeGenRequests = 2e7;
 
 bool parse_double(std::string_view s, double& out) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -33,15 +43,12 @@ std::vector<std::string_view> split(std::string_view line, char sep) {
 }
 
 std::vector<ServeGenWindow> read_windows(const std::string& file, double& window_s) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file, "cannot open the ServeGen trace file");
+  LineReader in(file);
   std::vector<ServeGenWindow> out;
   std::string line;
-  std::size_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
+  while (in.next(line)) {
     if (line.empty() || line == "\r") continue;
-    const std::string where = file + ":" + std::to_string(n);
+    const std::string where = in.where();
     const auto f = split(line, ',');
     if (f.size() != 6) {
       throw InputError(where,
@@ -56,6 +63,16 @@ std::vector<ServeGenWindow> read_windows(const std::string& file, double& window
       throw InputError(where, "timestamp, rate, cv, shape and scale must be numbers");
     }
     if (w.rate_per_s < 0 || cv < 0) throw InputError(where, "rate and cv must be >= 0");
+    // What a run can hold: a window inside the simulated horizon, a rate and law parameters whose samples
+    // and sums stay finite (the ServeGen data: rates below 20 req/s, shapes 0.01-20, scales 0.002-500).
+    if (w.start_s > kMaxServeGenSeconds)
+      throw InputError(where, "the window starts past 1e6 s, beyond what a run simulates");
+    if (w.rate_per_s > kMaxServeGenRate) throw InputError(where, "rate must be at most 1e6 req/s");
+    if (cv > 1e3) throw InputError(where, "cv must be at most 1e3");
+    if (f[3] == "Gamma" || f[3] == "Weibull") {
+      if (!(w.shape >= 1e-4 && w.shape <= 1e4) || !(w.scale >= 1e-9 && w.scale <= 1e9))
+        throw InputError(where, "the law's shape must be in [1e-4, 1e4] and its scale in [1e-9, 1e9]");
+    }
     if (f[3] == "Gamma") {
       w.law = InterArrivalLaw::kGamma;
     } else if (f[3] == "Weibull") {
@@ -64,8 +81,8 @@ std::vector<ServeGenWindow> read_windows(const std::string& file, double& window
       w.law = InterArrivalLaw::kNone;
       w.rate_per_s = 0;
     } else {
-      throw InputError(where,
-                       "unknown inter-arrival law \"" + std::string(f[3]) + "\" (known: Gamma, Weibull)");
+      throw InputError(where, "unknown inter-arrival law \"" + printable(f[3].substr(0, 80)) +
+                                  "\" (known: Gamma, Weibull)");
     }
     if (w.law != InterArrivalLaw::kNone && w.rate_per_s > 0 && !(w.shape > 0 && w.scale > 0))
       throw InputError(where, "the law's shape and scale must be positive");
@@ -79,6 +96,8 @@ std::vector<ServeGenWindow> read_windows(const std::string& file, double& window
   }
   if (out.empty()) throw InputError(file, "the ServeGen trace has no windows");
   if (out.front().start_s != 0) throw InputError(file + ":1", "the first window must start at 0");
+  if (out.back().start_s + window_s > kMaxServeGenSeconds)
+    throw InputError(file, "the windows end past 1e6 s, beyond what a run simulates");
   return out;
 }
 
@@ -88,14 +107,15 @@ std::vector<ServeGenLengths> read_lengths(const std::string& file) {
   std::map<double, ServeGenLengths> by_start;
   for (auto it = j.begin(); it != j.end(); ++it) {
     double start = 0;
+    const std::string at = file + ": \"" + printable(it.key()) + "\"";
     if (!parse_double(it.key(), start) || start < 0)
-      throw InputError(file + ": \"" + it.key() + "\"", "window keys must be start times in seconds");
-    if (!it->is_object()) throw InputError(file + ": \"" + it.key() + "\"", "expected an object");
+      throw InputError(at, "window keys must be start times in seconds");
+    if (!it->is_object()) throw InputError(at, "expected an object");
     ServeGenLengths l;
     l.start_s = start;
     bool empty = false;
     for (auto f = it->begin(); f != it->end(); ++f) {
-      const std::string where = file + ": \"" + it.key() + "\"." + f.key();
+      const std::string where = at + "." + printable(f.key());
       if (f.key() != "input_tokens" && f.key() != "output_tokens" && f.key() != "reason_ratio")
         throw InputError(where, "unknown field (known: input_tokens, output_tokens, reason_ratio)");
       if (!f->is_string()) throw InputError(where, "expected a Python dict literal string");
@@ -108,7 +128,7 @@ std::vector<ServeGenLengths> read_lengths(const std::string& file) {
     // ServeGen skips a window whose distributions are empty (the client sent nothing then).
     if (empty) continue;
     if (l.input.values.empty() || l.output.values.empty())
-      throw InputError(file + ": \"" + it.key() + "\"", "needs input_tokens and output_tokens");
+      throw InputError(at, "needs input_tokens and output_tokens");
     by_start[start] = std::move(l);
   }
   std::vector<ServeGenLengths> out;
@@ -164,8 +184,11 @@ TokenPmf parse_token_pmf(const std::string& literal, const std::string& where) {
     double k = 0;
     double p = 0;
     if (kv.size() != 2 || !parse_double(kv[0], k) || !parse_double(kv[1], p))
-      throw InputError(where, "bad entry \"" + std::string(item) + "\" (expected tokens: probability)");
-    if (k < 0 || std::floor(k) != k || k > 1e9) throw InputError(where, "token counts must be integers >= 0");
+      throw InputError(where,
+                       "bad entry \"" + printable(item.substr(0, 80)) + "\" (expected tokens: probability)");
+    // As a trace row's: at most 1e8 tokens.
+    if (k < 0 || std::floor(k) != k || k > 1e8)
+      throw InputError(where, "token counts must be integers in [0, 1e8]");
     if (p < 0) throw InputError(where, "probabilities must be >= 0");
     pairs.emplace_back(static_cast<std::int64_t>(k), p);
   }
@@ -215,6 +238,38 @@ ServeGenWorkload read_servegen(const std::string& path) {
   return w;
 }
 
+namespace {
+
+// The requests a replay samples (each window's rate x rate_scale x window, from start_s to the end of the
+// data or of run.duration_s; run.requests stops it within a window), refused past kMaxServeGenRequests.
+void check_replay_size(JsonReader& arrival, const ServeGenWorkload& w, const ServeGenReplay& replay,
+                       const RunLimits& limits) {
+  const double end_s = limits.max_arrival_time > Duration::zero()
+                           ? std::min(w.day_s, replay.start_s + limits.max_arrival_time.seconds())
+                           : w.day_s;
+  double total = 0;
+  double busiest = 0;
+  for (std::size_t k = 0; k < w.clients.front().windows.size(); ++k) {
+    const double start = w.clients.front().windows[k].start_s;
+    if (start + w.window_s <= replay.start_s || start >= end_s) continue;
+    double in_window = 0;
+    for (const ServeGenClient& c : w.clients)
+      in_window += c.windows[k].rate_per_s * replay.rate_scale * w.window_s;
+    busiest = std::max(busiest, in_window);
+    total += in_window;
+  }
+  if (limits.max_requests > 0) total = std::min(total, static_cast<double>(limits.max_requests) + busiest);
+  if (total > kMaxServeGenRequests || busiest > kMaxServeGenRequests) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", std::max(total, busiest));
+    arrival.fail("rate_scale", std::string("the replay would sample about ") + buf +
+                                   " requests (the windows' rates x rate_scale), more than the 2e7 a run "
+                                   "holds; lower rate_scale, or set run.duration_s or run.requests");
+  }
+}
+
+}  // namespace
+
 std::vector<RequestSpec> servegen_trace_rows(JsonReader& arrival, const std::string& path, const Json& root) {
   ServeGenReplay replay;
   replay.rate_scale = arrival.bounded("rate_scale", 1.0, 1e-6, 1e6);
@@ -232,8 +287,11 @@ std::vector<RequestSpec> servegen_trace_rows(JsonReader& arrival, const std::str
   const std::int64_t seed = run.contains("seed") ? integer("seed") : 1;
   RunLimits limits;
   limits.max_requests = std::max<std::int64_t>(0, integer("requests"));
-  if (run.contains("duration_s") && run["duration_s"].is_number() && run["duration_s"].get<double>() > 0)
+  // A duration past the horizon is refused by the run section; none is taken from it here.
+  if (run.contains("duration_s") && run["duration_s"].is_number() && run["duration_s"].get<double>() > 0 &&
+      run["duration_s"].get<double>() <= kMaxServeGenSeconds)
     limits.max_arrival_time = Duration::from_seconds(run["duration_s"].get<double>());
+  check_replay_size(arrival, w, replay, limits);
   ServeGenSource src(w, replay, limits,
                      RandomStreams(static_cast<std::uint64_t>(std::max<std::int64_t>(0, seed))));
   std::vector<RequestSpec> rows;

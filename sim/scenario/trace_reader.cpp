@@ -7,6 +7,8 @@
 
 #include "sim/engine/check.h"
 #include "sim/scenario/json_reader.h"
+#include "sim/scenario/keyed_trace_reader.h"
+#include "sim/scenario/line_reader.h"
 
 namespace moesim {
 
@@ -71,15 +73,21 @@ bool parse_timestamp(std::string_view s, double& seconds) {
   return true;
 }
 
-std::vector<RequestSpec> read_azure(std::ifstream& in, const std::string& file) {
+void add_row(std::vector<RequestSpec>& rows, const RequestSpec& r, const std::string& where) {
+  if (rows.size() == kMaxTraceRows) {
+    throw InputError(where, "the trace has more than " + std::to_string(kMaxTraceRows) +
+                                " requests, more than a run holds; split the trace");
+  }
+  rows.push_back(r);
+}
+
+std::vector<RequestSpec> read_azure(LineReader& in) {
   std::vector<RequestSpec> rows;
   std::string line;
-  std::size_t n = 0;
   double first = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    const std::string where = file + ":" + std::to_string(n);
-    if (n == 1) {
+  while (in.next(line)) {
+    const std::string where = in.where();
+    if (in.line_number() == 1) {
       if (line.rfind("TIMESTAMP", 0) != 0) {
         throw InputError(where, "expected the header TIMESTAMP,ContextTokens,GeneratedTokens");
       }
@@ -92,8 +100,8 @@ std::vector<RequestSpec> read_azure(std::ifstream& in, const std::string& file) 
     double t = 0;
     RequestSpec r;
     if (!parse_timestamp(std::string_view(line).substr(0, c1), t)) {
-      throw InputError(where,
-                       "bad TIMESTAMP \"" + line.substr(0, c1) + "\" (expected YYYY-MM-DD HH:MM:SS.fff)");
+      throw InputError(where, "bad TIMESTAMP \"" + printable(line.substr(0, std::min<std::size_t>(c1, 80))) +
+                                  "\" (expected YYYY-MM-DD HH:MM:SS.fff)");
     }
     if (!parse_number(std::string_view(line).substr(c1 + 1, c2 - c1 - 1), r.prompt_tokens) ||
         !parse_number(std::string_view(line).substr(c2 + 1), r.output_tokens)) {
@@ -108,19 +116,19 @@ std::vector<RequestSpec> read_azure(std::ifstream& in, const std::string& file) 
     r.arrival = trace_time(t - first, where);
     if (!rows.empty() && r.arrival < rows.back().arrival)
       throw InputError(where, "rows must be sorted by time");
-    rows.push_back(r);
+    add_row(rows, r, where);
   }
   return rows;
 }
 
-std::vector<RequestSpec> read_mooncake(std::ifstream& in, const std::string& file) {
-  std::vector<RequestSpec> rows;
+// Rows and, when a row has them, its hash ids (one pass: the keyed reader's checks on the ids).
+KeyedTrace read_mooncake(LineReader& in) {
+  KeyedTrace out;
+  out.keys.block_tokens = kMooncakeBlockTokens;
   std::string line;
-  std::size_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
+  while (in.next(line)) {
     if (line.empty() || line == "\r") continue;
-    const std::string where = file + ":" + std::to_string(n);
+    const std::string where = in.where();
     const Json j = parse_json_text(line, where);
     if (!j.is_object()) throw InputError(where, "expected one JSON object per line");
     RequestSpec r;
@@ -139,26 +147,35 @@ std::vector<RequestSpec> read_mooncake(std::ifstream& in, const std::string& fil
     }
     r.prompt_tokens = j["input_length"].get<std::int64_t>();
     r.output_tokens = j["output_length"].get<std::int64_t>();
-    if (!rows.empty() && r.arrival < rows.back().arrival)
+    if (!out.rows.empty() && r.arrival < out.rows.back().arrival)
       throw InputError(where, "rows must be sorted by timestamp");
-    rows.push_back(r);
+    append_hash_ids(j, where, r, out.keys);
+    add_row(out.rows, r, where);
   }
-  return rows;
+  return out;
+}
+
+void check_format(const std::string& format, const std::string& format_path) {
+  if (format != "azure_csv" && format != "mooncake_jsonl") {
+    throw InputError(format_path,
+                     "unknown trace format \"" + printable(format) + "\" (known: azure_csv, mooncake_jsonl)");
+  }
 }
 
 }  // namespace
 
+KeyedTrace read_trace_with_keys(const std::string& file, const std::string& format,
+                                const std::string& format_path) {
+  check_format(format, format_path);
+  LineReader in(file);
+  KeyedTrace t = format == "azure_csv" ? KeyedTrace{read_azure(in), {}} : read_mooncake(in);
+  if (t.rows.empty()) throw InputError(file, "the trace has no requests");
+  return t;
+}
+
 std::vector<RequestSpec> read_trace(const std::string& file, const std::string& format,
                                     const std::string& format_path) {
-  if (format != "azure_csv" && format != "mooncake_jsonl") {
-    throw InputError(format_path,
-                     "unknown trace format \"" + format + "\" (known: azure_csv, mooncake_jsonl)");
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file, "cannot open the trace file");
-  auto rows = format == "azure_csv" ? read_azure(in, file) : read_mooncake(in, file);
-  if (rows.empty()) throw InputError(file, "the trace has no requests");
-  return rows;
+  return read_trace_with_keys(file, format, format_path).rows;
 }
 
 }  // namespace moesim

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/scenario/keyed_trace_reader.h"
 #include "workloads/request_source.h"
 
 namespace moesim {
@@ -13,5 +14,9 @@ namespace moesim {
 // `format` is "azure_csv" or "mooncake_jsonl"; `format_path` is the JSON path to blame for a bad format.
 std::vector<RequestSpec> read_trace(const std::string& file, const std::string& format,
                                     const std::string& format_path);
+// The same with each row's Mooncake block ids (hash_ids, checked as read_mooncake_keyed checks them), read in
+// one pass; empty keys for azure_csv. Lines and rows are bounded (sim/scenario/line_reader.h).
+KeyedTrace read_trace_with_keys(const std::string& file, const std::string& format,
+                                const std::string& format_path);
 
 }  // namespace moesim

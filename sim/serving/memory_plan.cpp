@@ -1,6 +1,8 @@
 #include "sim/serving/memory_plan.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "sim/engine/check.h"
@@ -9,6 +11,32 @@ namespace moesim {
 
 MemoryPlan plan_memory(const ScenarioSpec& s) { return plan_memory(s, -1.0); }
 
+namespace {
+
+// A draft model's weights per GPU. It runs on the target's GPUs with the target's parallelism (the step
+// planner scales each step by the draft's share, step_planner.cpp add_draft_work), so its parts are placed
+// as the target's are: attention, dense FFNs, shared experts and embeddings per attention group split by
+// TP, routers replicated, routed experts spread over the expert-parallel ranks (no redundant slots), a
+// pipeline stage holding its share of the layers; at the precisions the scenario gives those parts.
+double draft_weight_bytes(const ModelSpec& m, const PrecisionSpec& p, const DeploymentSpec& d) {
+  const double tp = d.attention_tp;
+  const int ranks = std::max(1, d.expert_ranks());
+  const double experts_per_gpu = std::ceil(static_cast<double>(m.routed_experts) / ranks);
+  double layers = m.attention_params_per_layer() * m.num_layers * bytes_per_element(p.attention) / tp +
+                  m.dense_ffn_params() * m.num_dense_layers * bytes_per_element(p.dense_ffn) / tp +
+                  m.shared_expert_params() * m.moe_layers() * bytes_per_element(p.shared_experts) / tp +
+                  m.router_params() * m.moe_layers() * bytes_per_element(p.router) +
+                  m.expert_params() * experts_per_gpu * m.moe_layers() * bytes_per_element(p.routed_experts) /
+                      d.expert_tp;
+  if (d.pipeline_stages > 1) {
+    layers *= static_cast<double>(d.max_stage_layers(m.num_layers)) / m.num_layers;
+    return layers + double(m.vocab) * double(m.hidden) * bytes_per_element(p.embeddings) / tp;
+  }
+  return layers + m.embedding_params() * bytes_per_element(p.embeddings) / tp;
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu) {
   const ModelSpec& m = s.model;
   const PrecisionSpec& p = s.precision;
@@ -16,6 +44,9 @@ MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu
   const double tp = d.attention_tp;
   MemoryPlan plan;
   WeightBytes& w = plan.weights_per_gpu;
+  const auto& speculative = s.production.speculative;
+  if (speculative && speculative->draft == DraftKind::kModel)
+    w.draft_model = draft_weight_bytes(speculative->draft_model, p, d);
   // Attention, dense FFNs, shared experts and embeddings are replicated per attention group and split
   // by its tensor parallelism; routers are replicated; routed experts are spread over the EP group.
   w.attention = m.attention_params_per_layer() * m.num_layers * bytes_per_element(p.attention) / tp;
@@ -65,6 +96,29 @@ MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu
   return plan;
 }
 
+namespace {
+
+void check_prefix_cache_size(const ScenarioSpec& s, const MemoryPlan& m) {
+  const DeploymentSpec& d = s.deployment;
+  if (!d.prefix_caching) return;
+  const double groups = static_cast<double>(s.replicas()) * d.attention_dp;
+  const double blocks = static_cast<double>(m.kv_blocks_per_group) * groups;
+  if (m.kv_blocks_per_group <= std::numeric_limits<std::int32_t>::max() &&
+      blocks <= static_cast<double>(kMaxPrefixCacheBlocks)) {
+    return;
+  }
+  std::ostringstream o;
+  o.precision(3);
+  o << "prefix caching indexes every KV block: " << m.kv_blocks_per_group << " blocks of "
+    << d.kv_block_tokens << " tokens per attention group x " << groups << " groups = " << blocks
+    << " blocks, more than the " << kMaxPrefixCacheBlocks
+    << " the simulator holds; raise kv_block_tokens (vLLM uses 16) or lower "
+    << "kv_cache_memory_fraction";
+  throw InputError("deployment.kv_block_tokens", o.str());
+}
+
+}  // namespace
+
 void check_fits(const ScenarioSpec& s, const MemoryPlan& m) {
   const auto gib = [](double b) {
     std::ostringstream o;
@@ -86,6 +140,7 @@ void check_fits(const ScenarioSpec& s, const MemoryPlan& m) {
          "(precision.weights), or a GPU with more memory";
     throw InputError("deployment", o.str());
   }
+  check_prefix_cache_size(s, m);
   const auto longest = max_length(s.workload.prompt) + max_length(s.workload.output);
   if (m.kv_tokens_per_group < longest) {
     std::ostringstream o;

@@ -16,8 +16,9 @@ struct WeightBytes {
   double router = 0;
   double embeddings = 0;
   double routed_experts = 0;
+  double draft_model = 0;  // deployment.speculative's draft model (all its components), when it has one
   [[nodiscard]] double total() const {
-    return attention + dense_ffn + shared_experts + router + embeddings + routed_experts;
+    return attention + dense_ffn + shared_experts + router + embeddings + routed_experts + draft_model;
   }
 };
 
@@ -40,8 +41,13 @@ MemoryPlan plan_memory(const ScenarioSpec& s);
 // Same, with the routed-expert weights per GPU given (per-expert precisions, measured on the placement).
 MemoryPlan plan_memory(const ScenarioSpec& s, double routed_expert_bytes_per_gpu);
 
+// Prefix-cache pools index every KV block up front (about 64 bytes of simulator memory each, flat arrays):
+// at most 2^26 blocks over a deployment's attention groups (4 GiB), so a tiny kv_block_tokens on a large
+// pool is refused rather than allocated.
+constexpr std::int64_t kMaxPrefixCacheBlocks = std::int64_t{1} << 26;
+
 // Throws InputError naming what does not fit and by how much (weights over HBM, or no room for the
-// longest request's KV cache).
+// longest request's KV cache), or a prefix cache of more than kMaxPrefixCacheBlocks blocks.
 void check_fits(const ScenarioSpec& s, const MemoryPlan& m);
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

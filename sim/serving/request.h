@@ -59,6 +59,8 @@ class RequestTable {
     return static_cast<RequestIdx>(requests_.size() - 1);
   }
   void release(RequestIdx i) { free_.push_back(i); }
+  // Requests added and not released (in flight).
+  [[nodiscard]] std::size_t live() const { return requests_.size() - free_.size(); }
   [[nodiscard]] Request& operator[](RequestIdx i) { return requests_[i]; }
   [[nodiscard]] const Request& operator[](RequestIdx i) const { return requests_[i]; }
   // A hint that request i is about to be read or written: its fields a step touches (counts and times).

@@ -14,6 +14,7 @@
 #include "sim/engine/check.h"
 #include "sim/engine/simulator.h"
 #include "sim/engine/version.h"
+#include "sim/serving/conservation.h"
 #include "sim/serving/kv_transfer.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/metrics_recorder.h"
@@ -758,6 +759,7 @@ Report Cluster::run() {
   MOESIM_CHECK(
       metrics_.finished + metrics_.dropped == metrics_.arrived || s_.run.max_drain > Duration::zero(),
       "every request must finish or be dropped");
+  check_conservation(metrics_, requests_, replicas_);  // requests and KV blocks balance
   return build_report();
 }
 

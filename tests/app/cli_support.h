@@ -46,13 +46,18 @@ inline std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-inline Result run_moesim(const TempDir& t, const std::string& args) {
+// Runs a /bin/sh command line from the repo root; the last command's stdout and stderr are captured.
+inline Result run_shell(const TempDir& t, const std::string& script) {
   const fs::path out = t.dir / "stdout.txt";
   const fs::path err = t.dir / "stderr.txt";
-  const std::string cmd = std::string("cd \"") + MOESIM_SOURCE_DIR + "\" && \"" + MOESIM_BINARY + "\" " +
-                          args + " >\"" + out.string() + "\" 2>\"" + err.string() + "\"";
+  const std::string cmd = std::string("cd \"") + MOESIM_SOURCE_DIR + "\" && " + script + " >\"" +
+                          out.string() + "\" 2>\"" + err.string() + "\"";
   const int status = std::system(cmd.c_str());
   return Result{status == 0 ? 0 : (WIFEXITED(status) ? WEXITSTATUS(status) : -1), slurp(out), slurp(err)};
+}
+
+inline Result run_moesim(const TempDir& t, const std::string& args) {
+  return run_shell(t, std::string("\"") + MOESIM_BINARY + "\" " + args);
 }
 
 }  // namespace moesim_test

@@ -159,3 +159,113 @@ TEST_CASE("plan reviews every shipped reference scenario without an internal err
     REQUIRE(r.code == 0);
   }
 }
+
+TEST_CASE("invalid UTF-8 from --set or the command line is exit 2 naming where, in every verb") {
+  TempDir t("moesim_cli_utf8");
+  const std::string byte = "--set 'name=\xff'";  // the byte 0xFF, which no UTF-8 text holds
+  require_refusal(run_moesim(t, "validate " + byte), "--set name: \"\\xFF\" is not valid UTF-8");
+  require_refusal(run_moesim(t, "run " + tiny("tiny_poisson_ep4.json") + " -q --out " +
+                                    (t.dir / "r").string() + " " + byte),
+                  "--set name: ");
+  // Replications and sweeps refuse it before any worker thread (which used to abort on it).
+  require_refusal(run_moesim(t, "run " + tiny("tiny_poisson_ep4.json") + " --seeds 2 --out " +
+                                    (t.dir / "s").string() + " " + byte),
+                  "--set name: ");
+  require_refusal(run_moesim(t, "sweep " + tiny("tiny_poisson_ep4.json") + " --set 'name=a,\xff' --out " +
+                                    (t.dir / "w").string()),
+                  "--set name: ");
+  require_refusal(run_moesim(t, "plan " + tiny("tiny_poisson_ep4.json") + " " + byte), "--set name: ");
+  // Any other argument: the command line, by position.
+  require_refusal(run_moesim(t, "validate '\xff.json'"), "command line: argument 2 (\"\\xFF.json\")");
+}
+
+TEST_CASE("a scenario name that is not a plain file name never becomes the output path") {
+  TempDir t("moesim_cli_name");
+  const std::string tiny_json = tiny("tiny_poisson_ep4.json");
+  for (const std::string name : {"../../escaped", "/tmp/abs", ".hidden", "a/b", ""}) {
+    const Result r = run_moesim(t, "run " + tiny_json + " -q --set 'name=" + name + "'");
+    INFO(name);
+    require_refusal(r, "name: ");
+    REQUIRE(r.err.find("--out") != std::string::npos);
+  }
+  REQUIRE_FALSE(fs::exists(fs::path(MOESIM_SOURCE_DIR) / ".." / "escaped"));
+  require_refusal(
+      run_moesim(t, "sweep " + tiny_json + " --set 'name=../x' --set deployment.max_batch_size=8,16"),
+      "name: ");
+  require_refusal(run_moesim(t, "compare " + tiny_json + " --set 'name=../x' --set run.requests=10,20"),
+                  "name: ");
+  // With --out any name runs.
+  const Result ok =
+      run_moesim(t, "run " + tiny_json + " -q --set 'name=../../escaped' --out " + (t.dir / "o").string());
+  REQUIRE(ok.code == 0);
+  REQUIRE(fs::exists(t.dir / "o" / "report.json"));
+}
+
+TEST_CASE("a duplicate key in a scenario file is refused naming the file and the key's path") {
+  TempDir t("moesim_cli_dup");
+  nlohmann::json j =
+      nlohmann::json::parse(slurp(fs::path(MOESIM_SOURCE_DIR) / "scenarios/tiny/tiny_poisson_ep4.json"));
+  std::string text = j.dump();
+  const auto at = text.find("\"ep_size\":");
+  REQUIRE(at != std::string::npos);
+  text.insert(at, "\"ep_size\":2,");
+  { std::ofstream(t.dir / "dup.json") << text; }
+  require_refusal(run_moesim(t, "validate " + (t.dir / "dup.json").string()),
+                  (t.dir / "dup.json").string() + ": deployment.ep_size: this key appears twice");
+}
+
+TEST_CASE("writes that fail (a full disk) exit non-zero naming the file, for traces, CSVs and trace-stats") {
+  TempDir t("moesim_cli_full");
+  const std::string tiny_json = tiny("tiny_poisson_ep4.json");
+  require_refusal(
+      run_moesim(t, "run " + tiny_json + " -q --out " + (t.dir / "a").string() + " --trace /dev/full"),
+      "/dev/full: cannot write the trace file");
+  // requests.csv is a link to /dev/full: every write to it fails.
+  fs::create_directories(t.dir / "c");
+  fs::create_symlink("/dev/full", t.dir / "c" / "requests.csv");
+  require_refusal(run_moesim(t, "run " + tiny_json + " -q --requests-csv --out " + (t.dir / "c").string()),
+                  (t.dir / "c" / "requests.csv").string() + ": cannot write the file");
+  const std::string trace = "../shared/data/traces/mooncake_conversation_trace.jsonl";
+  if (fs::exists(fs::path(MOESIM_SOURCE_DIR) / trace)) {
+    require_refusal(run_moesim(t, "trace-stats " + trace + " --json /dev/full"),
+                    "/dev/full: cannot write the file");
+  }
+  // The same outputs on a writable disk: exit 0.
+  REQUIRE(run_moesim(t, "run " + tiny_json + " -q --requests-csv --out " + (t.dir / "d").string() +
+                            " --trace " + (t.dir / "d.trace.json").string())
+              .code == 0);
+}
+
+TEST_CASE("files are read once: a FIFO scenario validates and a sweep over a FIFO sees one text") {
+  TempDir t("moesim_cli_fifo");
+  const std::string src = std::string(MOESIM_SOURCE_DIR) + "/scenarios/tiny/tiny_poisson_ep4.json";
+  const std::string fifo = (t.dir / "s.fifo").string();
+  REQUIRE(run_moesim(t, "validate " + src).code == 0);
+  const auto through_fifo = [&](const std::string& args) {
+    fs::remove(fifo);
+    return run_shell(t, "mkfifo '" + fifo + "' && (cat '" + src + "' > '" + fifo + "' &) && \"" +
+                            MOESIM_BINARY + "\" " + args);
+  };
+  const Result v = through_fifo("validate " + fifo);
+  INFO(v.err);
+  REQUIRE(v.code == 0);
+  REQUIRE(v.out.find(": OK") != std::string::npos);
+  const Result s =
+      through_fifo("sweep " + fifo + " --set run.requests=20,30 --out " + (t.dir / "w").string());
+  INFO(s.err);
+  REQUIRE(s.code == 0);
+  // /dev/zero as a scenario is refused, not read until memory runs out.
+  require_refusal(run_moesim(t, "validate /dev/zero"), "/dev/zero: the JSON file is larger than");
+}
+
+TEST_CASE("plan reads run.seeds as the other verbs do, and NaN is not a capacity tolerance") {
+  TempDir t("moesim_cli_seeds_nan");
+  const std::string tiny_json = tiny("tiny_poisson_ep4.json");
+  REQUIRE(run_moesim(t, "plan " + tiny_json + " -q --set run.seeds=3").code == 0);
+  require_refusal(run_moesim(t, "plan " + tiny_json + " -q --set run.seeds=0"),
+                  tiny_json + ": run.seeds: must be an integer");
+  require_refusal(run_moesim(t, "run " + tiny_json + " --capacity --capacity-tol nan"),
+                  "run: --capacity-tol: \"nan\" is not a number in [0.0001, 1]");
+  require_refusal(run_moesim(t, "calibrate --dry-run --anomaly-tolerance nan"),
+                  "calibrate: --anomaly-tolerance: ");
+}

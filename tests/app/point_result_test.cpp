@@ -8,6 +8,9 @@
 #include <limits>
 
 #include "sim/app/metrics_table.h"
+#include "sim/app/task_pool.h"
+#include "sim/engine/check.h"
+#include "sim/scenario/scenario_parser.h"
 
 using namespace moesim;
 
@@ -59,4 +62,34 @@ TEST_CASE("a point meets its SLA only when every replication does, and fails whe
   p.replications.back().error = "does not fit";
   CHECK_FALSE(p.ok());
   CHECK(p.error() == "seed 3: does not fit");
+}
+
+TEST_CASE("a broken invariant stays an internal error through replications and names the point once") {
+  // A Zipf exponent the parser refuses (its tail underflows): given to the simulator directly, the routing
+  // sampler's invariant breaks, a bug-class error as any other.
+  const std::string file = MOESIM_SOURCE_DIR "/scenarios/tiny/tiny_poisson_ep4.json";
+  ScenarioSpec spec = load_scenario(file, {}).spec;
+  spec.workload.popularity.kind = PopularitySpec::Kind::kZipf;
+  spec.workload.popularity.zipf_exponent = 800;
+  TaskPool pool(2);
+  const std::vector<PointResult> results = run_points(pool, {spec}, {2}, {"point A"}, PointSettings{});
+  REQUIRE(results.size() == 1);
+  REQUIRE(results[0].internal_error());
+  const std::string error = results[0].replications[0].error;
+  CHECK(error.rfind("internal error: ", 0) == 0);
+  CHECK(error.find("internal error: internal error") == std::string::npos);
+  REQUIRE_THROWS_AS(throw_if_internal(results, {"point A"}), InternalError);
+  REQUIRE_THROWS_WITH(
+      throw_if_internal(results, {"point A"}),
+      Catch::StartsWith("internal error: point A (seed " + std::to_string(spec.run.seed) + "): "));
+  // The flag survives the text encoding (MPI ranks), and input errors are not internal.
+  Replication r = results[0].replications[0];
+  CHECK(decode_replication(encode_replication(r)).internal);
+  PointResult input;
+  input.replications.push_back(replication(1, 0, false));
+  input.replications.back().error = "run.requests: bad";
+  REQUIRE_NOTHROW(throw_if_internal({input}, {"p"}));
+  // Text that is not UTF-8 in an error still encodes (replaced), never a throw in a worker thread.
+  r.error = "bad \xff byte";
+  CHECK_NOTHROW(decode_replication(encode_replication(r)));
 }

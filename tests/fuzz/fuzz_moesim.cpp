@@ -169,6 +169,8 @@ std::string deep_nesting(Rng& rng, std::size_t deepest = 100000) {
   return s;
 }
 
+std::string replace_all(std::string s, const std::string& from, const std::string& to);
+
 struct Case {
   std::vector<std::string> args;                           // after the binary
   std::vector<std::pair<std::string, std::string>> files;  // name in the case folder, contents
@@ -277,6 +279,71 @@ void short_run(std::vector<std::string>& args) {
   }
 }
 
+// The keys of the newer mechanisms (pools, migration, prefix caching, speculative decoding, engines,
+// redundant experts, expert TP, comm SMs, ServeGen replays, link efficiencies, Zipf popularity), with values
+// at and past their ranges: each --set of one is a case.
+const std::vector<std::pair<std::string, std::vector<std::string>>> kNewKeys = {
+    {"deployment.pools",
+     {"[{\"role\":\"prefill\",\"instances\":1},{\"role\":\"decode\",\"instances\":1}]",
+      "[{\"role\":\"both\",\"instances\":2147483647}]", "[{\"role\":\"prefill\",\"instances\":1}]",
+      "[{\"role\":\"both\",\"instances\":1,\"ep_size\":2147483647}]", "[]", "{}"}},
+    {"deployment.kv_migration",
+     {"{\"imbalance_ratio\":1.0000001,\"check_every_s\":1e-6}", "{\"imbalance_ratio\":1e300}",
+      "{\"max_requests_per_check\":2147483647}"}},
+    {"deployment.prefix_caching", {"true", "1", "\"yes\""}},
+    {"deployment.kv_block_tokens", {"1", "3", "1048576", "0", "24"}},
+    {"deployment.speculative",
+     {"\"deepseek-v3-mtp\"",
+      "{\"draft_tokens\":16,\"acceptance\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],\"draft\":\"mtp\"}",
+      "{\"draft_tokens\":1,\"acceptance\":[0.5],\"draft\":{\"model\":\"kimi-k2\"}}",
+      "{\"draft_tokens\":1,\"acceptance\":[1e-300],\"draft\":\"mtp\"}"}},
+    {"deployment.engine", {"\"sglang\"", "\"trtllm\"", "\"pytorch_loop\"", "\"\\u0000\""}},
+    {"deployment.expert_tp_size", {"2", "3", "4096", "0"}},
+    {"deployment.comm_sms", {"0", "131", "1000000"}},
+    {"deployment.two_batch_overlap", {"true"}},
+    {"deployment.attention", {"{\"dp\":65536,\"tp\":65536}", "{\"tp\":2147483647}"}},
+    {"deployment.max_waiting_requests", {"1", "9007199254740992"}},
+    {"experts.redundant_experts", {"1", "32", "2147483647"}},
+    {"experts.placement", {"\"eplb\"", "\"coactivation\""}},
+    {"workload.expert_popularity",
+     {"{\"kind\":\"zipf\",\"exponent\":800}", "{\"kind\":\"zipf\",\"exponent\":20}",
+      "{\"kind\":\"pareto\",\"top_fraction\":1e-9}"}},
+    {"workload.arrival.rate_per_s", {"1e12", "1e-6", "1e6"}},
+    {"workload.arrival",
+     {"{\"kind\":\"trace\",\"format\":\"servegen\",\"file\":\"@@SHARED@@/data/traces/servegen_deepseek_r1\","
+      "\"rate_scale\":1e6}",
+      "{\"kind\":\"trace\",\"format\":\"servegen\",\"file\":\"@@SHARED@@/data/traces/servegen_deepseek_r1\","
+      "\"start_s\":86399}",
+      "{\"kind\":\"trace\",\"format\":\"mooncake_jsonl\",\"file\":\"/dev/zero\"}",
+      "{\"kind\":\"trace\",\"format\":\"azure_csv\",\"file\":\"/dev/null\"}",
+      "{\"kind\":\"trace\",\"format\":\"azure_csv\",\"file\":\"/tmp\"}"}},
+    {"cluster.fabric",
+     {"{\"base\":\"hgx-h100-8x400g\",\"all_to_all_kernels\":{\"high_throughput\":{\"nvlink_efficiency\":1e-"
+      "12}}}",
+      "{\"base\":\"hgx-h100-8x400g\",\"nvlink_copy_efficiency\":1e-12}"}},
+    {"cluster.gpu.mem_efficiency", {"1e-12", "1"}},
+    {"name", {"../../escaped", "/tmp/abs", ".hidden", "\"\"", "a\\u0000b"}},
+};
+
+// Text that is not plain: bytes that are not UTF-8, control characters, a NUL escape, very long text.
+std::string hostile_text(Rng& rng) {
+  switch (rng.below(6)) {
+    case 0:
+      return "\xff";
+    case 1:
+      return "a\xc0\xaf"
+             "b";  // overlong
+    case 2:
+      return "\xed\xa0\x80";  // a surrogate
+    case 3:
+      return "tab\there\x01";
+    case 4:
+      return std::string(100000, 'x');
+    default:
+      return "caf\xc3\xa9";  // valid UTF-8
+  }
+}
+
 std::string set_value(Rng& rng) {
   if (rng.chance(15)) return rng.pick(kRawNumbers);
   if (rng.chance(10)) return deep_nesting(rng, 20000);
@@ -300,7 +367,42 @@ Case make_case(const Corpus& c, const Options& o, Rng& rng) {
     }
     return a;
   };
-  if (kind < 50) {  // mutated scenario document, its relative trace path made absolute
+  if (kind >= 45 && kind < 55) {  // a --set of a newer key, at and past its range
+    const auto& [key, values] = kNewKeys[rng.below(kNewKeys.size())];
+    k.label = "new key " + key + " on " + rel;
+    k.args = verb_args((o.source / rel).string());
+    k.args.insert(k.args.begin() + 2,
+                  {"--set", key + "=" + replace_all(rng.pick(values), "@@SHARED@@", o.shared.string())});
+    return k;
+  }
+  if (kind >= 55 && kind < 62) {  // hostile text: in a --set value or path, in a key, in a file name
+    k.label = "text on " + rel;
+    k.args = verb_args((o.source / rel).string());
+    const std::string text = hostile_text(rng);
+    switch (rng.below(4)) {
+      case 0:
+        k.args.insert(k.args.begin() + 2, {"--set", "name=" + text});
+        break;
+      case 1:
+        k.args.insert(k.args.begin() + 2, {"--set", "sla." + text + "=1"});
+        break;
+      case 2: {  // a scenario file with a NUL key, a duplicate key or invalid bytes in a string
+        Json doc = base;
+        std::string body = doc.dump();
+        const std::vector<std::string> inserts = {"\"na\\u0000me\":1,", "\"name\":\"a\",\"name\":\"b\",",
+                                                  "\"description\":\"" + text + "\","};
+        body.insert(1, rng.pick(inserts));
+        k.files.emplace_back("@@CASE@@/scenario.json", body);
+        k.args[1] = "@@CASE@@/scenario.json";
+        break;
+      }
+      default:  // the scenario path itself
+        k.args[1] = rng.pick(std::vector<std::string>{"/dev/zero", "/dev/null", "/tmp", "@@CASE@@/" + text});
+        break;
+    }
+    return k;
+  }
+  if (kind < 45) {  // mutated scenario document, its relative trace path made absolute
     Json doc = base;
     if (doc.contains("workload") && doc["workload"].contains("arrival") &&
         doc["workload"]["arrival"].contains("file") && doc["workload"]["arrival"]["file"].is_string()) {
@@ -315,7 +417,7 @@ Case make_case(const Corpus& c, const Options& o, Rng& rng) {
     k.label = "scenario " + rel;
     k.files.emplace_back("@@CASE@@/scenario.json", text);
     k.args = verb_args("@@CASE@@/scenario.json");
-  } else if (kind < 72) {  // --set mutations of a shipped scenario
+  } else if (kind < 72) {  // --set mutations of a shipped scenario (kinds 62-71)
     std::vector<Json::json_pointer> ptrs;
     pointers(base, Json::json_pointer(), ptrs);
     k.label = "--set on " + rel;
@@ -452,6 +554,25 @@ struct Outcome {
   std::string why;
 };
 
+// The first figure of an exit-0 run's report.json that is negative (or an unparsable report), else empty:
+// every count, time, rate, share and size a report holds is >= 0.
+std::string bad_figure(const Json& j, const std::string& path) {
+  if (j.is_number() && j.get<double>() < 0) return path + " = " + j.dump();
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "scenario") continue;  // the input echoed (a mutated value may be negative there)
+      const std::string bad = bad_figure(it.value(), path + "." + it.key());
+      if (!bad.empty()) return bad;
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      const std::string bad = bad_figure(j[i], path + "[" + std::to_string(i) + "]");
+      if (!bad.empty()) return bad;
+    }
+  }
+  return "";
+}
+
 // Runs one case in its own folder with a wall-clock limit; judges the exit status and the message.
 Outcome run_case(const Options& o, const Case& k, const fs::path& dir) {
   fs::create_directories(dir);
@@ -497,6 +618,17 @@ Outcome run_case(const Options& o, const Case& k, const fs::path& dir) {
   if (WIFSIGNALED(status)) return {false, "signal " + std::to_string(WTERMSIG(status))};
   const int code = WEXITSTATUS(status);
   if (code != 0 && code != 2) return {false, "exit " + std::to_string(code) + ": " + err};
+  const fs::path report = dir / "out" / "report.json";
+  if (code == 0 && fs::exists(report)) {
+    Json r;
+    try {
+      r = Json::parse(slurp(report));
+    } catch (const Json::exception& e) {
+      return {false, std::string("exit 0 with an unreadable report.json: ") + e.what()};
+    }
+    const std::string bad = bad_figure(r, "report");
+    if (!bad.empty()) return {false, "exit 0 with a negative figure: " + bad};
+  }
   if (code == 2) {
     // One message naming where: "moesim: error: WHERE: what" with a non-empty WHERE.
     const std::string prefix = "moesim: error: ";
