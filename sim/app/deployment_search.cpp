@@ -712,7 +712,35 @@ void recommend(SearchResult& r, double target) {
 
 }  // namespace
 
+// The SPEC's scenario sections (workload, sla, run, experts, base deployment, model, GPU) checked once
+// by the scenario parser under the simplest deployment (EP1 on the first node count): a typo there is one
+// error naming its key, not a reason repeated on every candidate.
+void check_scenario_sections(const SearchSpec& spec) {
+  CandidateAxes a{.nodes = spec.nodes.front(),
+                  .gpus = spec.nodes.front() * spec.gpus_per_node,
+                  .shape = PoolShape{},
+                  .ep_size = 1,
+                  .attention_tp = 1,
+                  .expert_tp = 1,
+                  .pipeline_stages = 1,
+                  .redundant_experts = 0,
+                  .engine = spec.space.engines.front(),
+                  .weights = spec.space.weights.front(),
+                  .kv_cache = spec.space.kv_cache.front(),
+                  .two_batch_overlap = false,
+                  .mtp = false,
+                  .max_batched_tokens = spec.space.max_batched_tokens.front(),
+                  .max_batch_size = spec.space.max_batch_size.front()};
+  const LoadedScenario sc = parse_scenario(candidate_json(spec, a), ".");
+  (void)arrival_rate_per_s(sc.spec);  // capacity searches vary an open arrival rate
+  if (sc.spec.run.duration.seconds() <= 0 || sc.spec.run.requests > 0) {
+    throw InputError("run", "the verification runs capacity searches: give run.duration_s (arrivals over a "
+                            "fixed time) and no run.requests");
+  }
+}
+
 SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
+  check_scenario_sections(spec);
   SearchResult r;
   r.candidates = enumerate_candidates(spec);
   if (r.candidates.empty()) {
