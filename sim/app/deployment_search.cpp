@@ -789,7 +789,11 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
       budget_hit = true;
     }
     ++r.rounds;
-    if (o.progress) o.progress("round " + std::to_string(r.rounds) + ": verifying " + std::to_string(round.size()) + " point(s) by capacity search");
+    if (o.progress) {
+      o.progress("round " + std::to_string(r.rounds) + ": verifying " + std::to_string(round.size()) +
+                 " point(s) by capacity search (" + std::to_string(simulated) + " of at most " +
+                 std::to_string(spec.verify.max_points) + " done)");
+    }
     const std::vector<std::string> out = pool.run(
         round.size(), [&](std::size_t k) { return verify_point(cs[round[k]], spec, o.out_dir); },
         [&](std::size_t k, const std::string& res) {

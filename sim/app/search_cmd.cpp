@@ -199,11 +199,11 @@ void execute_search(const SearchCommandOptions& o) {
     const Candidate& c = r.candidates[r.front[k]];
     char prefix[32];
     std::snprintf(prefix, sizeof prefix, "%02zu-", k + 1);
-    const std::string file = (dir / "front" / (prefix + c.axes.label() + ".json")).string();
-    write_text_file(file, front_scenario(c).dump(2) + "\n");
-    files.push_back(file);
+    const std::string name = std::string("front/") + prefix + c.axes.label() + ".json";
+    write_text_file((dir / name).string(), front_scenario(c).dump(2) + "\n");
+    files.push_back((dir / name).string());
     Json p = point_json(r.front[k], c);
-    p["scenario_file"] = file;
+    p["scenario_file"] = name;  // relative to the output folder
     front.push_back(p);
   }
   Json points = Json::array();

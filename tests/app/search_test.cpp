@@ -196,6 +196,6 @@ TEST_CASE("search writes the same files when it resumes from its folder with ano
   const Json doc = Json::parse(json1);
   REQUIRE(!doc.at("front").empty());
   const std::string file = doc.at("front")[0].at("scenario_file").get<std::string>();
-  const auto v = moesim_test::run_moesim(t, "validate " + file);
+  const auto v = moesim_test::run_moesim(t, "validate " + (t.dir / "s" / file).string());
   CHECK(v.code == 0);
 }
