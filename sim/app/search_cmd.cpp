@@ -167,7 +167,10 @@ std::string table(const SearchResult& r, const std::vector<std::string>& files) 
       << num(c.sim.fails_req_s, 2) << "), " << num(c.sim.tokens_per_s_per_gpu, 1) << " output tokens/s per GPU, "
       << num(c.sim.tokens_per_s_per_user, 1) << " tokens/s per user, "
       << num(c.sim.gpu_hours_per_million_tokens, 3) << " GPU-hours per million output tokens\n"
-      << "  limited by " << c.sim.limited_by << ": " << c.sim.limited_why << "\n";
+      << "  limited by " << c.sim.limited_by << ": " << c.sim.limited_why << "\n"
+      << "  static estimate: " << num(c.st.tokens_per_s_per_gpu, 1) << " tokens/s per GPU, "
+      << num(c.st.tokens_per_s_per_user, 1) << " tokens/s per user, " << num(c.st.capacity_req_s, 2)
+      << " requests/s, bound by " << c.st.limit << "\n";
     for (std::size_t k = 0; k < r.front.size(); ++k) {
       if (r.front[k] == r.recommended) o << "  scenario: " << files[k] << "\n";
     }
