@@ -1,6 +1,7 @@
 #include "sim/app/deployment_search.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -190,7 +191,8 @@ struct Lengths {
 };
 
 // Decode sequences per group: the cap, or what the KV pool holds at the mean occupancy of a sequence
-// over its life (prompt + half the output: vLLM allocates blocks as tokens come).
+// over its life (prompt + half the output: PagedAttention allocates blocks as tokens come, Kwon et al.,
+// SOSP 2023).
 double decode_batch(const DeploymentSpec& d, const MemoryPlan& m, const Lengths& l, bool& kv_limited) {
   const double by_kv = std::floor(static_cast<double>(m.kv_tokens_per_group) / (l.prompt + 0.5 * l.output));
   kv_limited = by_kv < d.max_batch_size;
@@ -212,43 +214,46 @@ std::string CandidateAxes::label() const {
   return s;
 }
 
+namespace {
+
+// Advances a mixed-radix counter (the last digit fastest); false after the last combination.
+template <std::size_t N>
+bool advance(std::array<std::size_t, N>& digit, const std::array<std::size_t, N>& size) {
+  for (std::size_t k = N; k-- > 0;) {
+    if (++digit[k] < size[k]) return true;
+    digit[k] = 0;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<Candidate> enumerate_candidates(const SearchSpec& spec) {
   std::vector<Candidate> out;
   const SearchSpace& sp = spec.space;
+  // The axes inside one instance shape, the batch cap fastest (the static pass groups by it).
+  const std::array<std::size_t, 10> size{sp.attention_tp.size(), sp.expert_tp.size(), sp.redundant_experts.size(),
+                                         sp.engines.size(),      sp.weights.size(),   sp.kv_cache.size(),
+                                         sp.two_batch_overlap.size(), sp.mtp.size(), sp.max_batched_tokens.size(),
+                                         sp.max_batch_size.size()};
   for (const int nodes : spec.nodes) {
     const int gpus = nodes * spec.gpus_per_node;
     for (const PoolShape& shape : sp.pool_shapes) {
       for (const int stages : sp.pipeline_stages) {
         for (const int ep : instance_ep_sizes(spec, gpus, shape, stages)) {
-          for (const int tp : sp.attention_tp) {
-            for (const int etp : sp.expert_tp) {
-              for (const int red : sp.redundant_experts) {
-                for (const auto& engine : sp.engines) {
-                  for (const auto& w : sp.weights) {
-                    for (const auto& kv : sp.kv_cache) {
-                      for (const bool tbo : sp.two_batch_overlap) {
-                        for (const bool mtp : sp.mtp) {
-                          for (const std::int64_t tokens : sp.max_batched_tokens) {
-                            for (const int batch : sp.max_batch_size) {
-                              Candidate c;
-                              c.axes = CandidateAxes{.nodes = nodes, .gpus = gpus, .shape = shape, .ep_size = ep,
-                                                     .attention_tp = tp, .expert_tp = etp,
-                                                     .pipeline_stages = stages, .redundant_experts = red,
-                                                     .engine = engine, .weights = w, .kv_cache = kv,
-                                                     .two_batch_overlap = tbo, .mtp = mtp,
-                                                     .max_batched_tokens = tokens, .max_batch_size = batch};
-                              c.scenario = candidate_json(spec, c.axes);
-                              out.push_back(std::move(c));
-                            }
-                          }
-                        }
-                      }
-                    }
-                  }
-                }
-              }
-            }
-          }
+          std::array<std::size_t, 10> d{};
+          do {
+            Candidate c;
+            c.axes = CandidateAxes{.nodes = nodes, .gpus = gpus, .shape = shape, .ep_size = ep,
+                                   .attention_tp = sp.attention_tp[d[0]], .expert_tp = sp.expert_tp[d[1]],
+                                   .pipeline_stages = stages, .redundant_experts = sp.redundant_experts[d[2]],
+                                   .engine = sp.engines[d[3]], .weights = sp.weights[d[4]],
+                                   .kv_cache = sp.kv_cache[d[5]], .two_batch_overlap = sp.two_batch_overlap[d[6]],
+                                   .mtp = sp.mtp[d[7]], .max_batched_tokens = sp.max_batched_tokens[d[8]],
+                                   .max_batch_size = sp.max_batch_size[d[9]]};
+            c.scenario = candidate_json(spec, c.axes);
+            out.push_back(std::move(c));
+          } while (advance(d, size));
         }
       }
     }
@@ -345,7 +350,8 @@ StaticFigures StaticModel::figures(int max_batch_size) {
     f.capacity_req_s = f.tokens_per_s_per_gpu * gpus / output_;
     return f;
   }
-  // Disaggregated: prefill and decode pools in series; the slower sets the rate.
+  // Disaggregated: prefill and decode pools in series, the slower sets the rate (DistServe, OSDI 2024,
+  // sizes its pools by the same per-phase rates).
   const double prefill_req_s = pools_.front().instances / (prompt_ * prefill_s_per_token_);
   const double decode_req_s = pools_.back().instances * b * groups * e / f.decode_step_s / output_;
   f.capacity_req_s = std::min(prefill_req_s, decode_req_s);

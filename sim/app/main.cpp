@@ -228,7 +228,8 @@ void add_search_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Random seed (overrides the SPEC's run.seed)")->check(CLI::Range(0LL, 1LL << 53));
   cmd->add_option("--out", o->out_dir, "Output folder, also the resume cache (default: out/search-<name>)");
   cmd->add_option("-j,--jobs", o->jobs, "Parallel simulations (default: all cores)");
-  cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  cmd->add_flag("-q,--quiet", o->quiet,
+                "Only one progress line per verified point on stderr (no static-pass or round lines)");
   cmd->callback([o] { execute_search(*o); });
 }
 

@@ -196,6 +196,10 @@ SearchSpec parse_search_spec(const Json& j) {
   s.sla = section(root, "sla", true);
   s.run = section(root, "run", true);
   s.experts = section(root, "experts", false);
+  if (s.experts.is_object() && s.experts.contains("redundant_experts")) {
+    throw InputError("experts.redundant_experts",
+                     "is set by the search (space.redundant_experts); remove it from the base experts section");
+  }
   s.deployment = section(root, "deployment", false);
   if (!s.deployment.is_null()) check_base_deployment(s.deployment);
   if (auto sp = root.optional_object("space")) parse_space(*sp, s.space);

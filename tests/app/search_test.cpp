@@ -97,6 +97,9 @@ TEST_CASE("a malformed search SPEC names the key that is wrong") {
   j["deployment"] = Json{{"ep_size", 4}};
   CHECK_THAT(spec_error(j), Catch::StartsWith("deployment.ep_size: is set by the search"));
   j = good;
+  j["experts"] = Json{{"redundant_experts", 8}};
+  CHECK_THAT(spec_error(j), Catch::StartsWith("experts.redundant_experts: is set by the search"));
+  j = good;
   j.erase("sla");
   CHECK_THAT(spec_error(j), Catch::StartsWith("sla: required key is missing"));
   j = good;
