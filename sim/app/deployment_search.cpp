@@ -4,13 +4,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <mutex>
-#include <thread>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "sim/app/capacity_search.h"
 #include "sim/app/task_pool.h"
@@ -162,7 +162,8 @@ struct PoolPlanner {
         GroupBatch{.decode_seqs = n,
                    .decode_context_tokens = static_cast<double>(n) * ctx,
                    .prefill_tokens = c,
-                   .prefill_pairs = static_cast<double>(c) * before + static_cast<double>(c) * static_cast<double>(c + 1) / 2.0,
+                   .prefill_pairs = static_cast<double>(c) * before +
+                                    static_cast<double>(c) * static_cast<double>(c + 1) / 2.0,
                    .prefill_kv_tokens = before + static_cast<double>(c),
                    .sampled_seqs = n * (k + 1),
                    .decode_draft_tokens = n * k,
@@ -232,10 +233,11 @@ std::vector<Candidate> enumerate_candidates(const SearchSpec& spec) {
   std::vector<Candidate> out;
   const SearchSpace& sp = spec.space;
   // The axes inside one instance shape, the batch cap fastest (the static pass groups by it).
-  const std::array<std::size_t, 10> size{sp.attention_tp.size(), sp.expert_tp.size(), sp.redundant_experts.size(),
-                                         sp.engines.size(),      sp.weights.size(),   sp.kv_cache.size(),
-                                         sp.two_batch_overlap.size(), sp.mtp.size(), sp.max_batched_tokens.size(),
-                                         sp.max_batch_size.size()};
+  const std::array<std::size_t, 10> size{
+      sp.attention_tp.size(),      sp.expert_tp.size(), sp.redundant_experts.size(),
+      sp.engines.size(),           sp.weights.size(),   sp.kv_cache.size(),
+      sp.two_batch_overlap.size(), sp.mtp.size(),       sp.max_batched_tokens.size(),
+      sp.max_batch_size.size()};
   for (const int nodes : spec.nodes) {
     const int gpus = nodes * spec.gpus_per_node;
     for (const PoolShape& shape : sp.pool_shapes) {
@@ -244,12 +246,20 @@ std::vector<Candidate> enumerate_candidates(const SearchSpec& spec) {
           std::array<std::size_t, 10> d{};
           do {
             Candidate c;
-            c.axes = CandidateAxes{.nodes = nodes, .gpus = gpus, .shape = shape, .ep_size = ep,
-                                   .attention_tp = sp.attention_tp[d[0]], .expert_tp = sp.expert_tp[d[1]],
-                                   .pipeline_stages = stages, .redundant_experts = sp.redundant_experts[d[2]],
-                                   .engine = sp.engines[d[3]], .weights = sp.weights[d[4]],
-                                   .kv_cache = sp.kv_cache[d[5]], .two_batch_overlap = sp.two_batch_overlap[d[6]],
-                                   .mtp = sp.mtp[d[7]], .max_batched_tokens = sp.max_batched_tokens[d[8]],
+            c.axes = CandidateAxes{.nodes = nodes,
+                                   .gpus = gpus,
+                                   .shape = shape,
+                                   .ep_size = ep,
+                                   .attention_tp = sp.attention_tp[d[0]],
+                                   .expert_tp = sp.expert_tp[d[1]],
+                                   .pipeline_stages = stages,
+                                   .redundant_experts = sp.redundant_experts[d[2]],
+                                   .engine = sp.engines[d[3]],
+                                   .weights = sp.weights[d[4]],
+                                   .kv_cache = sp.kv_cache[d[5]],
+                                   .two_batch_overlap = sp.two_batch_overlap[d[6]],
+                                   .mtp = sp.mtp[d[7]],
+                                   .max_batched_tokens = sp.max_batched_tokens[d[8]],
                                    .max_batch_size = sp.max_batch_size[d[9]]};
             c.scenario = candidate_json(spec, c.axes);
             out.push_back(std::move(c));
@@ -377,9 +387,8 @@ std::vector<std::size_t> pareto_front(const std::vector<FrontPoint>& pts) {
     }
     if (!dominated) out.push_back(i);
   }
-  std::sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) {
-    return pts[a].x != pts[b].x ? pts[a].x < pts[b].x : a < b;
-  });
+  std::sort(out.begin(), out.end(),
+            [&](std::size_t a, std::size_t b) { return pts[a].x != pts[b].x ? pts[a].x < pts[b].x : a < b; });
   return out;
 }
 
@@ -418,7 +427,8 @@ void judge_static(Candidate& c, const ScenarioSpec& spec, StaticModel& model) {
     const bool kv = c.st.limit.rfind("KV", 0) == 0;
     c.status = kv ? "memory" : "static-sla";
     c.why = kv ? "the KV pool of a group holds no request of mean length"
-               : "the static TPOT exceeds the SLA's " + fixed(tpot * 1e3, 0) + " ms even at one sequence per group";
+               : "the static TPOT exceeds the SLA's " + fixed(tpot * 1e3, 0) +
+                     " ms even at one sequence per group";
   } else if (c.st.ttft_s > ttft) {
     c.status = "static-sla";
     c.why = "static TTFT (prefill of the mean prompt, no queueing) " + fixed(c.st.ttft_s * 1e3, 0) +
@@ -475,9 +485,10 @@ void static_pass(std::vector<Candidate>& cs, unsigned jobs, const SearchOptions&
       if (o.progress && (done >= reported + 500 || done == cs.size())) {
         reported = done;
         const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        o.progress("static: " + std::to_string(done) + "/" + std::to_string(cs.size()) + " candidates costed (" +
-                   fixed(el, 1) + " s, ~" +
-                   fixed(el / static_cast<double>(done) * static_cast<double>(cs.size() - done), 0) + " s left)");
+        o.progress("static: " + std::to_string(done) + "/" + std::to_string(cs.size()) +
+                   " candidates costed (" + fixed(el, 1) + " s, ~" +
+                   fixed(el / static_cast<double>(done) * static_cast<double>(cs.size() - done), 0) +
+                   " s left)");
       }
     }
   };
@@ -564,7 +575,8 @@ std::string text_key(const std::string& text) {
 // Simulates (or reads back from the output folder) one point; the result as JSON text.
 std::string verify_point(const Candidate& c, const SearchSpec& spec, const std::filesystem::path& dir) {
   const double start = std::max(1e-3, 0.8 * c.st.capacity_req_s);
-  const Json key{{"scenario", c.scenario}, {"start_req_s", start}, {"capacity_tol", spec.verify.capacity_tol}};
+  const Json key{
+      {"scenario", c.scenario}, {"start_req_s", start}, {"capacity_tol", spec.verify.capacity_tol}};
   const std::string key_text = key.dump();
   const std::filesystem::path file = dir / "points" / (text_key(key_text) + ".json");
   if (std::filesystem::exists(file)) {
@@ -591,7 +603,9 @@ FrontPoint static_point(const Candidate& c) {
 FrontPoint sim_point(const Candidate& c) {
   return FrontPoint{.x = c.sim.tokens_per_s_per_user, .y = c.sim.tokens_per_s_per_gpu};
 }
-bool simulated_ok(const Candidate& c) { return c.sim.done && c.sim.error.empty() && c.sim.capacity_req_s > 0; }
+bool simulated_ok(const Candidate& c) {
+  return c.sim.done && c.sim.error.empty() && c.sim.capacity_req_s > 0;
+}
 
 // The simulated front: indices into cs.
 std::vector<std::size_t> simulated_front(const std::vector<Candidate>& cs) {
@@ -618,14 +632,16 @@ FrontPoint best_ratios(const std::vector<Candidate>& cs, bool colocated) {
     const double rx = c.sim.tokens_per_s_per_user / c.st.tokens_per_s_per_user;
     const double ry = c.sim.tokens_per_s_per_gpu / c.st.tokens_per_s_per_gpu;
     all = FrontPoint{.x = std::max(all.x, rx), .y = std::max(all.y, ry)};
-    if (c.axes.shape.colocated() == colocated) fam = FrontPoint{.x = std::max(fam.x, rx), .y = std::max(fam.y, ry)};
+    if (c.axes.shape.colocated() == colocated)
+      fam = FrontPoint{.x = std::max(fam.x, rx), .y = std::max(fam.y, ry)};
   }
   if (fam.x > 0) return fam;
   return all.x > 0 ? all : FrontPoint{.x = 1, .y = 1};
 }
 
 // The index of a front point that dominates `p`, or -1.
-std::ptrdiff_t dominator(const std::vector<Candidate>& cs, const std::vector<std::size_t>& front, FrontPoint p) {
+std::ptrdiff_t dominator(const std::vector<Candidate>& cs, const std::vector<std::size_t>& front,
+                         FrontPoint p) {
   for (const std::size_t f : front) {
     const FrontPoint q = sim_point(cs[f]);
     if (q.x >= p.x && q.y >= p.y) return static_cast<std::ptrdiff_t>(f);
@@ -688,9 +704,9 @@ void settle(std::vector<Candidate>& cs, const SearchSpec& spec, const std::vecto
     if (d >= 0) {
       c.status = "bound-dominated";
       c.why = "static x best simulated/static ratios of its family (x" + fixed(ratios.x, 2) + " per user, x" +
-              fixed(ratios.y, 2) + " per GPU) + " + fixed(100 * spec.verify.margin, 0) + "% = " + point_text(b) +
-              ", below front point " + cs[static_cast<std::size_t>(d)].axes.label() + " (" +
-              point_text(sim_point(cs[static_cast<std::size_t>(d)])) + ")";
+              fixed(ratios.y, 2) + " per GPU) + " + fixed(100 * spec.verify.margin, 0) +
+              "% = " + point_text(b) + ", below front point " + cs[static_cast<std::size_t>(d)].axes.label() +
+              " (" + point_text(sim_point(cs[static_cast<std::size_t>(d)])) + ")";
     } else {
       c.status = "budget";
       c.why = budget_hit ? "not verified: verify.max_points simulations spent" : "not verified";
@@ -705,7 +721,8 @@ void recommend(SearchResult& r, double target) {
   for (const std::size_t f : r.front) {
     const Candidate& c = r.candidates[f];
     if (c.sim.tokens_per_s_per_user + 1e-12 < target) continue;
-    if (best == static_cast<std::size_t>(-1) || c.sim.tokens_per_s_per_gpu > r.candidates[best].sim.tokens_per_s_per_gpu)
+    if (best == static_cast<std::size_t>(-1) ||
+        c.sim.tokens_per_s_per_gpu > r.candidates[best].sim.tokens_per_s_per_gpu)
       best = f;
   }
   if (best == static_cast<std::size_t>(-1) && !r.front.empty()) {
@@ -740,8 +757,9 @@ void check_scenario_sections(const SearchSpec& spec) {
   const LoadedScenario sc = parse_scenario(candidate_json(spec, a), ".");
   (void)arrival_rate_per_s(sc.spec);  // capacity searches vary an open arrival rate
   if (sc.spec.run.duration.seconds() <= 0 || sc.spec.run.requests > 0) {
-    throw InputError("run", "the verification runs capacity searches: give run.duration_s (arrivals over a "
-                            "fixed time) and no run.requests");
+    throw InputError("run",
+                     "the verification runs capacity searches: give run.duration_s (arrivals over a "
+                     "fixed time) and no run.requests");
   }
 }
 
@@ -750,14 +768,17 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
   SearchResult r;
   r.candidates = enumerate_candidates(spec);
   if (r.candidates.empty()) {
-    throw InputError("space", "no deployment tiles the cluster: check cluster.nodes, space.ep_sizes, "
-                              "space.pipeline_stages and space.pool_shapes");
+    throw InputError("space",
+                     "no deployment tiles the cluster: check cluster.nodes, space.ep_sizes, "
+                     "space.pipeline_stages and space.pool_shapes");
   }
-  if (o.progress) o.progress("search " + spec.name + ": " + std::to_string(r.candidates.size()) + " candidate deployments");
+  if (o.progress)
+    o.progress("search " + spec.name + ": " + std::to_string(r.candidates.size()) + " candidate deployments");
   TaskPool pool(o.jobs);
   if (pool.ranks() > 1) {
-    throw InputError("mpirun", "search decides each verification round from the last one's results; run it "
-                               "in one process with -j N threads");
+    throw InputError("mpirun",
+                     "search decides each verification round from the last one's results; run it "
+                     "in one process with -j N threads");
   }
   const unsigned jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Candidate>& cs = r.candidates;
@@ -773,7 +794,8 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
     }
     for (const std::size_t k : pareto_front(pts)) r.static_front.push_back(ok[k]);
     if (o.progress) {
-      o.progress("static: " + std::to_string(ok.size()) + " candidates pass the static SLA check; static front " +
+      o.progress("static: " + std::to_string(ok.size()) +
+                 " candidates pass the static SLA check; static front " +
                  std::to_string(r.static_front.size()) + " points");
     }
   }
@@ -805,9 +827,10 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
         [&](std::size_t k, const std::string& res) {
           const SimFigures f = sim_from_json(Json::parse(res));
           return cs[round[k]].axes.label() + ": " +
-                 (f.error.empty() ? fixed(f.capacity_req_s, 2) + " req/s, " +
-                                        point_text(FrontPoint{.x = f.tokens_per_s_per_user, .y = f.tokens_per_s_per_gpu})
-                                  : "failed: " + f.error);
+                 (f.error.empty()
+                      ? fixed(f.capacity_req_s, 2) + " req/s, " +
+                            point_text(FrontPoint{.x = f.tokens_per_s_per_user, .y = f.tokens_per_s_per_gpu})
+                      : "failed: " + f.error);
         });
     for (std::size_t k = 0; k < round.size(); ++k) cs[round[k]].sim = sim_from_json(Json::parse(out[k]));
     simulated += static_cast<int>(round.size());

@@ -89,7 +89,7 @@ struct Candidate {
 
 struct SearchOptions {
   unsigned jobs = 0;
-  std::filesystem::path out_dir;  // also the resume cache (points/)
+  std::filesystem::path out_dir;                     // also the resume cache (points/)
   std::function<void(const std::string&)> progress;  // one line per event (stderr)
 };
 

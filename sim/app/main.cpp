@@ -224,8 +224,10 @@ void add_search_command(CLI::App& app) {
       "with the static step model, verify the static Pareto front (tokens/s per GPU against tokens/s per "
       "user) by capacity searches in simulation. Writes search.csv, search.json and front/*.json; resumes "
       "from its output folder");
-  cmd->add_option("spec", o->file, "Search SPEC JSON (e.g. scenarios/search/dsv3_h200_16_64.json)")->required();
-  cmd->add_option("--seed", o->seed, "Random seed (overrides the SPEC's run.seed)")->check(CLI::Range(0LL, 1LL << 53));
+  cmd->add_option("spec", o->file, "Search SPEC JSON (e.g. scenarios/search/dsv3_h200_16_64.json)")
+      ->required();
+  cmd->add_option("--seed", o->seed, "Random seed (overrides the SPEC's run.seed)")
+      ->check(CLI::Range(0LL, 1LL << 53));
   cmd->add_option("--out", o->out_dir, "Output folder, also the resume cache (default: out/search-<name>)");
   cmd->add_option("-j,--jobs", o->jobs, "Parallel simulations (default: all cores)");
   cmd->add_flag("-q,--quiet", o->quiet,

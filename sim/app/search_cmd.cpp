@@ -45,10 +45,11 @@ std::string csv(const SearchResult& r) {
   for (std::size_t i = 0; i < r.candidates.size(); ++i) {
     const Candidate& c = r.candidates[i];
     const CandidateAxes& a = c.axes;
-    o << i << "," << a.label() << "," << a.nodes << "," << a.gpus << "," << a.shape.label() << "," << a.ep_size
-      << "," << a.attention_tp << "," << a.expert_tp << "," << a.pipeline_stages << "," << a.redundant_experts
-      << "," << a.engine << "," << a.weights << "," << a.kv_cache << "," << (a.two_batch_overlap ? 1 : 0) << ","
-      << (a.mtp ? 1 : 0) << "," << a.max_batched_tokens << "," << a.max_batch_size << "," << c.status << ",";
+    o << i << "," << a.label() << "," << a.nodes << "," << a.gpus << "," << a.shape.label() << ","
+      << a.ep_size << "," << a.attention_tp << "," << a.expert_tp << "," << a.pipeline_stages << ","
+      << a.redundant_experts << "," << a.engine << "," << a.weights << "," << a.kv_cache << ","
+      << (a.two_batch_overlap ? 1 : 0) << "," << (a.mtp ? 1 : 0) << "," << a.max_batched_tokens << ","
+      << a.max_batch_size << "," << c.status << ",";
     if (c.has_static) {
       const StaticFigures& s = c.st;
       o << num(s.decode_batch, 0) << "," << num(s.tokens_per_s_per_gpu, 2) << ","
@@ -143,7 +144,8 @@ std::string table(const SearchResult& r, const std::vector<std::string>& files) 
   std::ostringstream o;
   char line[512];
   std::snprintf(line, sizeof line, "%-3s %-58s %9s %9s %9s %9s %8s %8s %8s  %s\n", "#", "deployment",
-                "st tok/G", "sim tok/G", "st tok/u", "sim tok/u", "cap r/s", "GPUh/Mt", "P99 TPOT", "limited by");
+                "st tok/G", "sim tok/G", "st tok/u", "sim tok/u", "cap r/s", "GPUh/Mt", "P99 TPOT",
+                "limited by");
   o << "Pareto front (output tokens/s per GPU against tokens/s per user; st = static, sim = simulated at "
        "capacity under the SLA)\n"
     << line;
@@ -163,8 +165,9 @@ std::string table(const SearchResult& r, const std::vector<std::string>& files) 
   if (r.recommended != static_cast<std::size_t>(-1)) {
     const Candidate& c = r.candidates[r.recommended];
     o << "\nRecommended: " << c.axes.label() << "\n"
-      << "  capacity " << num(c.sim.capacity_req_s, 2) << " requests/s at the SLA (the search's bracket: fails at "
-      << num(c.sim.fails_req_s, 2) << "), " << num(c.sim.tokens_per_s_per_gpu, 1) << " output tokens/s per GPU, "
+      << "  capacity " << num(c.sim.capacity_req_s, 2)
+      << " requests/s at the SLA (the search's bracket: fails at " << num(c.sim.fails_req_s, 2) << "), "
+      << num(c.sim.tokens_per_s_per_gpu, 1) << " output tokens/s per GPU, "
       << num(c.sim.tokens_per_s_per_user, 1) << " tokens/s per user, "
       << num(c.sim.gpu_hours_per_million_tokens, 3) << " GPU-hours per million output tokens\n"
       << "  limited by " << c.sim.limited_by << ": " << c.sim.limited_why << "\n"
@@ -185,10 +188,11 @@ std::string table(const SearchResult& r, const std::vector<std::string>& files) 
 
 void execute_search(const SearchCommandOptions& o) {
   Json doc = load_json_file(o.file);
-  if (o.seed >= 0 && doc.is_object() && doc.contains("run") && doc["run"].is_object()) doc["run"]["seed"] = o.seed;
+  if (o.seed >= 0 && doc.is_object() && doc.contains("run") && doc["run"].is_object())
+    doc["run"]["seed"] = o.seed;
   const SearchSpec spec = parse_search_spec(doc);
-  const std::filesystem::path dir =
-      o.out_dir.empty() ? std::filesystem::path("out") / ("search-" + spec.name) : std::filesystem::path(o.out_dir);
+  const std::filesystem::path dir = o.out_dir.empty() ? std::filesystem::path("out") / ("search-" + spec.name)
+                                                      : std::filesystem::path(o.out_dir);
   prepare_output_dir(dir);
   SearchOptions so;
   so.jobs = o.jobs;
@@ -213,12 +217,9 @@ void execute_search(const SearchCommandOptions& o) {
   for (std::size_t i = 0; i < r.candidates.size(); ++i) points.push_back(point_json(i, r.candidates[i]));
   Json static_front = Json::array();
   for (const std::size_t i : r.static_front) static_front.push_back(i);
-  Json out{{"spec", doc},
-           {"candidates", r.candidates.size()},
-           {"rounds", r.rounds},
-           {"static_front", static_front},
-           {"front", front},
-           {"target_tokens_per_s_per_user", spec.target_tokens_per_s_per_user}};
+  Json out{{"spec", doc},        {"candidates", r.candidates.size()},
+           {"rounds", r.rounds}, {"static_front", static_front},
+           {"front", front},     {"target_tokens_per_s_per_user", spec.target_tokens_per_s_per_user}};
   if (r.recommended != static_cast<std::size_t>(-1)) {
     out["recommended"] = point_json(r.recommended, r.candidates[r.recommended]);
     if (!r.recommendation_note.empty()) out["recommended"]["note"] = r.recommendation_note;

@@ -27,7 +27,8 @@ std::vector<T> read_list(JsonReader& r, std::string_view key, F one) {
   for (std::size_t i = 0; i < a.size(); ++i) {
     const std::string at = path + "[" + std::to_string(i) + "]";
     T v = one(a[i], at);
-    if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError(at, "duplicate value " + a[i].dump());
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      throw InputError(at, "duplicate value " + a[i].dump());
     out.push_back(v);
   }
   return out;
@@ -39,7 +40,8 @@ std::int64_t int_value(const Json& v, const std::string& at, std::int64_t lo, st
   }
   const auto x = v.get<std::int64_t>();
   if (x < lo || x > hi) {
-    throw InputError(at, v.dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    throw InputError(at,
+                     v.dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return x;
 }
@@ -82,8 +84,9 @@ PoolShape parse_shape(const Json& v, const std::string& at) {
                       std::all_of(s.begin() + static_cast<std::ptrdiff_t>(p) + 1, s.end() - 1, ::isdigit) &&
                       p <= 2 && s.size() - p - 2 <= 2;
   if (!shaped) {
-    throw InputError(at, "\"" + s + "\" is not a pool shape: \"colocated\" or \"<x>p<y>d\" (x prefill and y "
-                                    "decode instances, e.g. \"1p2d\")");
+    throw InputError(at, "\"" + s +
+                             "\" is not a pool shape: \"colocated\" or \"<x>p<y>d\" (x prefill and y "
+                             "decode instances, e.g. \"1p2d\")");
   }
   const int x = std::stoi(s.substr(0, p));
   const int y = std::stoi(s.substr(p + 1, s.size() - p - 2));
@@ -112,7 +115,8 @@ std::vector<int> parse_nodes(JsonReader& c) {
 }
 
 void parse_space(JsonReader& r, SearchSpace& s) {
-  if (r.has("engines")) s.engines = string_list(r, "engines", {"pytorch_graph", "pytorch_loop", "vllm", "sglang", "trtllm"});
+  if (r.has("engines"))
+    s.engines = string_list(r, "engines", {"pytorch_graph", "pytorch_loop", "vllm", "sglang", "trtllm"});
   const std::vector<std::string> precisions{"bf16", "fp8", "int8", "int4"};
   if (r.has("weights")) s.weights = string_list(r, "weights", precisions);
   if (r.has("kv_cache")) s.kv_cache = string_list(r, "kv_cache", {"bf16", "fp8"});
@@ -145,9 +149,16 @@ Json section(JsonReader& root, std::string_view key, bool required) {
 
 // The deployment keys the search sets itself may not be given as a base.
 void check_base_deployment(const Json& d) {
-  static const std::set<std::string> searched{
-      "ep_size",          "attention",         "engine", "pipeline", "expert_tp_size", "max_batch_size",
-      "max_batched_tokens", "two_batch_overlap", "speculative", "pools"};
+  static const std::set<std::string> searched{"ep_size",
+                                              "attention",
+                                              "engine",
+                                              "pipeline",
+                                              "expert_tp_size",
+                                              "max_batch_size",
+                                              "max_batched_tokens",
+                                              "two_batch_overlap",
+                                              "speculative",
+                                              "pools"};
   for (auto it = d.begin(); it != d.end(); ++it) {
     if (searched.count(it.key()) != 0) {
       throw InputError("deployment." + it.key(),
@@ -173,7 +184,8 @@ std::string PoolShape::label() const {
 }
 
 SearchSpec parse_search_spec(const Json& j) {
-  if (!j.is_object()) throw InputError("(spec)", "a search SPEC must be a JSON object, got " + json_type_name(j));
+  if (!j.is_object())
+    throw InputError("(spec)", "a search SPEC must be a JSON object, got " + json_type_name(j));
   JsonReader root(j, "");
   SearchSpec s;
   s.name = root.string("name");
@@ -197,8 +209,9 @@ SearchSpec parse_search_spec(const Json& j) {
   s.run = section(root, "run", true);
   s.experts = section(root, "experts", false);
   if (s.experts.is_object() && s.experts.contains("redundant_experts")) {
-    throw InputError("experts.redundant_experts",
-                     "is set by the search (space.redundant_experts); remove it from the base experts section");
+    throw InputError(
+        "experts.redundant_experts",
+        "is set by the search (space.redundant_experts); remove it from the base experts section");
   }
   s.deployment = section(root, "deployment", false);
   if (!s.deployment.is_null()) check_base_deployment(s.deployment);

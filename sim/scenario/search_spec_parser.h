@@ -51,9 +51,9 @@ struct VerifySettings {
 struct SearchSpec {
   std::string name;
   std::string description;
-  Json model;        // a catalog name or a model object, as a scenario's "model"
-  Json gpu;          // a catalog name or a GPU object, as a scenario's cluster.gpu
-  Json fabric;       // null: the catalog default
+  Json model;   // a catalog name or a model object, as a scenario's "model"
+  Json gpu;     // a catalog name or a GPU object, as a scenario's cluster.gpu
+  Json fabric;  // null: the catalog default
   int gpus_per_node = 8;
   std::vector<int> nodes;  // node counts to consider, ascending
   Json workload;

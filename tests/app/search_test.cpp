@@ -2,8 +2,6 @@
 // its key), and on a toy space small enough to simulate every legal deployment, the search's front against
 // the exhaustive front computed here by independent capacity searches; the CLI's outputs are the same
 // bytes when the search resumes from its folder with another thread count.
-#include "sim/app/deployment_search.h"
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
@@ -11,6 +9,7 @@
 #include <string>
 
 #include "sim/app/capacity_search.h"
+#include "sim/app/deployment_search.h"
 #include "sim/engine/check.h"
 #include "sim/engine/random.h"
 #include "sim/scenario/profile_io.h"
@@ -48,8 +47,8 @@ std::set<std::size_t> brute_front(const std::vector<FrontPoint>& pts) {
     bool dom = false;
     for (std::size_t j = 0; j < pts.size(); ++j) {
       if (j == i) continue;
-      const bool strictly = (pts[j].x > pts[i].x && pts[j].y >= pts[i].y) ||
-                            (pts[j].x >= pts[i].x && pts[j].y > pts[i].y);
+      const bool strictly =
+          (pts[j].x > pts[i].x && pts[j].y >= pts[i].y) || (pts[j].x >= pts[i].x && pts[j].y > pts[i].y);
       const bool same_earlier = pts[j].x == pts[i].x && pts[j].y == pts[i].y && j < i;
       dom = dom || strictly || same_earlier;
     }
@@ -62,7 +61,8 @@ std::set<std::size_t> brute_front(const std::vector<FrontPoint>& pts) {
 
 TEST_CASE("the Pareto front keeps exactly the points no other point dominates") {
   // A staircase 1..5 on x with y falling, plus points under it and a duplicate of a stair.
-  std::vector<FrontPoint> pts{{1, 50}, {2, 40}, {3, 30}, {4, 20}, {5, 10}, {2, 30}, {4.5, 5}, {3, 30}, {0.5, 50}};
+  std::vector<FrontPoint> pts{{1, 50}, {2, 40},  {3, 30}, {4, 20},  {5, 10},
+                              {2, 30}, {4.5, 5}, {3, 30}, {0.5, 50}};
   const std::vector<std::size_t> f = pareto_front(pts);
   CHECK(f == std::vector<std::size_t>{0, 1, 2, 3, 4});  // sorted by x; the duplicate (7) and (8) lose
   CHECK(std::set<std::size_t>(f.begin(), f.end()) == brute_front(pts));
@@ -152,9 +152,11 @@ TEST_CASE("on a toy space the search's front equals the front of simulating ever
     CapacitySearchSettings st;
     st.rel_tol = spec.verify.capacity_tol;
     try {
-      const CapacityResult cr = capacity_at_sla(with_arrival_rate(sc.spec, start), *make_gpu_cost_model(sc.spec.cluster.gpu), st);
+      const CapacityResult cr =
+          capacity_at_sla(with_arrival_rate(sc.spec, start), *make_gpu_cost_model(sc.spec.cluster.gpu), st);
       legal.push_back(i);
-      pts.push_back(FrontPoint{.x = 1 / cr.at_capacity.tpot.mean, .y = cr.at_capacity.output_tokens_per_s_per_gpu});
+      pts.push_back(
+          FrontPoint{.x = 1 / cr.at_capacity.tpot.mean, .y = cr.at_capacity.output_tokens_per_s_per_gpu});
       if (c.sim.done) {
         // The search's own run of this point is the same run.
         CHECK(c.sim.capacity_req_s == cr.bracket.holds_req_s);
