@@ -423,12 +423,17 @@ void judge_static(Candidate& c, const ScenarioSpec& spec, StaticModel& model) {
   c.has_static = true;
   const double tpot = spec.sla.tpot.seconds();
   const double ttft = spec.sla.ttft.seconds();
-  if (c.st.decode_batch < 1) {
-    const bool kv = c.st.limit.rfind("KV", 0) == 0;
-    c.status = kv ? "memory" : "static-sla";
-    c.why = kv ? "the KV pool of a group holds no request of mean length"
-               : "the static TPOT exceeds the SLA's " + fixed(tpot * 1e3, 0) +
-                     " ms even at one sequence per group";
+  if (c.st.decode_batch < 1 && c.st.limit.rfind("KV", 0) == 0) {
+    c.status = "memory";
+    c.why = "the KV pool of a group holds no request of mean length";
+  } else if (c.st.decode_batch < 1 && c.st.limit.rfind("token budget", 0) == 0) {
+    c.status = "illegal";
+    c.why = "the token budget (max_batched_tokens " + std::to_string(c.axes.max_batched_tokens) +
+            ") holds no decode sequence beside the prefill that keeps it busy";
+  } else if (c.st.decode_batch < 1) {
+    c.status = "static-sla";
+    c.why =
+        "the static TPOT exceeds the SLA's " + fixed(tpot * 1e3, 0) + " ms even at one sequence per group";
   } else if (c.st.ttft_s > ttft) {
     c.status = "static-sla";
     c.why = "static TTFT (prefill of the mean prompt, no queueing) " + fixed(c.st.ttft_s * 1e3, 0) +
