@@ -118,4 +118,15 @@ struct TraceStatsOptions {
 };
 void execute_trace_stats(const TraceStatsOptions& o);
 
+// `moesim search`: the best deployments of a model on a GPU budget under an SLA, static then simulated
+// (search_cmd.cpp, deployment_search.h).
+struct SearchCommandOptions {
+  std::string file;
+  long long seed = -1;  // overrides the SPEC's run.seed
+  std::string out_dir;
+  unsigned jobs = 0;
+  bool quiet = false;
+};
+void execute_search(const SearchCommandOptions& o);
+
 }  // namespace moesim

@@ -238,6 +238,25 @@ void add_trace_stats_command(CLI::App& app) {
   cmd->callback([o] { execute_trace_stats(*o); });
 }
 
+void add_search_command(CLI::App& app) {
+  auto o = std::make_shared<SearchCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "search",
+      "Search the deployments of a model on a GPU budget under an SLA: enumerate the legal ones, cost them "
+      "with the static step model, verify the static Pareto front (tokens/s per GPU against tokens/s per "
+      "user) by capacity searches in simulation. Writes search.csv, search.json and front/*.json; resumes "
+      "from its output folder");
+  cmd->add_option("spec", o->file, "Search SPEC JSON (e.g. scenarios/search/dsv3_h200_16_64.json)")
+      ->required();
+  cmd->add_option("--seed", o->seed, "Random seed (overrides the SPEC's run.seed)")
+      ->check(CLI::Range(0LL, 1LL << 53));
+  cmd->add_option("--out", o->out_dir, "Output folder, also the resume cache (default: out/search-<name>)");
+  cmd->add_option("-j,--jobs", o->jobs, "Parallel simulations (default: all cores)");
+  cmd->add_flag("-q,--quiet", o->quiet,
+                "Only one progress line per verified point on stderr (no static-pass or round lines)");
+  cmd->callback([o] { execute_search(*o); });
+}
+
 // Every argument may be echoed in an output (a file name in compare.json, a label in sweep.json): it must be
 // UTF-8. A --set value is checked where it is read, with its JSON path.
 void check_arguments_utf8(int argc, char** argv) {
@@ -252,7 +271,7 @@ void check_arguments_utf8(int argc, char** argv) {
 
 // Command-line and file-system failures turned into the house style: one line that names where the problem
 // is and says what to do (instead of CLI11's generic texts or a raw std::filesystem message).
-constexpr std::string_view kVerbs = "run, validate, sweep, compare, plan, calibrate, trace-stats";
+constexpr std::string_view kVerbs = "run, validate, sweep, compare, plan, calibrate, trace-stats, search";
 
 // The verb the user gave (the first parsed subcommand), or empty.
 std::string verb_of(const CLI::App& app) {
@@ -298,6 +317,7 @@ std::string explain_cli_error(const CLI::App& app, const CLI::ParseError& e, int
   if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
     const std::string takes = verb == "compare"     ? "scenario files"
                               : verb == "calibrate" ? "measurement files after --fit"
+                              : verb == "search"    ? "one SPEC file"
                                                     : "at most one scenario file";
     return verb + ": unexpected argument(s) " + extras_of(what) + ": " + verb + " takes " + takes +
            " and options that start with --; " + help;
@@ -343,6 +363,7 @@ int main(int argc, char** argv) {
   moesim::add_calibrate_command(app);
   moesim::add_compare_command(app);
   moesim::add_trace_stats_command(app);
+  moesim::add_search_command(app);
   try {
     moesim::check_arguments_utf8(argc, argv);
     app.parse(argc, argv);

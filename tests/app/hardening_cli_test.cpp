@@ -32,8 +32,9 @@ void require_refusal(const Result& r, const std::string& where) {
 TEST_CASE("command-line mistakes get one house-style message that says what to do") {
   TempDir t("moesim_cli_mistakes");
   const Result none = run_moesim(t, "");
-  require_refusal(none,
-                  "command line: give a verb (run, validate, sweep, compare, plan, calibrate, trace-stats)");
+  require_refusal(
+      none,
+      "command line: give a verb (run, validate, sweep, compare, plan, calibrate, trace-stats, search)");
   const Result verb = run_moesim(t, "frobnicate");
   require_refusal(verb, "command line: unknown verb \"frobnicate\"");
   const Result extra = run_moesim(t, "validate " + tiny("tiny_poisson_ep4.json") + " second.json");
