@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <boost/math/distributions/binomial.hpp>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -158,15 +159,34 @@ void limited_by(const Report& r, CapacityResult& c) {
 
 }  // namespace
 
+namespace {
+// The share over a limit, bounded from `k` of `n` requests both by its batch-means interval (correlation)
+// and by the exact binomial (Clopper-Pearson) interval at 95% (a few events: a tail share of 1% needs
+// about 370 requests without one to be below it with confidence).
+struct ShareBounds {
+  double lo = 0, hi = 1;
+};
+ShareBounds bounds(const BatchMeans& bm, std::int64_t k, std::int64_t n) {
+  ShareBounds s{bm.mean - bm.half_width, bm.mean + bm.half_width};
+  if (n <= 0) return ShareBounds{};
+  using boost::math::binomial_distribution;
+  const auto trials = static_cast<double>(n);
+  const auto events = static_cast<double>(k);
+  s.lo = std::min(s.lo, binomial_distribution<>::find_lower_bound_on_p(trials, events, 0.025));
+  s.hi = std::max(s.hi, binomial_distribution<>::find_upper_bound_on_p(trials, events, 0.025));
+  return s;
+}
+}  // namespace
+
 SlaVerdict sla_verdict(const Report& r) {
   if (r.requests_dropped > 0 || r.overloaded) return SlaVerdict::kFails;
   if (r.ci_ttft_over_share.batches < 2 || r.ci_tpot_over_share.batches < 2)
     return sla_holds(r) ? SlaVerdict::kMeets : SlaVerdict::kFails;
   const double alpha = 1.0 - r.sla_percentile / 100.0;
-  const BatchMeans& a = r.ci_ttft_over_share;
-  const BatchMeans& b = r.ci_tpot_over_share;
-  if (a.mean - a.half_width > alpha || b.mean - b.half_width > alpha) return SlaVerdict::kFails;
-  if (a.mean + a.half_width <= alpha && b.mean + b.half_width <= alpha && sla_holds(r)) return SlaVerdict::kMeets;
+  const ShareBounds a = bounds(r.ci_ttft_over_share, r.sla_ttft_over, r.sla_requests);
+  const ShareBounds b = bounds(r.ci_tpot_over_share, r.sla_tpot_over, r.sla_tpot_requests);
+  if (a.lo > alpha || b.lo > alpha) return SlaVerdict::kFails;
+  if (a.hi <= alpha && b.hi <= alpha && sla_holds(r)) return SlaVerdict::kMeets;
   return SlaVerdict::kUndecided;
 }
 

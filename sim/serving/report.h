@@ -242,6 +242,12 @@ struct Report {
   BatchMeans ci_output_tokens_per_s;
   BatchMeans ci_ttft_over_share;
   BatchMeans ci_tpot_over_share;
+  // The counts under those shares, over the batches: requests, those over the TTFT limit, those with a
+  // TPOT (more than one output token) and those over its limit.
+  std::int64_t sla_requests = 0;
+  std::int64_t sla_ttft_over = 0;
+  std::int64_t sla_tpot_requests = 0;
+  std::int64_t sla_tpot_over = 0;
 
   double output_tokens_per_s = 0;
   double total_tokens_per_s = 0;

@@ -28,6 +28,7 @@ namespace {
 
 // Batches of the within-run confidence intervals (Law & Kelton 5th ed. 9.5.3 suggest 10 to 30).
 constexpr int kCiBatches = 20;
+constexpr double kMaxLag1 = 0.2;
 
 // One pool of identical instances (ScenarioSpec::pool_specs): the scenario as its instances see it, its
 // memory plan, batch policy and router, and its replicas' range in the cluster's list.
@@ -78,6 +79,7 @@ class Cluster final : public ReplicaHost {
   void fill_rates(Report& r, const WindowTotals& m) const;
   void fill_steps(Report& r, const WindowTotals& m) const;
   void fill_intervals(Report& r, const WindowChoice& c) const;
+  void fill_intervals(Report& r, const WindowChoice& c, int batches) const;
   void fill_experts(Report& r, const WindowTotals& m) const;
   void fill_prefix(Report& r) const;
   // Prefix caching: the chained hashes of `spec`'s full prompt KV blocks of `block_tokens` into `out`.
@@ -657,10 +659,28 @@ void Cluster::fill_steps(Report& r, const WindowTotals& m) const {
 // Within-run 95% intervals by batch means over the steady window's segments.
 void Cluster::fill_intervals(Report& r, const WindowChoice& c) const {
   if (c.with_drain) return;
-  const std::vector<WindowTotals> b = batch_segments(metrics_.series(), c.first_segment, kCiBatches);
+  // Batches long enough to be nearly independent: 20, or 10 when a lag-1 autocorrelation of 20 is above
+  // kMaxLag1 (Law & Kelton 5th ed. 9.5.3); the lag-1 values stay in the report.
+  for (const int batches : {kCiBatches, kCiBatches / 2}) {
+    fill_intervals(r, c, batches);
+    const double lag1 = std::max({r.ci_output_tokens_per_s.lag1, r.ci_ttft_over_share.lag1,
+                                  r.ci_tpot_over_share.lag1});
+    if (lag1 <= kMaxLag1) return;
+  }
+}
+
+void Cluster::fill_intervals(Report& r, const WindowChoice& c, int batches) const {
+  const std::vector<WindowTotals> b = batch_segments(metrics_.series(), c.first_segment, batches);
   if (b.size() < 2) return;
   const double batch_s = metrics_.series().width() * static_cast<double>(
                              (metrics_.series().full_segments() - c.first_segment) / b.size());
+  r.sla_requests = r.sla_ttft_over = r.sla_tpot_requests = r.sla_tpot_over = 0;
+  for (const WindowTotals& t : b) {
+    r.sla_requests += t.finished;
+    r.sla_ttft_over += t.ttft_over;
+    r.sla_tpot_requests += t.tpot_counted;
+    r.sla_tpot_over += t.tpot_over;
+  }
   std::vector<double> tokens, ttft_over, tpot_over, finished, tpot_counted;
   for (const WindowTotals& t : b) {
     tokens.push_back(static_cast<double>(t.output_tokens) / batch_s);
