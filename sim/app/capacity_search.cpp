@@ -1,8 +1,8 @@
 #include "sim/app/capacity_search.h"
 
 #include <algorithm>
-#include <cmath>
 #include <boost/math/distributions/binomial.hpp>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -23,11 +23,10 @@ std::string rate_text(double r) {
 
 CapacityBracket find_capacity(double start_req_s, const std::function<bool(double)>& holds,
                               const CapacitySearchSettings& s) {
-  return find_capacity(
-      start_req_s,
-      std::function<SlaVerdict(double)>(
-          [&](double rate) { return holds(rate) ? SlaVerdict::kMeets : SlaVerdict::kFails; }),
-      s);
+  return find_capacity(start_req_s, std::function<SlaVerdict(double)>([&](double rate) {
+                         return holds(rate) ? SlaVerdict::kMeets : SlaVerdict::kFails;
+                       }),
+                       s);
 }
 
 namespace {
@@ -127,7 +126,8 @@ struct Probe {
 };
 
 // Runs `rate` until its verdict is decided: run.duration_s, then twice as long, up to max_probe_factor.
-Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate, const CapacitySearchSettings& s) {
+Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
+                const CapacitySearchSettings& s) {
   ScenarioSpec p = with_arrival_rate(spec, rate);
   for (double f = 1;; f *= 2) {
     p.run.duration = Duration::from_seconds(spec.run.duration.seconds() * f);
@@ -210,15 +210,13 @@ CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu
   std::map<double, Report> probed;  // every probe's last run, by rate
   std::map<double, SlaVerdict> verdicts;
   CapacityResult c;
-  c.bracket = find_capacity(
-      start,
-      std::function<SlaVerdict(double)>([&](double rate) {
-        Probe p = run_probe(spec, gpu, rate, settings);
-        verdicts[rate] = p.verdict;
-        probed[rate] = std::move(p.report);
-        return p.verdict;
-      }),
-      settings);
+  c.bracket = find_capacity(start, std::function<SlaVerdict(double)>([&](double rate) {
+                              Probe p = run_probe(spec, gpu, rate, settings);
+                              verdicts[rate] = p.verdict;
+                              probed[rate] = std::move(p.report);
+                              return p.verdict;
+                            }),
+                            settings);
   c.at_capacity = probed.at(c.bracket.holds_req_s);
   for (const auto& [rate, v] : verdicts) {
     if (v != SlaVerdict::kMeets && rate > c.bracket.holds_req_s) {

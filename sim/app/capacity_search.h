@@ -21,7 +21,7 @@ class GpuCostModel;
 struct CapacitySearchSettings {
   double rel_tol = 0.02;  // stop when the bracket (holds, fails) is narrower than rel_tol x holds
   int max_probes = 60;
-  double max_factor = 1e6;  // give up expanding (or shrinking) the bracket this far from the start rate
+  double max_factor = 1e6;      // give up expanding (or shrinking) the bracket this far from the start rate
   double max_probe_factor = 8;  // an undecided probe doubles its run.duration_s up to this factor
 };
 

@@ -71,13 +71,14 @@ void print_capacity(const Replication& rep) {
     std::snprintf(b, sizeof b, "%s%.3f", undecided.empty() ? "" : ", ", u.get<double>());
     undecided += b;
   }
-  std::printf("  seed %llu: meets the SLA with 95%% confidence at %.3f req/s, fails at %.3f%s%s%s (%d probes)\n",
-              static_cast<unsigned long long>(rep.seed), c.at("meets_req_s").get<double>(),
-              c.at("fails_req_s").get<double>(), undecided.empty() ? "" : "; undecided at ",
-              undecided.c_str(), undecided.empty() ? "" : " (the SLA metric sits at its limit there)",
-              c.at("probes").get<int>());
+  std::printf(
+      "  seed %llu: meets the SLA with 95%% confidence at %.3f req/s, fails at %.3f%s%s%s (%d probes)\n",
+      static_cast<unsigned long long>(rep.seed), c.at("meets_req_s").get<double>(),
+      c.at("fails_req_s").get<double>(), undecided.empty() ? "" : "; undecided at ", undecided.c_str(),
+      undecided.empty() ? "" : " (the SLA metric sits at its limit there)", c.at("probes").get<int>());
   if (!c.at("limited_by").get<std::string>().empty()) {
-    std::printf("    limited by %s first as the load grows: %s\n", c.at("limited_by").get<std::string>().c_str(),
+    std::printf("    limited by %s first as the load grows: %s\n",
+                c.at("limited_by").get<std::string>().c_str(),
                 c.at("limited_why").get<std::string>().c_str());
   }
 }

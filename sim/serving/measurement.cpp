@@ -49,9 +49,15 @@ void WindowTotals::merge(const WindowTotals& o) {
   ttft_over += o.ttft_over;
   tpot_counted += o.tpot_counted;
   tpot_over += o.tpot_over;
-  for (auto [h, g] : {std::pair{&ttft, &o.ttft}, {&tpot, &o.tpot}, {&e2e, &o.e2e}, {&queueing, &o.queueing},
-                      {&itl, &o.itl}, {&prefill_queue, &o.prefill_queue}, {&prefill, &o.prefill},
-                      {&kv_transfer, &o.kv_transfer}, {&decode_queue, &o.decode_queue}})
+  for (auto [h, g] : {std::pair{&ttft, &o.ttft},
+                      {&tpot, &o.tpot},
+                      {&e2e, &o.e2e},
+                      {&queueing, &o.queueing},
+                      {&itl, &o.itl},
+                      {&prefill_queue, &o.prefill_queue},
+                      {&prefill, &o.prefill},
+                      {&kv_transfer, &o.kv_transfer},
+                      {&decode_queue, &o.decode_queue}})
     h->merge(*g);
   steps += o.steps;
   step_s += o.step_s;
@@ -399,7 +405,8 @@ void test_overload(const MeasurementSeries& m, std::size_t first, bool settled, 
   for (const WindowTotals& t : b) arrivals += t.arrivals;
   c.trend_from_s = m.origin() + static_cast<double>(m.full_segments()) * m.width() -
                    batch_s * static_cast<double>(b.size());
-  c.arrival_rate = batch_s > 0 ? static_cast<double>(arrivals) / (batch_s * static_cast<double>(b.size())) : 0;
+  c.arrival_rate =
+      batch_s > 0 ? static_cast<double>(arrivals) / (batch_s * static_cast<double>(b.size())) : 0;
   c.trend = trend_test(level_means(b, false));
   c.waiting_trend = trend_test(level_means(b, true));
   c.overloaded = grows(c.trend, batch_s, c.arrival_rate, kMaterialShare) &&
@@ -433,13 +440,15 @@ WindowChoice choose_window(const MeasurementSeries& m, bool warmup_override, dou
     c.with_drain = true;
     c.kind = "whole run";
     c.to_s = run_end_s;
-    c.why = "arrivals ended within a few steps, or too few requests finished before the last one (a "
-            "burst): measured from the start to the end of the run";
+    c.why =
+        "arrivals ended within a few steps, or too few requests finished before the last one (a "
+        "burst): measured from the start to the end of the run";
     return c;
   }
   c.kind = "steady";
   c.to_s = last;
-  c.why = std::string(warmup_override ? "from run.warmup_s" : "from the end of the transient (MSER-5 on the number in system)") +
+  c.why = std::string(warmup_override ? "from run.warmup_s"
+                                      : "from the end of the transient (MSER-5 on the number in system)") +
           " to the last arrival (the drain after it is left out)";
   return c;
 }

@@ -51,8 +51,7 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
     a.push_back(
         "overloaded: requests in the system grew from " + fmt("%.0f", r.in_system_start) + " to " +
         fmt("%.0f", r.in_system_end) + " through the measured window (trend t = " + fmt("%.1f", r.trend.t) +
-        ", p = " + fmt("%.2g", r.trend.p_growth) + ") and took " +
-        fmt("%.1f", r.drain_s) +
+        ", p = " + fmt("%.2g", r.trend.p_growth) + ") and took " + fmt("%.1f", r.drain_s) +
         " s to drain after the last arrival; the offered load exceeds capacity and latency figures depend "
         "on the run length (lower the rate or find the capacity with --capacity)");
   }
@@ -69,8 +68,9 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
   }
   if (r.warmup_method == "run.warmup_s" && r.window_kind == "steady" && r.mser_s > r.window_from_s + 1e-9 &&
       !r.overloaded) {
-    a.push_back("the number in system still settles after run.warmup_s: MSER-5 puts the end of the transient at " +
-                fmt("%.1f", r.mser_s) + " s (remove run.warmup_s to start the window there)");
+    a.push_back(
+        "the number in system still settles after run.warmup_s: MSER-5 puts the end of the transient at " +
+        fmt("%.1f", r.mser_s) + " s (remove run.warmup_s to start the window there)");
   }
   if (r.speculative.enabled && r.speculative.acceptance_rate < 0.6) {
     a.push_back("speculative decoding accepts " + pct(r.speculative.acceptance_rate) +
@@ -223,8 +223,9 @@ std::string format_summary(const Report& r) {
     << " s simulated, " << fmt("%.1f", r.window_from_s) << " to " << fmt("%.1f", r.window_to_s) << " s ("
     << r.window_kind << ": " << r.window_why << ")\n";
   o << "Warm-up    " << (r.warmup_method == "mser-5" ? "MSER-5 on the number in system" : "run.warmup_s")
-    << ", MSER-5 at " << fmt("%.1f", r.mser_s) << " s" << (r.mser_at_bound ? " (did not settle in the first half)" : "")
-    << "; number in system " << fmt("%.1f", r.in_system_start) << " -> " << fmt("%.1f", r.in_system_end)
+    << ", MSER-5 at " << fmt("%.1f", r.mser_s) << " s"
+    << (r.mser_at_bound ? " (did not settle in the first half)" : "") << "; number in system "
+    << fmt("%.1f", r.in_system_start) << " -> " << fmt("%.1f", r.in_system_end)
     << " over the window (trend t " << fmt("%.2f", r.trend.t) << ")\n\n";
   o << "Throughput\n";
   o << "  output tokens/s   " << fmt("%12.1f", r.output_tokens_per_s) << "   per GPU "
@@ -235,8 +236,8 @@ std::string format_summary(const Report& r) {
   if (r.ci_output_tokens_per_s.batches >= 2) {
     o << "  95% interval (batch means, " << r.ci_output_tokens_per_s.batches << " batches, lag-1 "
       << fmt("%.2f", r.ci_output_tokens_per_s.lag1) << "): output tokens/s "
-      << fmt("%.1f", r.ci_output_tokens_per_s.mean) << " +- " << fmt("%.1f", r.ci_output_tokens_per_s.half_width)
-      << "\n";
+      << fmt("%.1f", r.ci_output_tokens_per_s.mean) << " +- "
+      << fmt("%.1f", r.ci_output_tokens_per_s.half_width) << "\n";
   }
   o << "\n";
   o << "Latency (ms)             mean        P50        P95        P99        max\n";

@@ -178,10 +178,10 @@ struct TrendReport {
   double slope_per_s = 0;  // requests per second
   double t = 0;            // slope / its standard error (OLS, batches - 2 degrees of freedom)
   double df = 0;
-  double lag1 = 0;      // of the residuals
-  double p_growth = 1;  // one-sided p value of growth
-  double arrival_rate = 0;           // per second over the stretch
-  double waiting_slope_per_s = 0;    // of the requests waiting for a batch
+  double lag1 = 0;                 // of the residuals
+  double p_growth = 1;             // one-sided p value of growth
+  double arrival_rate = 0;         // per second over the stretch
+  double waiting_slope_per_s = 0;  // of the requests waiting for a batch
   double waiting_p_growth = 1;
 };
 

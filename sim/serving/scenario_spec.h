@@ -146,8 +146,9 @@ struct RunSpec {
   std::int64_t requests = 0;  // 0 = unlimited (then duration must be set)
   Duration duration;          // arrivals stop after this much simulated time (0 = unlimited)
   Duration warmup;            // the measurement window starts here (when not warmup_auto)
-  bool warmup_auto = true;    // run.warmup_s "auto" or absent: the window starts where MSER-5 ends the transient
-  Duration max_drain;         // stop this long after the last arrival (0 = drain every request)
+  bool warmup_auto =
+      true;            // run.warmup_s "auto" or absent: the window starts where MSER-5 ends the transient
+  Duration max_drain;  // stop this long after the last arrival (0 = drain every request)
 };
 
 // ---- Experts in the loop (ARCHITECTURE.md; scenario section "experts") ------------------------------

@@ -613,8 +613,8 @@ void Cluster::fill_rates(Report& r, const WindowTotals& m) const {
   r.sla_percentile = s_.sla.percentile;
   r.sla_ttft_at_percentile = m.ttft.percentile(s_.sla.percentile);
   r.sla_tpot_at_percentile = m.tpot.percentile(s_.sla.percentile);
-  r.sla_met = m.finished > 0 && r.sla_ttft_at_percentile <= r.sla_ttft_s &&
-              r.sla_tpot_at_percentile <= r.sla_tpot_s;
+  r.sla_met =
+      m.finished > 0 && r.sla_ttft_at_percentile <= r.sla_ttft_s && r.sla_tpot_at_percentile <= r.sla_tpot_s;
   r.sla_violation_rate =
       m.finished > 0 ? static_cast<double>(m.finished - m.good) / static_cast<double>(m.finished) : 0.0;
 }
@@ -663,8 +663,8 @@ void Cluster::fill_intervals(Report& r, const WindowChoice& c) const {
   // kMaxLag1 (Law & Kelton 5th ed. 9.5.3); the lag-1 values stay in the report.
   for (const int batches : {kCiBatches, kCiBatches / 2}) {
     fill_intervals(r, c, batches);
-    const double lag1 = std::max({r.ci_output_tokens_per_s.lag1, r.ci_ttft_over_share.lag1,
-                                  r.ci_tpot_over_share.lag1});
+    const double lag1 =
+        std::max({r.ci_output_tokens_per_s.lag1, r.ci_ttft_over_share.lag1, r.ci_tpot_over_share.lag1});
     if (lag1 <= kMaxLag1) return;
   }
 }
@@ -672,8 +672,9 @@ void Cluster::fill_intervals(Report& r, const WindowChoice& c) const {
 void Cluster::fill_intervals(Report& r, const WindowChoice& c, int batches) const {
   const std::vector<WindowTotals> b = batch_segments(metrics_.series(), c.first_segment, batches);
   if (b.size() < 2) return;
-  const double batch_s = metrics_.series().width() * static_cast<double>(
-                             (metrics_.series().full_segments() - c.first_segment) / b.size());
+  const double batch_s =
+      metrics_.series().width() *
+      static_cast<double>((metrics_.series().full_segments() - c.first_segment) / b.size());
   r.sla_requests = r.sla_ttft_over = r.sla_tpot_requests = r.sla_tpot_over = 0;
   for (const WindowTotals& t : b) {
     r.sla_requests += t.finished;
@@ -709,9 +710,8 @@ void Cluster::fill_experts(Report& r, const WindowTotals& m) const {
   e.tiers = x.tiers.enabled;
   e.stall_share = m.step_s > 0 ? m.loop.stall_s / m.step_s : 0.0;
   e.rerouting = x.reroute_threshold > 0;
-  e.rerouted_share = m.loop.rerouted_share > 0
-                         ? static_cast<double>(m.loop.rerouted_pairs) / m.loop.rerouted_share
-                         : 0.0;
+  e.rerouted_share =
+      m.loop.rerouted_share > 0 ? static_cast<double>(m.loop.rerouted_pairs) / m.loop.rerouted_share : 0.0;
   e.admission = x.load_aware_admission;
   const double tokens = m.batch_tokens;
   e.gpu_load_imbalance_weighted = tokens > 0 ? m.loop.gpu_load_imbalance_weighted / tokens : 1.0;

@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -81,8 +81,7 @@ TEST_CASE("with probes undecided near the limit the capacity is an interval arou
   for (const double start : {1.0, 33.0, 500.0}) {
     INFO("start " << start);
     const CapacityBracket b = find_capacity(
-        start,
-        std::function<SlaVerdict(double)>([](double rate) {
+        start, std::function<SlaVerdict(double)>([](double rate) {
           return rate <= 30 ? SlaVerdict::kMeets : rate < 36 ? SlaVerdict::kUndecided : SlaVerdict::kFails;
         }),
         CapacitySearchSettings{.rel_tol = 0.01});
@@ -111,7 +110,7 @@ TEST_CASE("a probe meets or fails the SLA only when the interval of the share ov
   CHECK(sla_verdict(r) == SlaVerdict::kMeets);  // 0.7% at most
   r.ci_ttft_over_share.half_width = 0.008;
   CHECK(sla_verdict(r) == SlaVerdict::kUndecided);  // up to 1.2% by batch means
-  r.sla_ttft_over = 100;                             // 2%: binomial interval about [1.63%, 2.43%]
+  r.sla_ttft_over = 100;                            // 2%: binomial interval about [1.63%, 2.43%]
   r.ci_ttft_over_share = BatchMeans{.batches = 20, .mean = 0.02, .half_width = 0.008};
   r.sla_met = false;
   CHECK(sla_verdict(r) == SlaVerdict::kFails);  // at least 1.2%

@@ -37,8 +37,8 @@ TEST_CASE("every reference scenario measures its rates and utilisation over one 
       // Cut to 120 s of arrivals (the properties hold for any length; the suite stays quick).
       const LoadedScenario sc = load_scenario(path, {});
       const bool long_run = sc.spec.run.duration.seconds() > 120 || !sc.spec.workload.trace.empty();
-      r = run_reference(path, long_run ? std::vector<std::string>{"run.duration_s=120"}
-                                       : std::vector<std::string>{});
+      r = run_reference(
+          path, long_run ? std::vector<std::string>{"run.duration_s=120"} : std::vector<std::string>{});
     } catch (const InputError&) {
       continue;  // a review scenario that does not fit as configured (moesim plan reviews it)
     }
@@ -56,8 +56,7 @@ TEST_CASE("every reference scenario measures its rates and utilisation over one 
     REQUIRE(r.requests_per_s * r.window_s == Approx(static_cast<double>(r.requests_measured)));
     REQUIRE(r.goodput_requests_per_s <= r.requests_per_s + 1e-12);
     REQUIRE(r.goodput_tokens_per_s <= r.output_tokens_per_s + 1e-9);
-    REQUIRE(r.goodput_requests_per_s ==
-            Approx(r.requests_per_s * (1.0 - r.sla_violation_rate)).margin(1e-9));
+    REQUIRE(r.goodput_requests_per_s == Approx(r.requests_per_s * (1.0 - r.sla_violation_rate)).margin(1e-9));
   }
   REQUIRE(runs >= 10);
 }

@@ -28,7 +28,8 @@ MeasurementSeries busy_replica(double step_s, double busy_share, double flops, d
 
 }  // namespace
 
-TEST_CASE("a GPU busy through every step is busy for the whole window, the step across its end by its overlap") {
+TEST_CASE(
+    "a GPU busy through every step is busy for the whole window, the step across its end by its overlap") {
   const double t1 = 20.05;  // inside a step of 0.3 s (19.8 to 20.1)
   const MeasurementSeries m = busy_replica(0.3, 1.0, 3.0, t1, 30.0);
   const WindowTotals w = m.sum(0, false);
@@ -38,8 +39,7 @@ TEST_CASE("a GPU busy through every step is busy for the whole window, the step 
   REQUIRE(m.drain().gpu_busy_s[0] == Approx(30.0 - t1).epsilon(1e-12));
   // From any segment on: the window's length from that segment's start.
   const std::size_t k = m.full_segments() / 3;
-  REQUIRE(m.sum(k, false).gpu_busy_s[0] ==
-          Approx(t1 - static_cast<double>(k) * m.width()).epsilon(1e-12));
+  REQUIRE(m.sum(k, false).gpu_busy_s[0] == Approx(t1 - static_cast<double>(k) * m.width()).epsilon(1e-12));
   REQUIRE(m.segments().size() <= static_cast<std::size_t>(MeasurementSeries::kMaxSegments));
 }
 
