@@ -143,12 +143,25 @@ void MeasurementSeries::spread(const Span& s, double a, double b, double sign) {
   if (a < origin_) add(before_, std::min(b, origin_) - a);
   const double seg_end = arrivals_ended() ? std::min(b, arrivals_end_) : b;
   for (double t = std::max(a, origin_); t < seg_end;) {
-    const auto k = static_cast<std::size_t>(std::floor((t - origin_) / width_));
-    const double next = std::min(seg_end, origin_ + static_cast<double>(k + 1) * width_);
+    double end = 0;
+    const std::size_t k = piece(t, end);
+    const double next = std::min(seg_end, end);
     add(seg_[k], next - t);
     t = next;
   }
   if (arrivals_ended() && b > arrivals_end_) add(drain_, b - std::max(a, arrivals_end_));
+}
+
+// The segment holding `t` (>= origin, inside the grid) and its end, always after `t` (when rounding puts
+// `t` on the computed end of its floor's segment, the next one holds it).
+std::size_t MeasurementSeries::piece(double t, double& end) const {
+  auto k = static_cast<std::size_t>(std::floor((t - origin_) / width_));
+  end = origin_ + static_cast<double>(k + 1) * width_;
+  if (end <= t) {
+    ++k;
+    end = origin_ + static_cast<double>(k + 1) * width_;
+  }
+  return std::min(k, seg_.size() - 1);
 }
 
 void MeasurementSeries::step_span(int replica, int first_slot, double start_s, double end_s,
@@ -172,18 +185,21 @@ void MeasurementSeries::integrate_to(double t_s) {
   const auto n = static_cast<double>(n_);
   const auto q = static_cast<double>(q_);
   while (t < t_s) {
-    WindowTotals& w = at(t);
+    WindowTotals* w = &drain_;
     double next = t_s;
     if (t < origin_) {
+      w = &before_;
       next = std::min(t_s, origin_);
     } else if (!arrivals_ended() || t < arrivals_end_) {
-      const auto k = static_cast<std::size_t>(std::floor((t - origin_) / width_));
-      next = std::min(t_s, origin_ + static_cast<double>(k + 1) * width_);
+      reach(t);
+      double end = 0;
+      w = &seg_[piece(t, end)];
+      next = std::min(t_s, end);
       if (arrivals_ended()) next = std::min(next, arrivals_end_);
     }
-    w.in_system_s += n * (next - t);
-    w.waiting_s += q * (next - t);
-    w.covered_s += next - t;
+    w->in_system_s += n * (next - t);
+    w->waiting_s += q * (next - t);
+    w->covered_s += next - t;
     t = next;
   }
   n_since_ = std::max(n_since_, t_s);

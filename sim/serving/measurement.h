@@ -113,6 +113,7 @@ class MeasurementSeries {
   // Adds `sign` x the share of `s` that lies in [a, b) to the stretches it overlaps.
   void spread(const Span& s, double a, double b, double sign);
   void integrate_to(double t_s);
+  [[nodiscard]] std::size_t piece(double t, double& end) const;
 
   double origin_;
   double width_ = 1.0 / 1024;

@@ -167,3 +167,19 @@ TEST_CASE("a ratio whose batches all hold it has no spread") {
   REQUIRE(r.half_width == Approx(0.0).margin(1e-12));
   REQUIRE(student_t_quantile(0.975, 1e6) == Approx(1.959964).epsilon(1e-5));
 }
+
+TEST_CASE("an origin that is not a binary fraction still splits time into segments that end after it") {
+  // run.warmup_s = 40 / 6: segment edges origin + k x width round onto instants; every piece must advance.
+  const double origin = 40.0 / 6.0;
+  MeasurementSeries m(origin, 1, 1, 1);
+  for (double start = 0; start < 40.0 - 1e-12; start += 0.0371) {
+    const std::vector<double> busy{0.0371}, f{0.0}, b{0.0};
+    m.step_span(0, 0, start, start + 0.0371, busy, f, b);
+    m.in_system(start, 3);
+  }
+  m.end_arrivals(40.0);
+  m.end_run(41.0);
+  const WindowTotals w = m.sum(0, false);
+  REQUIRE(w.gpu_busy_s[0] == Approx(40.0 - origin).epsilon(1e-9));
+  REQUIRE(w.in_system_s == Approx(3.0 * (40.0 - origin)).epsilon(1e-9));
+}
