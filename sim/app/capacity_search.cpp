@@ -1,6 +1,9 @@
 #include "sim/app/capacity_search.h"
 
+#include <algorithm>
+#include <boost/math/distributions/binomial.hpp>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <sstream>
 #include <variant>
@@ -20,44 +23,77 @@ std::string rate_text(double r) {
 
 CapacityBracket find_capacity(double start_req_s, const std::function<bool(double)>& holds,
                               const CapacitySearchSettings& s) {
-  MOESIM_CHECK(start_req_s > 0 && s.rel_tol > 0, "find_capacity: needs a positive start rate and tolerance");
+  return find_capacity(start_req_s, std::function<SlaVerdict(double)>([&](double rate) {
+                         return holds(rate) ? SlaVerdict::kMeets : SlaVerdict::kFails;
+                       }),
+                       s);
+}
+
+namespace {
+
+// The state of a three-outcome search: the highest rate that met, the lowest that did not meet, the
+// highest that did not fail, the lowest that failed (0: none yet).
+struct Search {
+  const std::function<SlaVerdict(double)>& verdict;
+  const CapacitySearchSettings& s;
+  double start;
   CapacityBracket b;
-  auto probe = [&](double rate) {
+  double not_met = 0;
+  double not_failed = 0;
+
+  SlaVerdict probe(double rate) {
     ++b.probes;
-    return holds(rate);
-  };
-  if (probe(start_req_s)) {
-    b.holds_req_s = start_req_s;
-    for (double r = start_req_s * 2;; r *= 2) {
-      if (r > start_req_s * s.max_factor) {
-        throw InputError("capacity", "the SLA still holds at " + rate_text(b.holds_req_s) +
+    const SlaVerdict v = verdict(rate);
+    if (v == SlaVerdict::kMeets) b.holds_req_s = std::max(b.holds_req_s, rate);
+    if (v != SlaVerdict::kMeets && (not_met == 0 || rate < not_met)) not_met = rate;
+    if (v != SlaVerdict::kFails) not_failed = std::max(not_failed, rate);
+    if (v == SlaVerdict::kFails && (b.fails_req_s == 0 || rate < b.fails_req_s)) b.fails_req_s = rate;
+    if (v == SlaVerdict::kUndecided) b.undecided.push_back(rate);
+    return v;
+  }
+  // Doubles from `from` until a probe fails.
+  void up(double from) {
+    for (double r = from * 2; b.fails_req_s == 0; r *= 2) {
+      if (r > start * s.max_factor) {
+        throw InputError("capacity", "the SLA does not fail even at " + rate_text(r / 2) +
                                          " requests/s; no capacity found below that");
       }
-      if (!probe(r)) {
-        b.fails_req_s = r;
-        break;
-      }
-      b.holds_req_s = r;
+      probe(r);
     }
-  } else {
-    b.fails_req_s = start_req_s;
-    for (double r = start_req_s / 2;; r /= 2) {
-      if (r < start_req_s / s.max_factor) {
-        throw InputError("capacity", "the SLA fails even at " + rate_text(b.fails_req_s) +
+  }
+  // Halves from `from` until a probe meets.
+  void down(double from) {
+    for (double r = from / 2; b.holds_req_s == 0; r /= 2) {
+      if (r < start / s.max_factor) {
+        throw InputError("capacity", "the SLA is not met even at " + rate_text(r * 2) +
                                          " requests/s (no arrival rate meets it)");
       }
-      if (probe(r)) {
-        b.holds_req_s = r;
-        break;
-      }
-      b.fails_req_s = r;
+      probe(r);
     }
   }
-  while (b.fails_req_s - b.holds_req_s > s.rel_tol * b.holds_req_s && b.probes < s.max_probes) {
-    const double mid = 0.5 * (b.holds_req_s + b.fails_req_s);
-    (probe(mid) ? b.holds_req_s : b.fails_req_s) = mid;
+  bool wide(double lo, double hi) const { return hi - lo > s.rel_tol * lo && b.probes < s.max_probes; }
+};
+
+}  // namespace
+
+CapacityBracket find_capacity(double start_req_s, const std::function<SlaVerdict(double)>& verdict,
+                              const CapacitySearchSettings& s) {
+  MOESIM_CHECK(start_req_s > 0 && s.rel_tol > 0, "find_capacity: needs a positive start rate and tolerance");
+  Search x{verdict, s, start_req_s, {}};
+  x.probe(start_req_s);
+  x.up(start_req_s);
+  x.down(start_req_s);
+  // Narrow the lower bound (meets | the lowest rate that did not meet), then the upper one (the highest
+  // rate that did not fail | fails).
+  while (x.wide(x.b.holds_req_s, x.not_met)) x.probe(0.5 * (x.b.holds_req_s + x.not_met));
+  while (x.wide(x.not_failed, x.b.fails_req_s)) x.probe(0.5 * (x.not_failed + x.b.fails_req_s));
+  std::vector<double> between;
+  for (const double r : x.b.undecided) {
+    if (r > x.b.holds_req_s && r < x.b.fails_req_s) between.push_back(r);
   }
-  return b;
+  std::sort(between.begin(), between.end());
+  x.b.undecided = between;
+  return x.b;
 }
 
 double arrival_rate_per_s(const ScenarioSpec& spec) {
@@ -82,6 +118,78 @@ bool sla_holds(const Report& r) {
   return r.sla_met && r.requests_dropped == 0 && r.requests_measured > 0 && !r.overloaded;
 }
 
+namespace {
+
+struct Probe {
+  SlaVerdict verdict = SlaVerdict::kUndecided;
+  Report report;
+};
+
+// Runs `rate` until its verdict is decided: run.duration_s, then twice as long, up to max_probe_factor.
+Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
+                const CapacitySearchSettings& s) {
+  ScenarioSpec p = with_arrival_rate(spec, rate);
+  for (double f = 1;; f *= 2) {
+    p.run.duration = Duration::from_seconds(spec.run.duration.seconds() * f);
+    Probe out{SlaVerdict::kUndecided, simulate(p, gpu)};
+    out.verdict = sla_verdict(out.report);
+    if (out.verdict != SlaVerdict::kUndecided || 2 * f > s.max_probe_factor) return out;
+  }
+}
+
+// Which limit the lowest probe that did not meet the SLA is furthest over (as a share of its limit).
+void limited_by(const Report& r, CapacityResult& c) {
+  const double alpha = 1.0 - r.sla_percentile / 100.0;
+  if (r.requests_dropped > 0) {
+    c.limited_by = "drops";
+    c.limited_why = "requests were dropped (waiting queue full or too long for the KV cache)";
+  } else if (r.overloaded) {
+    c.limited_by = "overload";
+    c.limited_why = "the number in system grows: the deployment serves less than the offered load";
+  } else {
+    const bool ttft = r.ci_ttft_over_share.mean >= r.ci_tpot_over_share.mean;
+    const BatchMeans& share = ttft ? r.ci_ttft_over_share : r.ci_tpot_over_share;
+    c.limited_by = ttft ? "ttft" : "tpot";
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.2f%% of requests over the %s limit (SLA allows %.2f%%)",
+                  100 * share.mean, ttft ? "TTFT" : "TPOT", 100 * alpha);
+    c.limited_why = buf;
+  }
+}
+
+}  // namespace
+
+namespace {
+// The share over a limit, bounded from `k` of `n` requests both by its batch-means interval (correlation)
+// and by the exact binomial (Clopper-Pearson) interval at 95% (a few events: a tail share of 1% needs
+// about 370 requests without one to be below it with confidence).
+struct ShareBounds {
+  double lo = 0, hi = 1;
+};
+ShareBounds bounds(const BatchMeans& bm, std::int64_t k, std::int64_t n) {
+  ShareBounds s{bm.mean - bm.half_width, bm.mean + bm.half_width};
+  if (n <= 0) return ShareBounds{};
+  using boost::math::binomial_distribution;
+  const auto trials = static_cast<double>(n);
+  const auto events = static_cast<double>(k);
+  s.lo = std::min(s.lo, binomial_distribution<>::find_lower_bound_on_p(trials, events, 0.025));
+  s.hi = std::max(s.hi, binomial_distribution<>::find_upper_bound_on_p(trials, events, 0.025));
+  return s;
+}
+}  // namespace
+
+SlaVerdict sla_verdict(const Report& r) {
+  if (r.requests_dropped > 0 || r.overloaded) return SlaVerdict::kFails;
+  if (r.ci_ttft_over_share.batches < 2 || r.ci_tpot_over_share.batches < 2)
+    return sla_holds(r) ? SlaVerdict::kMeets : SlaVerdict::kFails;
+  const double alpha = 1.0 - r.sla_percentile / 100.0;
+  const ShareBounds a = bounds(r.ci_ttft_over_share, r.sla_ttft_over, r.sla_requests);
+  const ShareBounds b = bounds(r.ci_tpot_over_share, r.sla_tpot_over, r.sla_tpot_requests);
+  if (a.lo > alpha || b.lo > alpha) return SlaVerdict::kFails;
+  if (a.hi <= alpha && b.hi <= alpha && sla_holds(r)) return SlaVerdict::kMeets;
+  return SlaVerdict::kUndecided;
+}
+
 CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu,
                                const CapacitySearchSettings& settings) {
   const double start = arrival_rate_per_s(spec);
@@ -99,17 +207,24 @@ CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu
                      "so that a probe at a higher rate is a heavier load, not a shorter burst");
   }
   if (!(start > 0)) throw InputError("workload.arrival.rate_per_s", "capacity search needs a rate above 0");
-  std::map<double, Report> holding;  // the runs that held, by rate
-  const CapacityBracket b = find_capacity(
-      start,
-      [&](double rate) {
-        Report r = simulate(with_arrival_rate(spec, rate), gpu);
-        const bool ok = sla_holds(r);
-        if (ok) holding[rate] = std::move(r);
-        return ok;
-      },
-      settings);
-  return CapacityResult{b, holding.at(b.holds_req_s)};
+  std::map<double, Report> probed;  // every probe's last run, by rate
+  std::map<double, SlaVerdict> verdicts;
+  CapacityResult c;
+  c.bracket = find_capacity(start, std::function<SlaVerdict(double)>([&](double rate) {
+                              Probe p = run_probe(spec, gpu, rate, settings);
+                              verdicts[rate] = p.verdict;
+                              probed[rate] = std::move(p.report);
+                              return p.verdict;
+                            }),
+                            settings);
+  c.at_capacity = probed.at(c.bracket.holds_req_s);
+  for (const auto& [rate, v] : verdicts) {
+    if (v != SlaVerdict::kMeets && rate > c.bracket.holds_req_s) {
+      limited_by(probed.at(rate), c);
+      break;
+    }
+  }
+  return c;
 }
 
 }  // namespace moesim

@@ -33,8 +33,16 @@ Replication run_replication(ScenarioSpec spec, std::uint64_t seed, const PointSe
                                                   ? std::make_unique<RooflineCostModel>(spec.cluster.gpu)
                                                   : make_gpu_cost_model(spec.cluster.gpu);
     Report r;
+    Json capacity;
     if (settings.capacity) {
       CapacityResult c = capacity_at_sla(spec, *gpu, settings.search);
+      // The interval: meets with 95% confidence at holds, fails at fails; undecided probes between.
+      capacity = Json{{"meets_req_s", c.bracket.holds_req_s},
+                      {"fails_req_s", c.bracket.fails_req_s},
+                      {"undecided_req_s", c.bracket.undecided},
+                      {"probes", c.bracket.probes},
+                      {"limited_by", c.limited_by},
+                      {"limited_why", c.limited_why}};
       out.capacity_req_s = c.bracket.holds_req_s;
       out.capacity_fails_req_s = c.bracket.fails_req_s;
       out.probes = c.bracket.probes;
@@ -45,6 +53,7 @@ Replication run_replication(ScenarioSpec spec, std::uint64_t seed, const PointSe
     for (const MetricColumn& c : metric_columns()) out.metrics.push_back(c.value(r));
     out.report = report_to_json(r, Json());
     out.report.erase("scenario");
+    if (settings.capacity) out.report["capacity"] = capacity;
   } catch (const InputError& e) {
     out.error = e.what();
   } catch (const std::bad_alloc&) {  // validate refuses every size beyond the machine: a bug

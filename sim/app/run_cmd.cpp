@@ -83,6 +83,27 @@ std::vector<std::string> effective_overrides(const ScenarioOptions& o) {
 
 namespace {
 
+// One search's interval, its undecided probes and what binds first as the load grows.
+void print_capacity(const Replication& rep) {
+  const Json& c = rep.report.at("capacity");
+  std::string undecided;
+  for (const Json& u : c.at("undecided_req_s")) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%s%.3f", undecided.empty() ? "" : ", ", u.get<double>());
+    undecided += b;
+  }
+  std::printf(
+      "  seed %llu: meets the SLA with 95%% confidence at %.3f req/s, fails at %.3f%s%s%s (%d probes)\n",
+      static_cast<unsigned long long>(rep.seed), c.at("meets_req_s").get<double>(),
+      c.at("fails_req_s").get<double>(), undecided.empty() ? "" : "; undecided at ", undecided.c_str(),
+      undecided.empty() ? "" : " (the SLA metric sits at its limit there)", c.at("probes").get<int>());
+  if (!c.at("limited_by").get<std::string>().empty()) {
+    std::printf("    limited by %s first as the load grows: %s\n",
+                c.at("limited_by").get<std::string>().c_str(),
+                c.at("limited_why").get<std::string>().c_str());
+  }
+}
+
 // Replications and/or the capacity search: a table of mean and interval per metric, replications.json.
 void run_measured(const RunOptions& o, const ReplicatedScenario& rs, int seeds,
                   const std::filesystem::path& dir) {
@@ -108,6 +129,7 @@ void run_measured(const RunOptions& o, const ReplicatedScenario& rs, int seeds,
                 o.measure.capacity ? ", metrics at the capacity at SLA" : "");
     if (o.measure.capacity) {
       std::printf("  %-36s %s\n", "capacity_req_s", format_interval("%.3f", p.capacity(), true).c_str());
+      for (const Replication& rep : p.replications) print_capacity(rep);
     }
     for (std::size_t i = 0; i < metric_columns().size(); ++i) {
       const MetricColumn& c = metric_columns()[i];

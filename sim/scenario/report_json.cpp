@@ -66,6 +66,10 @@ Json experts_json(const ExpertLoopReport& x) {
                 {"coactivation_rho", x.coactivation_rho}}}};
 }
 
+Json interval(const BatchMeans& b) {
+  return Json{{"mean", b.mean}, {"half_width", b.half_width}, {"batches", b.batches}, {"lag1", b.lag1}};
+}
+
 }  // namespace
 
 Json report_to_json(const Report& r, const Json& scenario_echo) {
@@ -95,12 +99,30 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
        {{"simulated_s", r.sim_end_s},
         {"window_s", r.window_s},
         {"window", r.window_kind},
+        {"window_from_s", r.window_from_s},
+        {"window_to_s", r.window_to_s},
+        {"window_why", r.window_why},
+        {"warmup", r.warmup_method},
+        {"mser_s", r.mser_s},
+        {"mser_at_bound", r.mser_at_bound},
+        {"mser_batches", r.mser_batches},
         {"arrivals_end_s", r.arrivals_end_s},
         {"drain_s", r.drain_s}}},
       {"load",
        {{"overloaded", r.overloaded},
-        {"in_system_first_quarter", r.in_system_first_quarter},
-        {"in_system_last_quarter", r.in_system_last_quarter},
+        {"in_system_start", r.in_system_start},
+        {"in_system_end", r.in_system_end},
+        {"trend",
+         {{"from_s", r.trend.from_s},
+          {"batches", r.trend.batches},
+          {"slope_per_s", r.trend.slope_per_s},
+          {"arrival_rate_per_s", r.trend.arrival_rate},
+          {"waiting_slope_per_s", r.trend.waiting_slope_per_s},
+          {"waiting_p_growth", r.trend.waiting_p_growth},
+          {"t", r.trend.t},
+          {"df", r.trend.df},
+          {"lag1", r.trend.lag1},
+          {"p_growth", r.trend.p_growth}}},
         {"dropped_queue_full", r.dropped_queue_full},
         {"dropped_too_long", r.dropped_too_long},
         {"dropped_empty", r.dropped_empty},
@@ -111,6 +133,10 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
         {"requests_per_s", r.requests_per_s},
         {"output_tokens_per_s_per_gpu", r.output_tokens_per_s_per_gpu},
         {"total_tokens_per_s_per_gpu", r.total_tokens_per_s_per_gpu}}},
+      {"intervals",
+       {{"output_tokens_per_s", interval(r.ci_output_tokens_per_s)},
+        {"ttft_over_share", interval(r.ci_ttft_over_share)},
+        {"tpot_over_share", interval(r.ci_tpot_over_share)}}},
       {"latency",
        {{"ttft", latency(r.ttft)},
         {"tpot", latency(r.tpot)},

@@ -754,8 +754,14 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     if (s.run.requests < 0) r.fail("requests", "must be >= 0");
     const double duration = r.bounded("duration_s", 0, 0.0, kMaxSeconds);
     s.run.duration = Duration::from_seconds(duration);
-    const double warmup = r.bounded("warmup_s", 0, 0.0, kMaxSeconds);
-    if (warmup < 0) r.fail("warmup_s", "must be >= 0");
+    // Seconds (the measurement window starts there), or "auto" (the default: found from the run's data).
+    double warmup = 0;
+    s.run.warmup_auto = !r.has("warmup_s") || r.json().at("warmup_s").is_string();
+    if (!s.run.warmup_auto) {
+      warmup = r.bounded("warmup_s", 0, 0.0, kMaxSeconds);
+    } else if (r.has("warmup_s") && r.string("warmup_s") != "auto") {
+      r.fail("warmup_s", "must be a number of seconds or \"auto\"");
+    }
     if (duration > 0 && warmup >= duration) r.fail("warmup_s", "must be shorter than duration_s");
     s.run.warmup = Duration::from_seconds(warmup);
     s.run.max_drain = Duration::from_seconds(r.bounded("max_drain_s", 0, 0.0, kMaxSeconds));

@@ -27,8 +27,8 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
   std::vector<std::string> a;
   if (r.requests_measured == 0) {
     a.push_back(
-        "no request was measured: every request arrived during warm-up (run.warmup_s) or was dropped; "
-        "latency, SLA and throughput figures are empty");
+        "no request was measured: none finished in the measurement window (after warm-up, before the last "
+        "arrival) or every one was dropped; latency, SLA and throughput figures are empty");
   }
   const std::string p = fmt("P%g", r.sla_percentile);
   if (r.sla_ttft_at_percentile > r.sla_ttft_s) {
@@ -49,9 +49,9 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
   }
   if (r.overloaded) {
     a.push_back(
-        "overloaded: requests in the system grew from " + fmt("%.0f", r.in_system_first_quarter) + " to " +
-        fmt("%.0f", r.in_system_last_quarter) + " through the measured window and took " +
-        fmt("%.1f", r.drain_s) +
+        "overloaded: requests in the system grew from " + fmt("%.0f", r.in_system_start) + " to " +
+        fmt("%.0f", r.in_system_end) + " through the measured window (trend t = " + fmt("%.1f", r.trend.t) +
+        ", p = " + fmt("%.2g", r.trend.p_growth) + ") and took " + fmt("%.1f", r.drain_s) +
         " s to drain after the last arrival; the offered load exceeds capacity and latency figures depend "
         "on the run length (lower the rate or find the capacity with --capacity)");
   }
@@ -65,6 +65,12 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
     a.push_back(std::to_string(r.requests_unfinished) +
                 " requests were still in the system when run.max_drain_s stopped the run " +
                 fmt("%.1f", r.drain_s) + " s after the last arrival");
+  }
+  if (r.warmup_method == "run.warmup_s" && r.window_kind == "steady" && r.mser_s > r.window_from_s + 1e-9 &&
+      !r.overloaded) {
+    a.push_back(
+        "the number in system still settles after run.warmup_s: MSER-5 puts the end of the transient at " +
+        fmt("%.1f", r.mser_s) + " s (remove run.warmup_s to start the window there)");
   }
   if (r.speculative.enabled && r.speculative.acceptance_rate < 0.6) {
     a.push_back("speculative decoding accepts " + pct(r.speculative.acceptance_rate) +
@@ -214,17 +220,26 @@ std::string format_summary(const Report& r) {
     << r.requests_dropped << ", measured " << r.requests_measured << ", preemptions " << r.preemptions
     << "\n";
   o << "Window     " << fmt("%.1f", r.window_s) << " s measured of " << fmt("%.1f", r.sim_end_s)
-    << " s simulated ("
-    << (r.window_kind == "steady"
-            ? "steady: warm-up and the " + fmt("%.1f", r.drain_s) + " s drain after the last arrival excluded"
-            : "whole run: arrivals stopped early, most of the run is drain")
-    << ")\n\n";
+    << " s simulated, " << fmt("%.1f", r.window_from_s) << " to " << fmt("%.1f", r.window_to_s) << " s ("
+    << r.window_kind << ": " << r.window_why << ")\n";
+  o << "Warm-up    " << (r.warmup_method == "mser-5" ? "MSER-5 on the number in system" : "run.warmup_s")
+    << ", MSER-5 at " << fmt("%.1f", r.mser_s) << " s"
+    << (r.mser_at_bound ? " (did not settle in the first half)" : "") << "; number in system "
+    << fmt("%.1f", r.in_system_start) << " -> " << fmt("%.1f", r.in_system_end)
+    << " over the window (trend t " << fmt("%.2f", r.trend.t) << ")\n\n";
   o << "Throughput\n";
   o << "  output tokens/s   " << fmt("%12.1f", r.output_tokens_per_s) << "   per GPU "
     << fmt("%10.1f", r.output_tokens_per_s_per_gpu) << "\n";
   o << "  total tokens/s    " << fmt("%12.1f", r.total_tokens_per_s) << "   per GPU "
     << fmt("%10.1f", r.total_tokens_per_s_per_gpu) << "\n";
-  o << "  requests/s        " << fmt("%12.3f", r.requests_per_s) << "\n\n";
+  o << "  requests/s        " << fmt("%12.3f", r.requests_per_s) << "\n";
+  if (r.ci_output_tokens_per_s.batches >= 2) {
+    o << "  95% interval (batch means, " << r.ci_output_tokens_per_s.batches << " batches, lag-1 "
+      << fmt("%.2f", r.ci_output_tokens_per_s.lag1) << "): output tokens/s "
+      << fmt("%.1f", r.ci_output_tokens_per_s.mean) << " +- "
+      << fmt("%.1f", r.ci_output_tokens_per_s.half_width) << "\n";
+  }
+  o << "\n";
   o << "Latency (ms)             mean        P50        P95        P99        max\n";
   latency_row(o, "TTFT", r.ttft);
   latency_row(o, "TPOT", r.tpot);

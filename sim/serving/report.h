@@ -162,6 +162,29 @@ struct MigrationReport {
   double seconds = 0;      // summed transfer time (each request pauses for its own)
 };
 
+// A 95% confidence interval by batch means (measurement.h): mean +- half_width, from `batches` batch
+// means whose lag-1 autocorrelation is lag1 (near zero when the batches are nearly independent).
+struct BatchMeans {
+  int batches = 0;
+  double mean = 0;
+  double half_width = 0;
+  double lag1 = 0;
+};
+
+// Trend of the number in system over the window (batch means of it against time): the overload test.
+struct TrendReport {
+  double from_s = 0;  // the test's stretch: from the end of the transient to the last arrival
+  int batches = 0;
+  double slope_per_s = 0;  // requests per second
+  double t = 0;            // slope / its standard error (OLS, batches - 2 degrees of freedom)
+  double df = 0;
+  double lag1 = 0;                 // of the residuals
+  double p_growth = 1;             // one-sided p value of growth
+  double arrival_rate = 0;         // per second over the stretch
+  double waiting_slope_per_s = 0;  // of the requests waiting for a batch
+  double waiting_p_growth = 1;
+};
+
 struct Report {
   std::string scenario;
   std::string version;
@@ -187,19 +210,44 @@ struct Report {
   std::int64_t output_tokens = 0;        // emitted over the whole run
   std::int64_t output_tokens_asked = 0;  // by the requests that were admitted (not dropped)
   double sim_end_s = 0;
-  // Measurement window of throughput: from the end of warm-up to the last arrival ("steady": the drain
-  // after arrivals stopped is excluded), or to the end of the run ("whole run") when arrivals stopped so
-  // early that most of the run is drain (a burst) and the queue did not grow.
+  // The measurement window (measurement.h): every rate and utilisation is over [window_from_s,
+  // window_to_s), every latency over the requests that finished in it. "steady": from the end of warm-up
+  // to the last arrival (the drain is left out); "whole run": a burst (arrivals over within a few steps, or
+  // fewer than 20 requests finished before the last arrival), from the start to the end of the run.
   double window_s = 0;
+  double window_from_s = 0;
+  double window_to_s = 0;
   std::string window_kind;
+  std::string window_why;
+  // Warm-up: "mser-5" (the window starts where MSER-5 on the number in system ends the transient) or
+  // "run.warmup_s" (the scenario's override). mser_s is MSER-5's point either way; mser_at_bound: the
+  // number in system did not settle in the first half of the arrivals (a run too short, or overloaded).
+  std::string warmup_method;
+  double mser_s = 0;
+  bool mser_at_bound = false;
+  int mser_batches = 0;
   double arrivals_end_s = 0;
   double drain_s = 0;  // from the last arrival to the end of the run
-  // Queue growth through the window: mean requests in the system over its first and last quarter.
-  double in_system_first_quarter = 0;
-  double in_system_last_quarter = 0;
-  // The queue grew through the window: the offered load exceeds what the deployment serves, and the
-  // latency figures depend on the run length.
+  // The number in system over the window: its fitted level at the window's start and end, and the trend.
+  double in_system_start = 0;
+  double in_system_end = 0;
+  TrendReport trend;
+  // The number in system grows significantly (p < 1%) by more than 10% of the arrival rate past the
+  // transient (measurement.cpp says how a run too short to settle is judged): the offered load exceeds
+  // what the deployment serves, and the latency figures depend on the run length.
   bool overloaded = false;
+  // Within-run 95% intervals by batch means over the steady window: output tokens per second, and the
+  // share of the finished requests over the SLA's TTFT and TPOT limits (the SLA at percentile p holds when
+  // these shares are at most 1 - p / 100).
+  BatchMeans ci_output_tokens_per_s;
+  BatchMeans ci_ttft_over_share;
+  BatchMeans ci_tpot_over_share;
+  // The counts under those shares, over the batches: requests, those over the TTFT limit, those with a
+  // TPOT (more than one output token) and those over its limit.
+  std::int64_t sla_requests = 0;
+  std::int64_t sla_ttft_over = 0;
+  std::int64_t sla_tpot_requests = 0;
+  std::int64_t sla_tpot_over = 0;
 
   double output_tokens_per_s = 0;
   double total_tokens_per_s = 0;

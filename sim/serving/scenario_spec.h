@@ -151,8 +151,10 @@ struct RunSpec {
   std::uint64_t seed = 1;
   std::int64_t requests = 0;  // 0 = unlimited (then duration must be set)
   Duration duration;          // arrivals stop after this much simulated time (0 = unlimited)
-  Duration warmup;            // requests arriving earlier are not measured
-  Duration max_drain;         // stop this long after the last arrival (0 = drain every request)
+  Duration warmup;            // the measurement window starts here (when not warmup_auto)
+  bool warmup_auto =
+      true;            // run.warmup_s "auto" or absent: the window starts where MSER-5 ends the transient
+  Duration max_drain;  // stop this long after the last arrival (0 = drain every request)
 };
 
 // ---- Experts in the loop (docs/architecture.md; scenario section "experts") ------------------------------

@@ -27,6 +27,10 @@ namespace moesim {
 
 namespace {
 
+// Batches of the within-run confidence intervals (Law & Kelton 5th ed. 9.5.3 suggest 10 to 30).
+constexpr int kCiBatches = 20;
+constexpr double kMaxLag1 = 0.2;
+
 // One pool of identical instances (ScenarioSpec::pool_specs): the scenario as its instances see it, its
 // memory plan, batch policy and router, and its replicas' range in the cluster's list.
 struct ServingPool {
@@ -71,12 +75,17 @@ class Cluster final : public ReplicaHost {
   void check_migration(int pool);
   void end_of_arrivals();
   Report build_report() const;
-  void fill_window(Report& r) const;
-  void fill_experts(Report& r) const;
+  // The window (measurement.h) and the figures summed over it.
+  WindowChoice fill_window(Report& r) const;
+  void fill_rates(Report& r, const WindowTotals& m) const;
+  void fill_steps(Report& r, const WindowTotals& m) const;
+  void fill_intervals(Report& r, const WindowChoice& c) const;
+  void fill_intervals(Report& r, const WindowChoice& c, int batches) const;
+  void fill_experts(Report& r, const WindowTotals& m) const;
   void fill_prefix(Report& r) const;
   // Prefix caching: the chained hashes of `spec`'s full prompt KV blocks of `block_tokens` into `out`.
   void prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out);
-  void fill_pools(Report& r) const;
+  void fill_pools(Report& r, const WindowTotals& m) const;
 
   const ScenarioSpec& s_;
   const GpuCostModel& gpu_;
@@ -327,7 +336,6 @@ void Cluster::on_arrival(const RequestSpec& spec) {
     r.target = r.prompt;
     r.replica = rep->index();
     r.group = group;
-    r.measured = spec.arrival >= metrics_.warmup_end();
     r.prompt_hashes = std::move(hashes);
     metrics_.on_admitted(r);
     rep->enqueue(group, idx);
@@ -491,72 +499,15 @@ Report Cluster::build_report() const {
   r.dropped_too_long = metrics_.dropped_by[static_cast<std::size_t>(DropReason::kTooLong)];
   r.dropped_empty = metrics_.dropped_by[static_cast<std::size_t>(DropReason::kEmpty)];
   r.requests_unfinished = metrics_.arrived - metrics_.finished - metrics_.dropped;
-  r.requests_measured = metrics_.measured;
   r.preemptions = metrics_.preemptions;
   r.output_tokens = metrics_.output_tokens;
   r.output_tokens_asked = metrics_.output_tokens_asked;
   r.sim_end_s = sim_.now().seconds();
-  fill_window(r);
-  const double w = r.window_s;
-  const bool steady = r.window_kind == "steady";
-  if (w > 0) {
-    const auto out = steady ? metrics_.window_output_tokens : metrics_.run_output_tokens;
-    const auto in = steady ? metrics_.window_prompt_tokens : metrics_.run_prompt_tokens;
-    r.output_tokens_per_s = static_cast<double>(out) / w;
-    r.total_tokens_per_s = static_cast<double>(out + in) / w;
-    r.requests_per_s = static_cast<double>(steady ? metrics_.window_finished : metrics_.run_finished) / w;
-    r.goodput_requests_per_s = static_cast<double>(metrics_.good_requests) / w;
-    r.goodput_tokens_per_s = static_cast<double>(metrics_.good_tokens) / w;
-  }
-  r.output_tokens_per_s_per_gpu = r.output_tokens_per_s / r.gpus;
-  r.total_tokens_per_s_per_gpu = r.total_tokens_per_s / r.gpus;
-  r.ttft = stats_of(metrics_.ttft);
-  r.tpot = stats_of(metrics_.tpot);
-  r.itl = stats_of(metrics_.itl);
-  r.e2e = stats_of(metrics_.e2e);
-  r.queueing = stats_of(metrics_.queueing);
-  r.sla_ttft_s = s_.sla.ttft.seconds();
-  r.sla_tpot_s = s_.sla.tpot.seconds();
-  r.sla_percentile = s_.sla.percentile;
-  r.sla_ttft_at_percentile = metrics_.ttft.percentile(s_.sla.percentile);
-  r.sla_tpot_at_percentile = metrics_.tpot.percentile(s_.sla.percentile);
-  r.sla_met = metrics_.measured > 0 && r.sla_ttft_at_percentile <= r.sla_ttft_s &&
-              r.sla_tpot_at_percentile <= r.sla_tpot_s;
-  r.sla_violation_rate = metrics_.measured > 0 ? static_cast<double>(metrics_.sla_violations) /
-                                                     static_cast<double>(metrics_.measured)
-                                               : 0.0;
-  r.steps = metrics_.steps;
-  if (metrics_.steps > 0) {
-    const double n = static_cast<double>(metrics_.steps);
-    r.mean_step_s = metrics_.step_s / n;
-    r.mean_batch_tokens = metrics_.batch_tokens / n;
-    if (metrics_.batch_tokens > 0) {
-      r.gpu_load_imbalance = metrics_.gpu_imbalance / metrics_.batch_tokens;
-      r.expert_load_imbalance = metrics_.expert_imbalance / metrics_.batch_tokens;
-    }
-    r.nvlink_bytes_per_step = metrics_.nvlink_bytes / n;
-    r.nic_bytes_per_step = metrics_.nic_bytes / n;
-  }
-  if (metrics_.step_s > 0) {
-    const double total = metrics_.step_s;
-    r.comm_hidden_share = metrics_.comm_hidden_s / total;
-    r.comm_sm_contention_share = metrics_.comm_sm_contention_s / total;
-    for (std::size_t p = 0; p < kStepParts; ++p) r.part_share[p] = metrics_.part_s.s[p] / total;
-  }
-  const GpuSpec& gpu = s_.cluster.gpu;
-  const double peak = gpu.peak_flops(s_.precision.routed_experts);
-  for (std::size_t g = 0; g < metrics_.gpu_busy.size(); ++g) {
-    GpuStats st;
-    if (w > 0) {
-      st.busy = std::min(1.0, metrics_.gpu_busy[g] / w);
-      st.compute_util = metrics_.gpu_flops[g] / (w * peak);
-      st.hbm_bw_util = metrics_.gpu_bytes[g] / (w * gpu.hbm_bytes_per_s);
-    }
-    r.gpu.push_back(st);
-    r.gpu_mean.busy += st.busy / static_cast<double>(metrics_.gpu_busy.size());
-    r.gpu_mean.compute_util += st.compute_util / static_cast<double>(metrics_.gpu_busy.size());
-    r.gpu_mean.hbm_bw_util += st.hbm_bw_util / static_cast<double>(metrics_.gpu_busy.size());
-  }
+  const WindowChoice c = fill_window(r);
+  const WindowTotals m = metrics_.series().sum(c.first_segment, c.with_drain);
+  fill_rates(r, m);
+  fill_steps(r, m);
+  fill_intervals(r, c);
   // Memory of the first pool's GPUs (every pool's KV pool and peak in Report::pools).
   const ServingPool& first = pools_.front();
   const MemoryPlan& memory = first.memory;
@@ -565,7 +516,7 @@ Report Cluster::build_report() const {
     for (const AttentionGroup& g : replicas_[static_cast<std::size_t>(i)]->groups())
       peak_blocks = std::max(peak_blocks, g.kv.peak_used_blocks());
   }
-  r.memory.hbm = gpu.hbm_bytes;
+  r.memory.hbm = s_.cluster.gpu.hbm_bytes;
   r.memory.weights = memory.weights_per_gpu.total();
   r.memory.routed_expert_weights = memory.weights_per_gpu.routed_experts;
   r.memory.activations_and_overhead = memory.activation_bytes + memory.overhead_bytes;
@@ -574,8 +525,8 @@ Report Cluster::build_report() const {
                               ? memory.kv_pool_bytes_per_gpu * static_cast<double>(peak_blocks) /
                                     static_cast<double>(memory.kv_blocks_per_group)
                               : 0.0;
-  fill_pools(r);
-  fill_experts(r);
+  fill_pools(r, m);
+  fill_experts(r, m);
   fill_prefix(r);
   if (const auto& sp = s_.production.speculative) {
     SpeculativeReport& x = r.speculative;
@@ -599,35 +550,158 @@ Report Cluster::build_report() const {
   return r;
 }
 
-// Queue growth through the arrivals and the window throughput is measured over (see Report::window_kind).
-void Cluster::fill_window(Report& r) const {
-  const Time end = sim_.now();
-  const Time from = metrics_.warmup_end();
-  const Time last = metrics_.arrivals_ended() ? metrics_.arrivals_end() : end;
-  r.arrivals_end_s = last.seconds();
-  r.drain_s = std::max(0.0, (end - last).seconds());
-  const auto [first, final] = metrics_.in_system_first_last_quarter();
-  r.in_system_first_quarter = first;
-  r.in_system_last_quarter = final;
-  // Grown by half and by more than a few requests: a stable queue fluctuates around its mean, an
-  // overloaded one grows linearly (its last quarter then holds about 3x its first).
-  r.overloaded = final > 1.5 * first + 8.0;
-  const double steady_s = std::max(0.0, (last - from).seconds());
-  const double run_s = std::max(0.0, (end - from).seconds());
-  // Mostly drain: a burst (arrivals over in a few steps) is measured over the whole run; an overloaded
-  // run keeps the steady window, whose throughput is then the service rate.
+// The window every figure is measured over (measurement.h): its bounds, why, and the overload test.
+WindowChoice Cluster::fill_window(Report& r) const {
+  const double end = sim_.now().seconds();
+  const MeasurementSeries& series = metrics_.series();
+  const double last = series.arrivals_ended() ? series.arrivals_end() : end;
+  r.arrivals_end_s = last;
+  r.drain_s = std::max(0.0, end - last);
   const double mean_step_s = metrics_.steps > 0 ? metrics_.step_s / static_cast<double>(metrics_.steps) : 0.0;
-  const bool burst = steady_s < 0.5 * run_s && (!r.overloaded || steady_s < 10.0 * mean_step_s);
-  r.window_kind = burst ? "whole run" : "steady";
-  r.window_s = burst ? run_s : steady_s;
+  const WindowChoice c = choose_window(series, metrics_.warmup_override(), end, mean_step_s);
+  r.window_kind = c.kind;
+  r.window_why = c.why;
+  r.window_from_s = c.from_s;
+  r.window_to_s = c.to_s;
+  r.window_s = std::max(0.0, c.to_s - c.from_s);
+  r.warmup_method = c.warmup_method;
+  r.mser_s = c.mser_s;
+  r.mser_at_bound = c.mser_at_bound;
+  r.mser_batches = c.mser_batches;
+  // The trend's levels per batch; its slope per second.
+  const double batch_s = c.trend.n > 0 ? (last - c.trend_from_s) / c.trend.n : 0.0;
+  r.trend.from_s = c.trend_from_s;
+  r.trend.batches = c.trend.n;
+  r.trend.slope_per_s = batch_s > 0 ? c.trend.slope / batch_s : 0.0;
+  r.trend.arrival_rate = c.arrival_rate;
+  r.trend.waiting_slope_per_s = batch_s > 0 ? c.waiting_trend.slope / batch_s : 0.0;
+  r.trend.waiting_p_growth = c.waiting_trend.p_growth;
+  r.trend.t = c.trend.t;
+  r.trend.df = c.trend.df;
+  r.trend.lag1 = c.trend.lag1;
+  r.trend.p_growth = c.trend.p_growth;
+  r.in_system_start = c.trend.start;
+  r.in_system_end = c.trend.end;
+  r.overloaded = c.overloaded;
+  return c;
 }
 
-void Cluster::fill_experts(Report& r) const {
+// Rates and the population's latencies: tokens emitted and requests finished inside the window, over it.
+void Cluster::fill_rates(Report& r, const WindowTotals& m) const {
+  const double w = r.window_s;
+  r.requests_measured = m.finished;
+  if (w > 0) {
+    r.output_tokens_per_s = static_cast<double>(m.output_tokens) / w;
+    r.total_tokens_per_s = static_cast<double>(m.output_tokens + m.prompt_tokens) / w;
+    r.requests_per_s = static_cast<double>(m.finished) / w;
+    r.goodput_requests_per_s = static_cast<double>(m.good) / w;
+    // The good requests' share of the finished requests' tokens, of the tokens emitted in the window:
+    // never above the throughput, and equal to it when every request meets the SLA.
+    const double good_share = m.finished_output_tokens > 0 ? static_cast<double>(m.good_output_tokens) /
+                                                                 static_cast<double>(m.finished_output_tokens)
+                                                           : 0.0;
+    r.goodput_tokens_per_s = r.output_tokens_per_s * good_share;
+  }
+  r.output_tokens_per_s_per_gpu = r.output_tokens_per_s / r.gpus;
+  r.total_tokens_per_s_per_gpu = r.total_tokens_per_s / r.gpus;
+  r.ttft = stats_of(m.ttft);
+  r.tpot = stats_of(m.tpot);
+  r.itl = stats_of(m.itl);
+  r.e2e = stats_of(m.e2e);
+  r.queueing = stats_of(m.queueing);
+  r.sla_ttft_s = s_.sla.ttft.seconds();
+  r.sla_tpot_s = s_.sla.tpot.seconds();
+  r.sla_percentile = s_.sla.percentile;
+  r.sla_ttft_at_percentile = m.ttft.percentile(s_.sla.percentile);
+  r.sla_tpot_at_percentile = m.tpot.percentile(s_.sla.percentile);
+  r.sla_met =
+      m.finished > 0 && r.sla_ttft_at_percentile <= r.sla_ttft_s && r.sla_tpot_at_percentile <= r.sla_tpot_s;
+  r.sla_violation_rate =
+      m.finished > 0 ? static_cast<double>(m.finished - m.good) / static_cast<double>(m.finished) : 0.0;
+}
+
+// Steps that started in the window; utilisation from the step time inside it.
+void Cluster::fill_steps(Report& r, const WindowTotals& m) const {
+  const double w = r.window_s;
+  r.steps = m.steps;
+  if (m.steps > 0) {
+    const double n = static_cast<double>(m.steps);
+    r.mean_step_s = m.step_s / n;
+    r.mean_batch_tokens = m.batch_tokens / n;
+    if (m.batch_tokens > 0) {
+      r.gpu_load_imbalance = m.gpu_imbalance / m.batch_tokens;
+      r.expert_load_imbalance = m.expert_imbalance / m.batch_tokens;
+    }
+    r.nvlink_bytes_per_step = m.nvlink_bytes / n;
+    r.nic_bytes_per_step = m.nic_bytes / n;
+  }
+  if (m.step_s > 0) {
+    r.comm_hidden_share = m.comm_hidden_s / m.step_s;
+    r.comm_sm_contention_share = m.comm_sm_contention_s / m.step_s;
+    for (std::size_t p = 0; p < kStepParts; ++p) r.part_share[p] = m.part_s.s[p] / m.step_s;
+  }
+  const GpuSpec& gpu = s_.cluster.gpu;
+  const double peak = gpu.peak_flops(s_.precision.routed_experts);
+  const auto gpus = static_cast<double>(m.gpu_busy_s.size());
+  for (std::size_t g = 0; g < m.gpu_busy_s.size(); ++g) {
+    GpuStats st;
+    if (w > 0) {
+      st.busy = m.gpu_busy_s[g] / w;
+      st.compute_util = m.gpu_flops[g] / (w * peak);
+      st.hbm_bw_util = m.gpu_bytes[g] / (w * gpu.hbm_bytes_per_s);
+    }
+    r.gpu.push_back(st);
+    r.gpu_mean.busy += st.busy / gpus;
+    r.gpu_mean.compute_util += st.compute_util / gpus;
+    r.gpu_mean.hbm_bw_util += st.hbm_bw_util / gpus;
+  }
+}
+
+// Within-run 95% intervals by batch means over the steady window's segments.
+void Cluster::fill_intervals(Report& r, const WindowChoice& c) const {
+  if (c.with_drain) return;
+  // Batches long enough to be nearly independent: 20, or 10 when a lag-1 autocorrelation of 20 is above
+  // kMaxLag1 (Law & Kelton 5th ed. 9.5.3); the lag-1 values stay in the report.
+  for (const int batches : {kCiBatches, kCiBatches / 2}) {
+    fill_intervals(r, c, batches);
+    const double lag1 =
+        std::max({r.ci_output_tokens_per_s.lag1, r.ci_ttft_over_share.lag1, r.ci_tpot_over_share.lag1});
+    if (lag1 <= kMaxLag1) return;
+  }
+}
+
+void Cluster::fill_intervals(Report& r, const WindowChoice& c, int batches) const {
+  const std::vector<WindowTotals> b = batch_segments(metrics_.series(), c.first_segment, batches);
+  if (b.size() < 2) return;
+  const double batch_s =
+      metrics_.series().width() *
+      static_cast<double>((metrics_.series().full_segments() - c.first_segment) / b.size());
+  r.sla_requests = r.sla_ttft_over = r.sla_tpot_requests = r.sla_tpot_over = 0;
+  for (const WindowTotals& t : b) {
+    r.sla_requests += t.finished;
+    r.sla_ttft_over += t.ttft_over;
+    r.sla_tpot_requests += t.tpot_counted;
+    r.sla_tpot_over += t.tpot_over;
+  }
+  std::vector<double> tokens, ttft_over, tpot_over, finished, tpot_counted;
+  for (const WindowTotals& t : b) {
+    tokens.push_back(static_cast<double>(t.output_tokens) / batch_s);
+    ttft_over.push_back(static_cast<double>(t.ttft_over));
+    tpot_over.push_back(static_cast<double>(t.tpot_over));
+    finished.push_back(static_cast<double>(t.finished));
+    tpot_counted.push_back(static_cast<double>(t.tpot_counted));
+  }
+  r.ci_output_tokens_per_s = batch_means(tokens);
+  r.ci_ttft_over_share = batch_ratio(ttft_over, finished);
+  r.ci_tpot_over_share = batch_ratio(tpot_over, tpot_counted);
+}
+
+void Cluster::fill_experts(Report& r, const WindowTotals& m) const {
   const ExpertsSpec& x = s_.experts;
   const WorkloadSpec& w = s_.workload;
   if (!x.any() && !w.drift && !w.coactivation) return;
   ExpertLoopReport& e = r.experts;
-  e = metrics_.loop;
+  e = m.loop;
   e.gpu_load_imbalance_weighted = 1;
   e.enabled = true;
   static constexpr const char* kNames[] = {"contiguous", "round_robin", "coactivation", "eplb"};
@@ -635,15 +709,14 @@ void Cluster::fill_experts(Report& r) const {
   e.redundant_experts = x.redundant_experts;
   e.slots_per_gpu = x.slots_per_gpu(s_.model.routed_experts, s_.deployment.expert_ranks());
   e.tiers = x.tiers.enabled;
-  e.stall_share = metrics_.step_s > 0 ? metrics_.loop.stall_s / metrics_.step_s : 0.0;
+  e.stall_share = m.step_s > 0 ? m.loop.stall_s / m.step_s : 0.0;
   e.rerouting = x.reroute_threshold > 0;
-  e.rerouted_share = metrics_.loop.rerouted_share > 0
-                         ? static_cast<double>(metrics_.loop.rerouted_pairs) / metrics_.loop.rerouted_share
-                         : 0.0;
+  e.rerouted_share =
+      m.loop.rerouted_share > 0 ? static_cast<double>(m.loop.rerouted_pairs) / m.loop.rerouted_share : 0.0;
   e.admission = x.load_aware_admission;
-  const double tokens = metrics_.batch_tokens;
-  e.gpu_load_imbalance_weighted = tokens > 0 ? metrics_.loop.gpu_load_imbalance_weighted / tokens : 1.0;
-  e.dispatch_bytes_per_token = tokens > 0 ? metrics_.loop.dispatch_bytes_per_token / tokens : 0.0;
+  const double tokens = m.batch_tokens;
+  e.gpu_load_imbalance_weighted = tokens > 0 ? m.loop.gpu_load_imbalance_weighted / tokens : 1.0;
+  e.dispatch_bytes_per_token = tokens > 0 ? m.loop.dispatch_bytes_per_token / tokens : 0.0;
   e.drift = w.drift;
   e.coactivation = w.coactivation;
   e.coactivation_rho = w.coactivation ? w.coactivation_spec.rho : 0.0;
@@ -688,11 +761,11 @@ void Cluster::fill_prefix(Report& r) const {
 
 // Per pool (disaggregation or several pools): utilisation, throughput and its own SLA figure; the TTFT
 // split and the KV moved. Nothing for the single colocated pool (its figures are the report's).
-void Cluster::fill_pools(Report& r) const {
+void Cluster::fill_pools(Report& r, const WindowTotals& m) const {
   const double w = r.window_s;
   for (std::size_t i = 0; i < pools_.size() && s_.disaggregated(); ++i) {
     const ServingPool& p = pools_[i];
-    const MetricsRecorder::PoolCounters& c = metrics_.pools[i];
+    const WindowTotals::Pool& c = m.pools[i];
     PoolReport pr;
     pr.role = to_string(p.spec.role);
     pr.instances = p.spec.instances;
@@ -704,7 +777,7 @@ void Cluster::fill_pools(Report& r) const {
     const auto first = static_cast<std::size_t>(metrics_.pool_first_slot[i]);
     const auto slots = static_cast<std::size_t>(metrics_.pool_slots[i]);
     for (std::size_t g = first; g < first + slots && w > 0; ++g)
-      pr.busy += std::min(1.0, metrics_.gpu_busy[g] / w) / static_cast<double>(slots);
+      pr.busy += m.gpu_busy_s[g] / w / static_cast<double>(slots);
     pr.tokens_per_s = w > 0 ? c.tokens / w : 0.0;
     const bool decode = p.spec.role == PoolRole::kDecode;
     pr.sla_metric = decode ? "tpot" : "ttft";
@@ -730,19 +803,19 @@ void Cluster::fill_pools(Report& r) const {
   DisaggregationReport& d = r.disaggregation;
   d.enabled = !decode_pools_.empty();
   if (d.enabled) {
-    d.prefill_queue = stats_of(metrics_.prefill_queue);
-    d.prefill = stats_of(metrics_.prefill);
-    d.kv_transfer = stats_of(metrics_.kv_transfer);
-    d.decode_queue = stats_of(metrics_.decode_queue);
+    d.prefill_queue = stats_of(m.prefill_queue);
+    d.prefill = stats_of(m.prefill);
+    d.kv_transfer = stats_of(m.kv_transfer);
+    d.decode_queue = stats_of(m.decode_queue);
     d.kv_transfers = metrics_.kv_transfers;
     d.kv_bytes = metrics_.kv_transfer_bytes;
     d.kv_transfer_s = metrics_.kv_transfer_s;
   }
-  MigrationReport& m = r.migration;
-  for (const ServingPool& p : pools_) m.enabled = m.enabled || p.spec.deployment.kv_migration.enabled();
-  m.count = metrics_.migrations;
-  m.bytes = metrics_.migration_bytes;
-  m.seconds = metrics_.migration_s;
+  MigrationReport& mig = r.migration;
+  for (const ServingPool& p : pools_) mig.enabled = mig.enabled || p.spec.deployment.kv_migration.enabled();
+  mig.count = metrics_.migrations;
+  mig.bytes = metrics_.migration_bytes;
+  mig.seconds = metrics_.migration_s;
 }
 
 Report Cluster::run() {
@@ -755,6 +828,7 @@ Report Cluster::run() {
   pull_arrival();
   sim_.run();
   for (const auto& r : replicas_) r->settle();  // a drain cut short can leave plans in flight
+  metrics_.on_run_end(sim_.now());
   // Every request finishes or is dropped, unless run.max_drain_s cut the drain short.
   MOESIM_CHECK(
       metrics_.finished + metrics_.dropped == metrics_.arrived || s_.run.max_drain > Duration::zero(),

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "sim/engine/check.h"
 #include "sim/scenario/json_reader.h"
@@ -72,6 +74,56 @@ TEST_CASE("the capacity search finds a known threshold within its tolerance, fro
     // + 1 probes to bracket and at most log2(1 / 0.01) + 1 = 8 to bisect.
     CHECK(calls <= static_cast<int>(std::ceil(std::abs(std::log2(start / threshold)))) + 2 + 8);
   }
+}
+
+TEST_CASE("with probes undecided near the limit the capacity is an interval around them, from both ends") {
+  // Meets up to 30 req/s, undecided on (30, 36) (the SLA metric at its limit), fails from 36 on.
+  for (const double start : {1.0, 33.0, 500.0}) {
+    INFO("start " << start);
+    const CapacityBracket b = find_capacity(
+        start, std::function<SlaVerdict(double)>([](double rate) {
+          return rate <= 30 ? SlaVerdict::kMeets : rate < 36 ? SlaVerdict::kUndecided : SlaVerdict::kFails;
+        }),
+        CapacitySearchSettings{.rel_tol = 0.01});
+    CHECK(b.holds_req_s <= 30);
+    CHECK(b.holds_req_s >= 30 / 1.01);
+    CHECK(b.fails_req_s >= 36);
+    CHECK(b.fails_req_s <= 36 * 1.01);
+    REQUIRE_FALSE(b.undecided.empty());
+    for (const double u : b.undecided) {
+      CHECK(u > 30);
+      CHECK(u < 36);
+    }
+  }
+}
+
+TEST_CASE("a probe meets or fails the SLA only when the interval of the share over a limit decides it") {
+  // P99: at most 1% of requests over each limit.
+  Report r;
+  r.sla_percentile = 99;
+  r.sla_met = true;
+  r.requests_measured = 5000;
+  r.sla_requests = r.sla_tpot_requests = 5000;
+  r.sla_ttft_over = 20;  // 0.4%: its exact binomial 95% interval is about [0.24%, 0.62%]
+  r.ci_tpot_over_share = BatchMeans{.batches = 20, .mean = 0.0, .half_width = 0.0};
+  r.ci_ttft_over_share = BatchMeans{.batches = 20, .mean = 0.004, .half_width = 0.003};
+  CHECK(sla_verdict(r) == SlaVerdict::kMeets);  // 0.7% at most
+  r.ci_ttft_over_share.half_width = 0.008;
+  CHECK(sla_verdict(r) == SlaVerdict::kUndecided);  // up to 1.2% by batch means
+  r.sla_ttft_over = 100;                            // 2%: binomial interval about [1.63%, 2.43%]
+  r.ci_ttft_over_share = BatchMeans{.batches = 20, .mean = 0.02, .half_width = 0.008};
+  r.sla_met = false;
+  CHECK(sla_verdict(r) == SlaVerdict::kFails);  // at least 1.2%
+  // None over the limit in 300 requests: the exact upper bound 1 - 0.025^(1/300) = 1.22% is above 1%.
+  r.sla_met = true;
+  r.sla_requests = r.sla_tpot_requests = 300;
+  r.sla_ttft_over = 0;
+  r.ci_ttft_over_share = BatchMeans{.batches = 20, .mean = 0.0, .half_width = 0.0};
+  CHECK(sla_verdict(r) == SlaVerdict::kUndecided);
+  r.sla_requests = r.sla_tpot_requests = 500;  // 1 - 0.025^(1/500) = 0.74%
+  CHECK(sla_verdict(r) == SlaVerdict::kMeets);
+  r.overloaded = true;
+  CHECK(sla_verdict(r) == SlaVerdict::kFails);
 }
 
 TEST_CASE("the capacity search says so when the SLA never holds or always holds") {
@@ -168,7 +220,15 @@ TEST_CASE(
   for (const Json& rep : jc["columns"][0]["replications"]) {
     const double capacity = rep["capacity_req_s"].get<double>();
     CHECK(rep["report"]["sla"]["met"] == true);
-    CHECK(rep["capacity_fails_req_s"].get<double>() <= 1.02 * capacity);
+    // Bisected to 2% from both ends: meets -> the first rate that did not meet, and the last that did not
+    // fail -> fails (the probes between stayed undecided at their length cap).
+    const Json& c = rep["report"]["capacity"];
+    CHECK(c["meets_req_s"].get<double>() == capacity);
+    std::vector<double> points{capacity};
+    for (const Json& u : c["undecided_req_s"]) points.push_back(u.get<double>());
+    points.push_back(rep["capacity_fails_req_s"].get<double>());
+    CHECK(points[1] <= 1.02 * points[0]);
+    CHECK(points.back() <= 1.02 * points[points.size() - 2]);
   }
 }
 
