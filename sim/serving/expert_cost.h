@@ -1,7 +1,7 @@
-// The one expert-cost function of a serving step (docs/architecture.md "The step as parts"): what a layer's routed
-// experts cost each expert-parallel rank, as the engine launches them. Every routing path (exact per-expert
-// counts, per-GPU bin sums, per-copy tiers and precisions) hands its copies or sums here; nothing else costs
-// an expert. A pure cost model with reusable accumulators: no clock, no allocation per layer.
+// The one expert-cost function of a serving step (docs/architecture.md "The step as parts"): what a layer's
+// routed experts cost each expert-parallel rank, as the engine launches them. Every routing path (exact
+// per-expert counts, per-GPU bin sums, per-copy tiers and precisions) hands its copies or sums here; nothing
+// else costs an expert. A pure cost model with reusable accumulators: no clock, no allocation per layer.
 #pragma once
 
 #include <array>
@@ -45,27 +45,55 @@ class ExpertCost final {
   // One copy on `rank`: `a` and `b` (token, expert) pairs in micro-batch A and B (b = 0 without two-batch
   // overlap), weights of `bytes` (the rank's shard) at precision `p`. A `late` copy's weights are still on
   // their way (a tier miss, or a prefetch not yet landed): the engine launches it after the others.
-  void add_copy(int rank, Precision p, std::int32_t a, std::int32_t b, double bytes, bool late = false);
+  void add_copy(int rank, Precision p, std::int32_t a, std::int32_t b, double bytes, bool late = false) {
+    Rank& r = rank_[static_cast<std::size_t>(rank)];
+    r.pairs += a + b;
+    r.bytes += bytes * ((a > 0 ? 1 : 0) + (b > 0 ? 1 : 0));
+    r.touched[0] += a > 0 ? 1 : 0;
+    r.touched[1] += b > 0 ? 1 : 0;
+    if (!shape_.grouped) {  // one launch per expert and micro-batch
+      r.half[0] += expert_ffn(a, p);
+      if (b > 0) r.half[1] += expert_ffn(b, p);
+      return;
+    }
+    any_late_ = any_late_ || late;
+    Launch* l = &launch_[launch(rank, 0, slot_of(p), late)];
+    if (a > 0) {
+      ++l->experts;
+      l->pairs += a;
+    }
+    if (b > 0) {
+      l += 2 * slots_;  // the same format's launch of micro-batch B
+      ++l->experts;
+      l->pairs += b;
+    }
+  }
   // Copies already summed per rank (binned routing, grouped engines): `touched` experts with `pairs` in one
   // micro-batch, at precision `p`, `bytes` each.
-  void add_sums(int rank, int half, Precision p, std::int32_t touched, double pairs, double bytes);
+  void add_sums(int rank, int half, Precision p, std::int32_t touched, double pairs, double bytes) {
+    Rank& r = rank_[static_cast<std::size_t>(rank)];
+    r.pairs += pairs;
+    r.bytes += bytes * touched;
+    r.touched[half] += touched;
+    Launch& l = launch_[launch(rank, half, slot_of(p), false)];
+    l.experts += touched;
+    l.pairs += pairs;
+  }
   // Costs every rank's launches of the layer.
   void finish_layer();
 
-  [[nodiscard]] Duration half_time(int rank, int half) const { return half_[idx(rank, half)]; }
-  [[nodiscard]] Duration time(int rank) const { return half_[idx(rank, 0)] + half_[idx(rank, 1)]; }
+  [[nodiscard]] Duration half_time(int rank, int half) const { return of(rank).half[half]; }
+  [[nodiscard]] Duration time(int rank) const { return of(rank).half[0] + of(rank).half[1]; }
   // Of time(rank): the launches of copies that were not late (they run while the late ones load).
-  [[nodiscard]] Duration ready_time(int rank) const {
-    return time(rank) - late_[static_cast<std::size_t>(rank)];
-  }
-  // The launches of the late copies (grouped engines), or the FFN of the copy registered by note_late_ffn.
-  [[nodiscard]] Duration late_time(int rank) const { return late_[static_cast<std::size_t>(rank)]; }
-  [[nodiscard]] double pairs(int rank) const { return pairs_[static_cast<std::size_t>(rank)]; }
+  [[nodiscard]] Duration ready_time(int rank) const { return time(rank) - of(rank).late; }
+  // The launches of the late copies (grouped engines; a per-expert loop runs each copy as it lands).
+  [[nodiscard]] Duration late_time(int rank) const { return of(rank).late; }
+  [[nodiscard]] double pairs(int rank) const { return of(rank).pairs; }
   // Expert copies with tokens in micro-batch `half` on `rank` (launched experts, every format).
-  [[nodiscard]] std::int32_t touched(int rank, int half) const { return rank_touched_[idx(rank, half)]; }
+  [[nodiscard]] std::int32_t touched(int rank, int half) const { return of(rank).touched[half]; }
   // Weight bytes read by the layer's launches on `rank`: each copy's once per launch that runs it (so once
   // per micro-batch it has tokens in, under two-batch overlap).
-  [[nodiscard]] double weight_bytes(int rank) const { return bytes_[static_cast<std::size_t>(rank)]; }
+  [[nodiscard]] double weight_bytes(int rank) const { return of(rank).bytes; }
   [[nodiscard]] bool grouped() const { return shape_.grouped; }
 
   // One expert's FFN at `tokens` and precision p, as a per-expert engine runs it (one of a loop of launches).
@@ -89,14 +117,29 @@ class ExpertCost final {
   void share_memo(std::shared_ptr<GroupedMemo> memo);
 
  private:
-  [[nodiscard]] std::size_t idx(int rank, int half) const {
-    return 2 * static_cast<std::size_t>(rank) + static_cast<std::size_t>(half);
+  // One rank's layer: its micro-batches' expert time, the late launches' share, pairs, weight bytes read.
+  struct Rank {
+    Duration half[2];
+    Duration late;
+    double pairs;
+    double bytes;
+    std::int32_t touched[2];
+  };
+  // One grouped launch's accumulator: experts with tokens and their pairs.
+  struct Launch {
+    double pairs;
+    std::int32_t experts;
+  };
+  [[nodiscard]] const Rank& of(int rank) const { return rank_[static_cast<std::size_t>(rank)]; }
+  [[nodiscard]] std::size_t slot_of(Precision p) const {
+    return static_cast<std::size_t>(slot_of_[static_cast<std::size_t>(p)]);
   }
-  // Accumulator of one launch: [rank][half][precision slot][late].
-  [[nodiscard]] std::size_t group(int rank, int half, std::size_t slot, bool late) const {
+  // [rank][half][precision slot][late]
+  [[nodiscard]] std::size_t launch(int rank, int half, std::size_t slot, bool late) const {
     return ((static_cast<std::size_t>(rank) * 2 + static_cast<std::size_t>(half)) * slots_ + slot) * 2 +
            (late ? 1 : 0);
   }
+  [[nodiscard]] Duration grouped_at(std::int32_t experts, double pairs, std::size_t slot) const;
   [[nodiscard]] Duration ffn_costed(std::int64_t tokens, Precision p) const;
 
   const GpuCostModel& gpu_;
@@ -105,18 +148,14 @@ class ExpertCost final {
   std::size_t slots_;                                   // precisions in use
   std::array<std::int8_t, kPrecisionCount> slot_of_{};  // precision -> slot (-1: not in use)
   std::array<Precision, kPrecisionCount> precision_of_{};
-  std::array<double, kPrecisionCount> dequant_{};
+  std::array<double, kPrecisionCount> dequant_{};  // by slot
   std::shared_ptr<GroupedMemo> memo_;
   static constexpr Duration kUncosted = Duration::from_ps(-1);
   mutable std::vector<Duration> ffn_;  // [slot][tokens], kUncosted until first asked
   // Per layer, reused.
-  std::vector<std::int32_t> touched_;       // [group]
-  std::vector<double> group_pairs_;         // [group]
-  std::vector<Duration> half_;              // [rank][half]
-  std::vector<std::int32_t> rank_touched_;  // [rank][half]
-  std::vector<Duration> late_;              // [rank]
-  std::vector<double> pairs_;               // [rank]
-  std::vector<double> bytes_;               // [rank]
+  std::vector<Rank> rank_;
+  std::vector<Launch> launch_;
+  bool any_late_ = false;
 };
 
 }  // namespace moesim

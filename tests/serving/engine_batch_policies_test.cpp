@@ -122,16 +122,14 @@ TEST_CASE("TensorRT-LLM admits a request only when its prompt and whole output f
   CHECK(g.group.waiting.empty());
 }
 
-TEST_CASE("the engine profile picks the scheduler") {
+TEST_CASE("the deployment's scheduler picks the batch policy") {
   DeploymentSpec d;
-  d.engine = engine_profile(EngineKind::kSglang);
+  d.scheduler = SchedulerKind::kSglang;
   CHECK(dynamic_cast<SglangBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
-  d.engine = engine_profile(EngineKind::kTrtllm);
+  d.scheduler = SchedulerKind::kTrtllm;
   CHECK(dynamic_cast<TrtllmBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
-  for (const EngineKind k : {EngineKind::kVllm, EngineKind::kPytorchGraph, EngineKind::kPytorchLoop}) {
-    d.engine = engine_profile(k);
-    CHECK(dynamic_cast<VllmBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
-  }
+  d.scheduler = SchedulerKind::kVllm;
+  CHECK(dynamic_cast<VllmBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
 }
 
 TEST_CASE("deployment.scheduler picks the batch policy apart from the engine's kernels") {
