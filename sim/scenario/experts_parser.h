@@ -1,4 +1,4 @@
-// Scenario JSON -> experts-in-the-loop configuration (issue 6): the top-level "experts" object (placement,
+// Scenario JSON -> experts-in-the-loop configuration: the top-level "experts" object (placement,
 // rebalancing, online statistics, tiers, quantisation, rerouting, admission) and the popularity
 // extensions under workload.expert_popularity (drift, co-activation, skew calibrated to a measured
 // imbalance ratio). Strict: unknown keys and out-of-range values are errors with their JSON path.

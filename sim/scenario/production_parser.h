@@ -1,4 +1,4 @@
-// Strict parsing of the production serving keys (issue 12): workload.prefix (shared system prompt,
+// Strict parsing of the production serving keys: workload.prefix (shared system prompt,
 // multi-turn conversations), deployment.speculative (MTP or a draft model; catalog
 // scenarios/catalog/speculative.json), and the arrival keys that belong to another arrival kind (a `--set`
 // that mixes a trace replay with a synthetic arrival gets told what to remove).

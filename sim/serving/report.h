@@ -48,7 +48,7 @@ struct MemoryStats {  // per GPU, bytes
   [[nodiscard]] double headroom() const { return hbm - weights - activations_and_overhead - kv_pool; }
 };
 
-// Experts in the loop (issue 6): what each mechanism bought and cost, over the measurement window (the
+// Experts in the loop: what each mechanism bought and cost, over the measurement window (the
 // quality proxy over the whole run). Every field is zero when its mechanism is off.
 struct ExpertLoopReport {
   bool enabled = false;

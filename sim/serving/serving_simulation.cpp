@@ -361,7 +361,7 @@ void Cluster::on_prefilled(RequestIdx idx, Time now) {
   send_kv(idx, *replicas_[static_cast<std::size_t>(r.replica)], *to, group, now, false);
 }
 
-// KV transfer (issue 12 item 1): each GPU of the destination attention group receives its share of the
+// KV transfer: each GPU of the destination attention group receives its share of the
 // request's KV cache (kv_transfer_size: MLA replicated on every TP rank, GQA heads sharded) from a GPU of
 // the source group (round robin over the source's TP ranks), over the fabric route between them
 // (Fabric::transfer: the bottleneck link of the route, its latency and p2p overhead). Transfers leaving one
@@ -411,7 +411,7 @@ void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int grou
   });
 }
 
-// KV migration (issue 12 item 5): the most loaded instance of the pool gives running decode requests to
+// KV migration: the most loaded instance of the pool gives running decode requests to
 // the least loaded when its load passes imbalance_ratio x the least loaded's.
 void Cluster::check_migration(int pool) {
   const ServingPool& p = pools_[static_cast<std::size_t>(pool)];

@@ -1,4 +1,4 @@
-// The production keys of issue 12 parse strictly with JSON paths (workload.prefix, deployment.speculative
+// The production serving keys parse strictly with JSON paths (workload.prefix, deployment.speculative
 // and its catalog entry), and a --set that mixes a trace replay with a synthetic arrival says what to remove.
 #include "sim/scenario/production_parser.h"
 
