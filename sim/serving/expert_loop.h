@@ -1,5 +1,5 @@
-// Experts in the loop of one replica (docs/architecture.md "Experts in the loop"): the expert placement and what
-// moves it (online statistics, rebalances), each expert's hotness class and precision, the per-GPU tier
+// Experts in the loop of one replica (docs/architecture.md "Experts in the loop"): the expert placement and
+// what moves it (online statistics, rebalances), each expert's hotness class and precision, the per-GPU tier
 // caches and the loaders behind them. The one part of a step that sees the clock: expert loads queue on its
 // loaders at the step's times. The step planner asks it once per step (begin_step, end_step) and per MoE
 // layer (observe, cost_copies, layer_stall); it publishes its placement with a version that moves at each

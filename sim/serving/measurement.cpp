@@ -225,9 +225,11 @@ void MeasurementSeries::end_arrivals(double t_s) {
   }
   arrivals_end_ = t_s;
   // Segments from the one starting at the last arrival on hold only what happened at that instant.
-  const auto keep = static_cast<std::size_t>(std::ceil((t_s - origin_) / width_));
-  for (std::size_t k = keep; t_s >= origin_ && k < seg_.size(); ++k) drain_.merge(seg_[k]);
-  if (t_s >= origin_ && seg_.size() > keep) seg_.resize(keep);
+  if (t_s >= origin_) {  // arrivals that end before the origin leave every segment as it is
+    const auto keep = static_cast<std::size_t>(std::ceil((t_s - origin_) / width_));
+    for (std::size_t k = keep; k < seg_.size(); ++k) drain_.merge(seg_[k]);
+    if (seg_.size() > keep) seg_.resize(keep);
+  }
   for (const Span& s : last_) {
     if (s.end > t_s) spread(s, std::max(s.start, t_s), s.end, 1.0);
   }

@@ -1,6 +1,6 @@
-// Routing of one step (docs/architecture.md "The step as parts"): how many (token, expert) pairs each expert of a
-// MoE layer receives, drawn from the layer's popularity, and what that gives each expert-parallel rank per
-// micro-batch. The exact per-expert draw (RoutingSampler::sample, or the co-activation sampler) is the
+// Routing of one step (docs/architecture.md "The step as parts"): how many (token, expert) pairs each expert
+// of a MoE layer receives, drawn from the layer's popularity, and what that gives each expert-parallel rank
+// per micro-batch. The exact per-expert draw (RoutingSampler::sample, or the co-activation sampler) is the
 // reference; the binned fast paths (per-GPU sums of hot experts with tallied cold ones, or Gaussian bin sums)
 // draw the same law of what a grouped launch reads, and tests/serving/routing_fast_paths_test.cpp holds them
 // to it. The draw owns its random stream, tables and laws; the planner asks it per layer.
