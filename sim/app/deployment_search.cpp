@@ -503,6 +503,20 @@ void static_pass(std::vector<Candidate>& cs, unsigned jobs, const SearchOptions&
   for (auto& t : threads) t.join();
 }
 
+Json sim_to_json(const SimFigures& f) {
+  if (!f.error.empty()) return Json{{"error", f.error}};
+  return Json{{"capacity_req_s", f.capacity_req_s},
+              {"fails_req_s", f.fails_req_s},
+              {"probes", f.probes},
+              {"tokens_per_s_per_gpu", f.tokens_per_s_per_gpu},
+              {"tokens_per_s_per_user", f.tokens_per_s_per_user},
+              {"ttft_p_s", f.ttft_p_s},
+              {"tpot_p_s", f.tpot_p_s},
+              {"gpu_hours_per_million_tokens", f.gpu_hours_per_million_tokens},
+              {"limited_by", f.limited_by},
+              {"limited_why", f.limited_why}};
+}
+
 SimFigures sim_from_json(const Json& j) {
   SimFigures f;
   f.done = true;
@@ -515,8 +529,8 @@ SimFigures sim_from_json(const Json& j) {
   f.probes = j.at("probes").get<int>();
   f.tokens_per_s_per_gpu = j.at("tokens_per_s_per_gpu").get<double>();
   f.tokens_per_s_per_user = j.at("tokens_per_s_per_user").get<double>();
-  f.ttft_p_s = j.at("ttft_at_percentile_s").get<double>();
-  f.tpot_p_s = j.at("tpot_at_percentile_s").get<double>();
+  f.ttft_p_s = j.at("ttft_p_s").get<double>();
+  f.tpot_p_s = j.at("tpot_p_s").get<double>();
   f.gpu_hours_per_million_tokens = j.at("gpu_hours_per_million_tokens").get<double>();
   f.limited_by = j.at("limited_by").get<std::string>();
   f.limited_why = j.at("limited_why").get<std::string>();
@@ -577,7 +591,7 @@ std::string verify_point(const Candidate& c, const SearchSpec& spec, const std::
     } catch (const std::exception&) {  // a partial or foreign file: simulate again
     }
   }
-  const Json sim = sim_figures_json(simulate_candidate(c.scenario, start, spec.verify.capacity_tol));
+  const Json sim = sim_to_json(simulate_candidate(c.scenario, start, spec.verify.capacity_tol));
   std::filesystem::create_directories(file.parent_path());
   const std::filesystem::path tmp = file.string() + ".tmp";
   {
@@ -832,20 +846,6 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
   settle(cs, spec, r.front, budget_hit);
   recommend(r, spec.target_tokens_per_s_per_user);
   return r;
-}
-
-Json sim_figures_json(const SimFigures& f) {
-  if (!f.error.empty()) return Json{{"error", f.error}};
-  return Json{{"capacity_req_s", f.capacity_req_s},
-              {"fails_req_s", f.fails_req_s},
-              {"probes", f.probes},
-              {"tokens_per_s_per_gpu", f.tokens_per_s_per_gpu},
-              {"tokens_per_s_per_user", f.tokens_per_s_per_user},
-              {"ttft_at_percentile_s", f.ttft_p_s},
-              {"tpot_at_percentile_s", f.tpot_p_s},
-              {"gpu_hours_per_million_tokens", f.gpu_hours_per_million_tokens},
-              {"limited_by", f.limited_by},
-              {"limited_why", f.limited_why}};
 }
 
 }  // namespace moesim

@@ -75,10 +75,6 @@ struct SimFigures {
   std::string limited_why;
 };
 
-// The figures as JSON (search.json's "simulated" and the resume cache alike): the error alone when the search
-// failed.
-[[nodiscard]] Json sim_figures_json(const SimFigures& f);
-
 // Where a candidate ended: the stage that pruned it, or "simulated" / "front".
 struct Candidate {
   CandidateAxes axes;
