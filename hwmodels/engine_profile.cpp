@@ -13,7 +13,17 @@ constexpr std::array<std::pair<EngineKind, std::string_view>, 5> kNames{{
     {EngineKind::kSglang, "sglang"},
     {EngineKind::kTrtllm, "trtllm"},
 }};
+// vLLM CustomAllreduce(max_size=8192 * 1024); SGLang's custom all-reduce keeps the same default.
+constexpr double kCustomAllReduceMaxBytes = 8.0 * 1024 * 1024;
 }  // namespace
+
+AllReduceKernel all_reduce_kernel(const EngineProfile& e, double bytes, int group, bool intra_node) {
+  if (!intra_node || group > 8 || group % 2 != 0 || bytes > e.custom_all_reduce_max_bytes)
+    return AllReduceKernel::kNccl;
+  constexpr double kKiB = 1024;
+  const bool one_shot = group == 2 || (group <= 4 && bytes < 512 * kKiB) || bytes < 256 * kKiB;
+  return one_shot ? AllReduceKernel::kOneShot : AllReduceKernel::kTwoShot;
+}
 
 std::string_view to_string(EngineKind kind) {
   for (const auto& [k, n] : kNames) {
@@ -42,6 +52,7 @@ EngineProfile engine_profile(EngineKind kind) {
       break;
     case EngineKind::kVllm:    // fused_moe (Triton), fused_add_rms_norm, topk_softmax, moe_align_block_size
     case EngineKind::kSglang:  // the same kernel set in sgl-kernel (fused_moe Triton / DeepGEMM)
+      e.custom_all_reduce_max_bytes = kCustomAllReduceMaxBytes;
       e.fused_add_norm = true;
       e.fused_topk_softmax = true;
       e.fused_align = true;
@@ -50,6 +61,7 @@ EngineProfile engine_profile(EngineKind kind) {
       e.reduce_unpermute = true;
       break;
     case EngineKind::kTrtllm:  // CUTLASS MoE: expandInputRows permute, finalizeMoeRouting unpermute
+      e.custom_all_reduce_max_bytes = kCustomAllReduceMaxBytes;  // AllReduceStrategy AUTO: ONESHOT/TWOSHOT
       e.fused_add_norm = true;
       e.fused_topk_softmax = true;
       e.fused_align = true;

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "hwmodels/fabric_spec.h"
+
 namespace moesim {
 
 enum class EngineKind : std::uint8_t { kPytorchGraph, kPytorchLoop, kVllm, kSglang, kTrtllm };
@@ -28,7 +30,17 @@ struct EngineProfile {
   bool reduce_unpermute = false;    // unpermute is a gather-sum over top_k rows, not a zeroed scatter-add
   bool rotary = true;               // a rotary-embedding kernel (the measured PyTorch step has none)
   bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
+  // Largest message the engine's custom NVLink all-reduce takes (one-shot/two-shot, one node, up to 8
+  // GPUs); above it, across nodes, or 0: NCCL. vLLM and SGLang CustomAllreduce max_size 8 MiB.
+  double custom_all_reduce_max_bytes = 0;
 };
+
+// The all-reduce kernel `e` runs for `bytes` per GPU over `group` GPUs: vLLM's rule
+// (csrc/custom_all_reduce.cuh, CustomAllreduce::allreduce): one-shot on 2 GPUs, or below 512 KiB on up to
+// 4 GPUs, or below 256 KiB on up to 8; two-shot otherwise; NCCL above the engine's maximum, across
+// nodes, or beyond 8 GPUs (the kernels are instantiated for 2, 4, 6 and 8).
+[[nodiscard]] AllReduceKernel all_reduce_kernel(const EngineProfile& e, double bytes, int group,
+                                                bool intra_node);
 
 [[nodiscard]] EngineProfile engine_profile(EngineKind kind);
 [[nodiscard]] std::optional<EngineKind> parse_engine(std::string_view s);

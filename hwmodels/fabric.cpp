@@ -36,6 +36,7 @@ void Fabric::reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
   sc.rank_local.resize(r);
   sc.rank_links.resize(r);
   sc.link_bw.clear();
+  sc.link_latency.clear();
   sc.link_kind.clear();
   sc.doublings = doublings_beyond_8(t.ranks);
   std::vector<int> local_of(static_cast<std::size_t>(topology_.link_count()), -1);
@@ -54,6 +55,7 @@ void Fabric::reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
       if (local < 0) {
         local = static_cast<int>(sc.link_bw.size());
         sc.link_bw.push_back(topology_.link(link).bytes_per_s);
+        sc.link_latency.push_back(topology_.link(link).latency);
         sc.link_kind.push_back(topology_.link(link).kind);
       }
       link = local;
@@ -272,6 +274,27 @@ void Fabric::load_direct_separable(const AllToAllTraffic& t, AllToAllScratch& sc
   scatter_ranks(t, sc);
 }
 
+// The latency of the phase's longest path: a message's first byte crosses the links of its route (their
+// latencies, topology.cpp: NVLink out + in, NIC out + in, and the leaf uplink and spine downlink when the
+// traffic leaves its leaf). Direct kernels send over NVLink and the NIC side by side; DeepEP normal kernels
+// forward what crossed the NIC over NVLink at the far node, so the two add up.
+Duration Fabric::path_latency(const AllToAllTraffic& t, const AllToAllScratch& sc, AllToAllMode mode) const {
+  const std::array<int, 8>& l = sc.rank_links[0];
+  const auto lat = [&](RankLink k) { return sc.link_latency[static_cast<std::size_t>(l[k])]; };
+  Duration nvl = sc.nvl_units > 0 ? lat(kNvlOut) + lat(kNvlIn) : Duration::zero();
+  if (sc.nic_units <= 0) return nvl;
+  Duration nic = lat(kNicOut) + lat(kNicIn);
+  for (int r = 0; r < t.ranks; ++r) {
+    const std::array<int, 8>& lr = sc.rank_links[static_cast<std::size_t>(r)];
+    if (sc.load[static_cast<std::size_t>(lr[kLeafUp])] > 0) {
+      nic += sc.link_latency[static_cast<std::size_t>(lr[kLeafUp])] +
+             sc.link_latency[static_cast<std::size_t>(lr[kLeafDown])];
+      break;
+    }
+  }
+  return mode == AllToAllMode::kHighThroughput ? nic + nvl : max(nic, nvl);
+}
+
 // Fair sharing of a link among the flows crossing it is work-conserving, so transfers that start
 // together drain a link in load / capacity: each rank finishes when its busiest port (NVLink, or the
 // NIC path: PCIe, NIC, its leaf's uplink bundle) drains, and the phase ends with the slowest rank.
@@ -294,6 +317,8 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
   const Duration floor_growth = k.floor_growth_per_doubling.scaled(doublings);
   const Duration dispatch_floor = k.dispatch_floor + floor_growth;
   const Duration combine_floor = k.combine_floor + floor_growth;
+  const Duration dispatch_startup = k.dispatch_startup + path_latency(t, sc, mode);
+  const Duration combine_startup = k.combine_startup + path_latency(t, sc, mode);
 
   double worst = -1;
   double sum = 0;
@@ -334,17 +359,16 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
     }
     if (ri < rank_dispatch.size()) {
       rank_dispatch[ri] =
-          max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(data * t.dispatch_bytes_per_token));
+          max(dispatch_floor, dispatch_startup + Duration::from_seconds(data * t.dispatch_bytes_per_token));
     }
     if (ri < rank_combine.size()) {
       rank_combine[ri] =
-          max(combine_floor, k.combine_startup + Duration::from_seconds(data * t.combine_bytes_per_token));
+          max(combine_floor, combine_startup + Duration::from_seconds(data * t.combine_bytes_per_token));
     }
   }
   c.dispatch =
-      max(dispatch_floor, k.dispatch_startup + Duration::from_seconds(worst * t.dispatch_bytes_per_token));
-  c.combine =
-      max(combine_floor, k.combine_startup + Duration::from_seconds(worst * t.combine_bytes_per_token));
+      max(dispatch_floor, dispatch_startup + Duration::from_seconds(worst * t.dispatch_bytes_per_token));
+  c.combine = max(combine_floor, combine_startup + Duration::from_seconds(worst * t.combine_bytes_per_token));
   c.hot_rank_ratio = sum > 0 ? worst * t.ranks / sum : 1.0;
   c.hot_link_utilisation =
       c.dispatch.ps() > 0 ? worst_link_s * t.dispatch_bytes_per_token / c.dispatch.seconds() : 0.0;
@@ -423,9 +447,24 @@ AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
 // 2009); the bus efficiency, startup and floor are fitted to Vidur's H100 DGX NCCL profiles
 // (COMPONENT_FIGURES.md section 5). Across nodes: the two-level scheme of NCCL/ASTRA-sim, with the
 // inter-node rings on each GPU's share of the NIC.
-Duration Fabric::all_reduce(double bytes, int group, bool intra_node) const {
+Duration Fabric::all_reduce(double bytes, int group, bool intra_node, AllReduceKernel kernel) const {
   if (group <= 1 || bytes <= 0) return Duration::zero();
   const CollectiveCalibration& c = spec_.collectives;
+  if (kernel != AllReduceKernel::kNccl) {
+    MOESIM_CHECK(intra_node, "a custom all-reduce runs inside one NVLink domain");
+    // One-shot: each GPU reads the whole buffer of each of its group - 1 peers and sums locally, one round
+    // of remote reads. Two-shot: a reduce-scatter (each GPU reads its 1/group slice from every peer) and,
+    // after the slices are visible, an all-gather (every slice from its owner): 2 (group - 1) / group of
+    // the buffer in two dependent rounds. Both between the same two barriers (vLLM
+    // cross_device_reduce_1stage / _2stage); the reads arrive on the GPU's NVLink ingress, and each round
+    // and barrier costs one NVLink latency.
+    const double p = group;
+    const bool one_shot = kernel == AllReduceKernel::kOneShot;
+    const double read = one_shot ? (p - 1.0) * bytes : 2.0 * (p - 1.0) / p * bytes;
+    const int rounds = c.custom_all_reduce_barriers + (one_shot ? 1 : 2);
+    return c.custom_all_reduce_launch + spec_.nvlink_latency * rounds +
+           Duration::from_seconds(read / (spec_.nvlink_bytes_per_s * spec_.efficiency));
+  }
   const double eff = c.all_reduce_bus_efficiency;
   const int local = intra_node ? group : std::min(group, spec_.gpus_per_node);
   const int across = intra_node ? 1 : (group + local - 1) / local;

@@ -73,6 +73,7 @@ struct AllToAllScratch {
   std::vector<std::array<int, 8>> rank_links;
   std::vector<double> load;
   std::vector<double> link_bw;
+  std::vector<Duration> link_latency;
   std::vector<LinkKind> link_kind;
   double doublings = 0;  // of the group beyond 8 ranks
   int group_ranks = 0, group_per_node = 0, group_first_node = -1;
@@ -100,9 +101,11 @@ class Fabric {
   AllToAllCost all_to_all(const AllToAllTraffic& t, AllToAllMode mode, std::span<Duration> rank_dispatch,
                           std::span<Duration> rank_combine, AllToAllScratch& scratch) const;
 
-  // All-reduce of `bytes` per GPU over `group` GPUs: a ring on NVLink inside one node; across nodes
-  // (intra_node false) reduce-scatter on NVLink, rings across nodes on each GPU's NIC, all-gather.
-  [[nodiscard]] Duration all_reduce(double bytes, int group, bool intra_node) const;
+  // All-reduce of `bytes` per GPU over `group` GPUs by `kernel`. NCCL: a ring on NVLink inside one node;
+  // across nodes (intra_node false) reduce-scatter on NVLink, rings across nodes on each GPU's NIC,
+  // all-gather. One-shot and two-shot (custom NVLink kernels, one node only): see all_reduce_custom.
+  [[nodiscard]] Duration all_reduce(double bytes, int group, bool intra_node,
+                                    AllReduceKernel kernel = AllReduceKernel::kNccl) const;
   // One point-to-point message (pipeline-parallel activations), NCCL send/recv.
   [[nodiscard]] Duration send_recv(double bytes, bool intra_node) const;
   // Bulk copy of `bytes` (expert weights, KV caches) from one GPU to another over their route. `shared`:
@@ -124,6 +127,8 @@ class Fabric {
                              bool intranode_nvlink) const;
   void reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
   void scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
+  [[nodiscard]] Duration path_latency(const AllToAllTraffic& t, const AllToAllScratch& sc,
+                                      AllToAllMode mode) const;
   [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllScratch& sc,
                                         const AllToAllKernel& k, AllToAllMode mode,
                                         std::span<Duration> rank_dispatch,

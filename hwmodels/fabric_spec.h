@@ -3,6 +3,8 @@
 // All-to-All kernel families and of NCCL-style collectives (CALIBRATION_FABRIC.md). Units are SI.
 #pragma once
 
+#include <cstdint>
+
 #include "sim/engine/time.h"
 
 namespace moesim {
@@ -15,7 +17,10 @@ enum class NetworkLayout {
 };
 
 // One family of All-to-All kernels. A rank's phase time is
-//   max(floor, startup + max(t_nvl, t_nic) + overlap_penalty * min(t_nvl, t_nic))
+//   max(floor, startup + latency + max(t_nvl, t_nic) + overlap_penalty * min(t_nvl, t_nic))
+// where latency is that of the links the phase crosses (Fabric::path_latency) and startup the kernel's
+// own: each startup below is the fitted one less the path latency of the fabric it was fitted on
+// (NVLink 2 us, NIC 5 us, one leaf), so the fits are unchanged on that fabric.
 // where t_x = bytes on the rank's busiest port of kind x / (line rate * efficiency(ranks)), and
 // efficiency and floor degrade with the number of ranks: per doubling of ranks beyond 8.
 struct AllToAllKernel {
@@ -32,36 +37,46 @@ struct AllToAllKernel {
 };
 
 // DeepEP normal (high-throughput) kernels, fitted on the H800 rows of COMPONENT_FIGURES.md 1.2
-// (April 2025 columns). The floor is an assumption (notify + host sync), not pinned by the table.
+// (April 2025 columns; startup 20 us on the internode path of NIC then NVLink, 7 us). The floor is an
+// assumption (notify + host sync), not pinned by the table.
 constexpr AllToAllKernel deepep_normal_kernel() {
   return AllToAllKernel{.nvlink_efficiency = 0.66,
                         .nic_efficiency = 0.85,
-                        .dispatch_startup = Duration::from_us(20),
-                        .combine_startup = Duration::from_us(20),
+                        .dispatch_startup = Duration::from_us(13),
+                        .combine_startup = Duration::from_us(13),
                         .dispatch_floor = Duration::from_us(50),
                         .combine_floor = Duration::from_us(50)};
 }
 
-// DeepEP low-latency kernels, fitted on both tables of COMPONENT_FIGURES.md 1.3 (H800).
+// DeepEP low-latency kernels, fitted on both tables of COMPONENT_FIGURES.md 1.3 (H800; startup 18 us,
+// of which the NIC path's 5 us, the rows being internode but one).
 constexpr AllToAllKernel deepep_low_latency_kernel() {
   return AllToAllKernel{.nvlink_efficiency = 0.62,
                         .nic_efficiency = 0.85,
-                        .dispatch_startup = Duration::from_us(18),
-                        .combine_startup = Duration::from_us(18),
+                        .dispatch_startup = Duration::from_us(13),
+                        .combine_startup = Duration::from_us(13),
                         .overlap_penalty = 0.25};
 }
 
-// TensorRT-LLM one-sided NVLink All-to-All, fitted on COMPONENT_FIGURES.md 1.6 (GB200 NVL72).
+// TensorRT-LLM one-sided NVLink All-to-All, fitted on COMPONENT_FIGURES.md 1.6 (GB200 NVL72; startups
+// 15 and 18 us, of which NVLink's 2 us).
 constexpr AllToAllKernel nvlink_one_sided_kernel() {
   return AllToAllKernel{.nvlink_efficiency = 0.785,
                         .nic_efficiency = 0.85,
-                        .dispatch_startup = Duration::from_us(15),
-                        .combine_startup = Duration::from_us(18),
+                        .dispatch_startup = Duration::from_us(13),
+                        .combine_startup = Duration::from_us(16),
                         .dispatch_floor = Duration::from_us(18),
                         .combine_floor = Duration::from_us(31.5),
                         .floor_growth_per_doubling = Duration::from_us(1.2),
                         .efficiency_loss_per_doubling = 0.042};
 }
+
+// The all-reduce kernel a serving engine runs for one message (the engine chooses, EngineProfile; the
+// fabric costs). NCCL: ring/two-level, the library's own kernels. One-shot and two-shot: the custom
+// NVLink all-reduce of vLLM, SGLang and TensorRT-LLM (vLLM csrc/custom_all_reduce.cuh,
+// cross_device_reduce_1stage / _2stage): every GPU reads its peers' buffers through NVLink peer mappings,
+// between two flag barriers, inside one kernel.
+enum class AllReduceKernel : std::uint8_t { kNccl, kOneShot, kTwoShot };
 
 // NCCL-style collectives and point-to-point copies, fitted on Vidur's H100 DGX profiles
 // (COMPONENT_FIGURES.md section 5).
@@ -73,6 +88,12 @@ struct CollectiveCalibration {
   double p2p_nic_efficiency = 0.73;
   Duration p2p_nvlink_overhead = Duration::from_us(4.7);  // on top of nvlink_latency
   Duration p2p_nic_overhead = Duration::from_us(20);      // on top of nic_latency
+  // Custom all-reduce: one kernel launch inside the step's CUDA graph (a tiny kernel replayed in a graph
+  // takes 1.16 us on H200: shared/calibration/h200/platform.json, launch.graph_tiny_kernel_us) and two
+  // flag barriers, each one NVLink latency (a flag written to every peer, polled until all peers' flags
+  // arrive); the data at the bulk NVLink copy efficiency (FabricSpec::efficiency).
+  Duration custom_all_reduce_launch = Duration::from_ns(1160);
+  int custom_all_reduce_barriers = 2;
 };
 
 struct FabricSpec {

@@ -587,8 +587,14 @@ std::string verify_point(const Candidate& c, const SearchSpec& spec, const std::
   if (std::filesystem::exists(file)) {
     try {
       const Json saved = load_json_file(file.string());
-      if (saved.at("key") == key) return saved.at("sim").dump();
-    } catch (const std::exception&) {  // a partial or foreign file: simulate again
+      // Read back only what this version can read in full (sim_from_json throws on a missing or mistyped
+      // figure, e.g. a folder written by another version), so that a stale file is simulated again here
+      // rather than failing later, when the figures are assembled.
+      if (saved.at("key") == key) {
+        (void)sim_from_json(saved.at("sim"));
+        return saved.at("sim").dump();
+      }
+    } catch (const std::exception&) {  // a partial, foreign or older-format file: simulate again
     }
   }
   const Json sim = sim_to_json(simulate_candidate(c.scenario, start, spec.verify.capacity_tol));

@@ -209,7 +209,7 @@ void StepPlanner::ensure_touch(int layer) {
 Duration StepPlanner::expert_tp_reduce(double rank_tokens) const {
   if (etp_ == 1 || (ranks_ == 1 && tp_ == etp_) || rank_tokens <= 0) return Duration::zero();
   const double bytes = rank_tokens * double(s_.model.hidden) * bytes_per_element(s_.precision.combine);
-  return fabric_.all_reduce(bytes, etp_, true);
+  return fabric_.all_reduce(bytes, etp_, true, all_reduce_kernel(s_.deployment.engine, bytes, etp_, true));
 }
 
 // A group's batch as two micro-batches by sequences, as SGLang's two-batch overlap splits it: A takes the
@@ -382,8 +382,11 @@ Duration StepPlanner::group_attention(const GroupBatch& b) const {
   if (t == 0) return Duration::zero();
   const auto attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp_);
   const auto [dec, pre] = attention_work(b);
-  const Duration ar =
-      fabric_.all_reduce(double(t) * double(m.hidden) * 2.0, tp_, tp_ <= s_.cluster.gpus_per_node) * 2;
+  const double ar_bytes = double(t) * double(m.hidden) * 2.0;
+  const bool one_node = tp_ <= s_.cluster.gpus_per_node;
+  const Duration ar = fabric_.all_reduce(ar_bytes, tp_, one_node,
+                                         all_reduce_kernel(s_.deployment.engine, ar_bytes, tp_, one_node)) *
+                      2;
   return gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = s_.precision.attention}) +
          gpu_.attention(dec) + gpu_.attention(pre) + ar;
 }

@@ -4,6 +4,7 @@
 // bytes when the search resumes from its folder with another thread count.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -197,6 +198,21 @@ TEST_CASE("search writes the same files when it resumes from its folder with ano
   CHECK(moesim_test::slurp(t.dir / "s" / "search.json") == json1);
   CHECK(moesim_test::slurp(t.dir / "s" / "search.csv") == csv1);
   CHECK(b.out == a.out);
+  // A resume file written by another version (a figure under another name) is simulated again, not a crash.
+  std::filesystem::path stale;
+  for (const auto& e : std::filesystem::directory_iterator(t.dir / "s" / "points")) stale = e.path();
+  REQUIRE(!stale.empty());
+  Json old_format = Json::parse(moesim_test::slurp(stale));
+  if (old_format.at("sim").contains("ttft_p_s")) {
+    old_format["sim"]["ttft_at_percentile_s"] = old_format["sim"]["ttft_p_s"];
+    old_format["sim"].erase("ttft_p_s");
+  } else {
+    old_format["sim"] = Json{{"capacity_req_s", "not a number"}};
+  }
+  std::ofstream(stale) << old_format.dump() << "\n";
+  const auto c = moesim_test::run_moesim(t, "search " + kTinySpec + " -j 1 --out " + out);
+  REQUIRE(c.code == 0);
+  CHECK(moesim_test::slurp(t.dir / "s" / "search.json") == json1);
   // Each front point is a scenario that runs as is.
   const Json doc = Json::parse(json1);
   REQUIRE(!doc.at("front").empty());

@@ -4,6 +4,7 @@
 #include <array>
 #include <catch2/catch.hpp>
 
+#include "hwmodels/engine_profile.h"
 #include "hwmodels/fabric.h"
 
 namespace moesim {
@@ -86,6 +87,61 @@ TEST_CASE("pipeline send/recv of activations costs the link latency plus bytes a
       s.nic_latency + s.collectives.p2p_nic_overhead +
       Duration::from_seconds(bytes / (s.nic_bytes_per_s * s.collectives.p2p_nic_efficiency));
   CHECK(fabric.send_recv(bytes, false) == expected);
+}
+
+TEST_CASE("the custom NVLink all-reduce: one round of reads for one-shot, two for two-shot") {
+  const FabricSpec s = h100_dgx();
+  const Fabric fabric(s);
+  const double rate = s.nvlink_bytes_per_s * s.efficiency;
+  const Duration barriers = s.nvlink_latency * s.collectives.custom_all_reduce_barriers;
+  for (const int p : {2, 4, 8}) {
+    for (const double bytes : {16.0 * 1024, 1.0 * kMiB, 8.0 * kMiB}) {
+      // One-shot: the group - 1 peers' whole buffers, one read round; two-shot: 2 (p - 1) / p, two rounds.
+      const Duration one = s.collectives.custom_all_reduce_launch + barriers + s.nvlink_latency +
+                           Duration::from_seconds((p - 1) * bytes / rate);
+      const Duration two = s.collectives.custom_all_reduce_launch + barriers + s.nvlink_latency * 2 +
+                           Duration::from_seconds(2.0 * (p - 1) / p * bytes / rate);
+      CHECK(fabric.all_reduce(bytes, p, true, AllReduceKernel::kOneShot) == one);
+      CHECK(fabric.all_reduce(bytes, p, true, AllReduceKernel::kTwoShot) == two);
+    }
+  }
+  // Where one-shot stops paying: its extra data (p - 1 - 2 (p - 1) / p) x bytes / rate equals the second
+  // read round's latency. With the H100 link figures that is ~480 KiB at 4 GPUs and ~137 KiB at 8, beside
+  // the 512 KiB and 256 KiB at which vLLM switches (csrc/custom_all_reduce.cuh): the mechanism explains
+  // the engine's thresholds to within 2x, though nothing was fitted to them.
+  for (const auto& [p, engine_switch] : {std::pair{4, 512.0 * 1024}, std::pair{8, 256.0 * 1024}}) {
+    const double crossover = s.nvlink_latency.seconds() * rate / ((p - 1) - 2.0 * (p - 1) / p);
+    CHECK(crossover < engine_switch);
+    CHECK(crossover > engine_switch / 2);
+    CHECK(fabric.all_reduce(crossover * 0.9, p, true, AllReduceKernel::kOneShot) <
+          fabric.all_reduce(crossover * 0.9, p, true, AllReduceKernel::kTwoShot));
+    CHECK(fabric.all_reduce(crossover * 1.1, p, true, AllReduceKernel::kOneShot) >
+          fabric.all_reduce(crossover * 1.1, p, true, AllReduceKernel::kTwoShot));
+  }
+  // A decode-sized TP8 message (64 tokens of a 7168 hidden in BF16) is at least twice cheaper than NCCL's
+  // floor, which is what the custom kernels are for.
+  const double decode = 64.0 * 7168 * 2;
+  CHECK(fabric.all_reduce(decode, 8, true, AllReduceKernel::kTwoShot) * 2 <
+        fabric.all_reduce(decode, 8, true));
+}
+
+TEST_CASE(
+    "engines pick the all-reduce kernel by vLLM's rule; the PyTorch profiles and other cases use NCCL") {
+  const EngineProfile vllm = engine_profile(EngineKind::kVllm);
+  constexpr double kKiB = 1024;
+  CHECK(all_reduce_kernel(vllm, 4 * kMiB, 2, true) == AllReduceKernel::kOneShot);
+  CHECK(all_reduce_kernel(vllm, 500 * kKiB, 4, true) == AllReduceKernel::kOneShot);
+  CHECK(all_reduce_kernel(vllm, 520 * kKiB, 4, true) == AllReduceKernel::kTwoShot);
+  CHECK(all_reduce_kernel(vllm, 250 * kKiB, 8, true) == AllReduceKernel::kOneShot);
+  CHECK(all_reduce_kernel(vllm, 300 * kKiB, 8, true) == AllReduceKernel::kTwoShot);
+  CHECK(all_reduce_kernel(vllm, 8 * kMiB, 8, true) == AllReduceKernel::kTwoShot);
+  CHECK(all_reduce_kernel(vllm, 8 * kMiB + 1, 8, true) == AllReduceKernel::kNccl);
+  CHECK(all_reduce_kernel(vllm, 64 * kKiB, 16, false) == AllReduceKernel::kNccl);
+  CHECK(all_reduce_kernel(vllm, 64 * kKiB, 16, true) == AllReduceKernel::kNccl);  // an NVL72 group of 16
+  for (const EngineKind k : {EngineKind::kSglang, EngineKind::kTrtllm})
+    CHECK(all_reduce_kernel(engine_profile(k), 64 * kKiB, 8, true) == AllReduceKernel::kOneShot);
+  for (const EngineKind k : {EngineKind::kPytorchGraph, EngineKind::kPytorchLoop})
+    CHECK(all_reduce_kernel(engine_profile(k), 64 * kKiB, 8, true) == AllReduceKernel::kNccl);
 }
 
 }  // namespace moesim

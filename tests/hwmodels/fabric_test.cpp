@@ -279,7 +279,7 @@ TEST_CASE("KV traffic on a NIC stretches the data time of transfers and All-to-A
         Approx(0.5 * 1e9 * slope(0.0)).epsilon(1e-9));
 
   // One GPU per node: the All-to-All is NIC traffic only, large enough to be above the latency floors;
-  // the phase is startup + data, and only the data stretches.
+  // the phase is startup + the NIC path's latency + data, and only the data stretches.
   FabricSpec one_gpu_nodes{.nodes = 4, .gpus_per_node = 1};
   const Fabric nics(one_gpu_nodes);
   AllToAllTraffic t = spread_traffic(4, 1, 8192, 8, 0.0);
@@ -288,19 +288,21 @@ TEST_CASE("KV traffic on a NIC stretches the data time of transfers and All-to-A
         mode == AllToAllMode::kHighThroughput ? one_gpu_nodes.high_throughput : one_gpu_nodes.low_latency;
     t.nic_out_shared.clear();
     t.nic_in_shared.clear();
+    const Duration dispatch_fixed = k.dispatch_startup + one_gpu_nodes.nic_latency;
+    const Duration combine_fixed = k.combine_startup + one_gpu_nodes.nic_latency;
     const AllToAllCost alone = nics.all_to_all(t, mode);
-    REQUIRE(alone.dispatch > max(k.dispatch_floor, k.dispatch_startup) * 2);
+    REQUIRE(alone.dispatch > max(k.dispatch_floor, dispatch_fixed) * 2);
     t.nic_out_shared.assign(4, 0.5);
     const AllToAllCost out_shared = nics.all_to_all(t, mode);
-    CHECK((out_shared.dispatch - k.dispatch_startup).seconds() ==
-          Approx(1.5 * (alone.dispatch - k.dispatch_startup).seconds()).epsilon(1e-9));
-    CHECK((out_shared.combine - k.combine_startup).seconds() ==
-          Approx(1.5 * (alone.combine - k.combine_startup).seconds()).epsilon(1e-9));
+    CHECK((out_shared.dispatch - dispatch_fixed).seconds() ==
+          Approx(1.5 * (alone.dispatch - dispatch_fixed).seconds()).epsilon(1e-9));
+    CHECK((out_shared.combine - combine_fixed).seconds() ==
+          Approx(1.5 * (alone.combine - combine_fixed).seconds()).epsilon(1e-9));
     t.nic_out_shared.clear();
     t.nic_in_shared = {0.0, 0.25, 0.0, 0.0};  // one GPU receiving KV a quarter of the time: the slowest rank
     const AllToAllCost in_shared = nics.all_to_all(t, mode);
-    CHECK((in_shared.dispatch - k.dispatch_startup).seconds() ==
-          Approx(1.25 * (alone.dispatch - k.dispatch_startup).seconds()).epsilon(1e-9));
+    CHECK((in_shared.dispatch - dispatch_fixed).seconds() ==
+          Approx(1.25 * (alone.dispatch - dispatch_fixed).seconds()).epsilon(1e-9));
     CHECK(in_shared.hot_rank == 1);
   }
 }
@@ -331,6 +333,48 @@ TEST_CASE("host to GPU copies run at the measured pinned rate of the host link")
   CHECK(fabric.host_link_bytes_per_s(0) == Approx(55e9));
   CHECK(fabric.host_link_of(0) == fabric.host_link_of(1));
   CHECK(fabric.host_to_gpu(0, 0) == Duration::zero());
+}
+
+TEST_CASE("An All-to-All pays the latency of the links it crosses") {
+  // Traffic large enough that no floor binds; the same traffic on fabrics that
+  // differ only in one latency moves the phase by exactly the latency of the path, topology.cpp's links.
+  FabricSpec base{.nodes = 4, .gpus_per_node = 8};
+  base.nodes_per_leaf_group = 32;
+  const AllToAllTraffic t = spread_traffic(32, 8, 1024, 8, 0.0);
+  const auto phase = [&](const FabricSpec& s, AllToAllMode mode) { return Fabric(s).all_to_all(t, mode); };
+  for (const AllToAllMode mode : {AllToAllMode::kLowLatency, AllToAllMode::kHighThroughput}) {
+    FabricSpec slow_nic = base;
+    slow_nic.nic_latency = base.nic_latency + Duration::from_us(3);
+    CHECK((phase(slow_nic, mode).dispatch - phase(base, mode).dispatch) == Duration::from_us(3));
+    // Rail-optimised leaves: DeepEP normal kernels cross the NIC rail to rail (one leaf, no spine), so a
+    // slower switch changes nothing; direct kernels send to every rank of the far node, other rails
+    // included, through the spine: two more switch hops.
+    FabricSpec slow_switch = base;
+    slow_switch.switch_latency = base.switch_latency + Duration::from_us(1);
+    const Duration spine_hops = mode == AllToAllMode::kLowLatency ? Duration::from_us(2) : Duration::zero();
+    CHECK((phase(slow_switch, mode).combine - phase(base, mode).combine) == spine_hops);
+    // Nodes on leaves of their own: the rail-to-rail traffic climbs to the spine too.
+    FabricSpec spread = slow_switch;
+    spread.nodes_per_leaf_group = 1;
+    CHECK((phase(spread, mode).combine - phase(slow_switch, mode).combine) ==
+          (mode == AllToAllMode::kLowLatency ? Duration::zero() : slow_switch.switch_latency * 2));
+  }
+  // Direct kernels send over NVLink beside the NIC (the longer path counts); DeepEP normal kernels forward
+  // over NVLink what crossed the NIC (the two add up): a slower NVLink moves only the latter.
+  FabricSpec slow_nvl = base;
+  slow_nvl.nvlink_latency = base.nvlink_latency + Duration::from_us(1);
+  CHECK(phase(slow_nvl, AllToAllMode::kLowLatency).dispatch ==
+        phase(base, AllToAllMode::kLowLatency).dispatch);
+  CHECK((phase(slow_nvl, AllToAllMode::kHighThroughput).dispatch -
+         phase(base, AllToAllMode::kHighThroughput).dispatch) == Duration::from_us(1));
+  // Inside one node only NVLink's latency counts.
+  const AllToAllTraffic node = spread_traffic(8, 8, 1024, 8, 0.0);
+  FabricSpec one_node = base;
+  one_node.nodes = 1;
+  FabricSpec one_node_slow_nic = one_node;
+  one_node_slow_nic.nic_latency = Duration::from_us(50);
+  CHECK(Fabric(one_node).all_to_all(node, AllToAllMode::kLowLatency).dispatch ==
+        Fabric(one_node_slow_nic).all_to_all(node, AllToAllMode::kLowLatency).dispatch);
 }
 
 }  // namespace moesim

@@ -98,8 +98,11 @@ TEST_CASE("expert TP under data-parallel attention adds the all-reduce of every 
   const Duration shard = gpu.grouped_experts(GroupedExpertsWork{
       .experts = 8, .tokens = static_cast<std::int64_t>(tokens) * 8, .hidden = 2048, .inter = 128});
   REQUIRE(p.plan.part(StepPart::kExperts) == shard * 2);
-  // Ring all-reduce (reduce-scatter + all-gather) of tokens x hidden x 2 bytes (BF16) over the 8 GPUs.
-  const Duration reduce = fabric.all_reduce(tokens * 2048 * 2.0, 8, true);
+  // All-reduce of tokens x hidden x 2 bytes (BF16) over the 8 GPUs, by the kernel the engine picks for that
+  // size (vLLM: the custom two-shot kernel at 1 MiB).
+  const double bytes = tokens * 2048 * 2.0;
+  REQUIRE(all_reduce_kernel(s.deployment.engine, bytes, 8, true) == AllReduceKernel::kTwoShot);
+  const Duration reduce = fabric.all_reduce(bytes, 8, true, AllReduceKernel::kTwoShot);
   REQUIRE(p.plan.part(StepPart::kDispatch) == Duration::zero());
   REQUIRE(p.plan.part(StepPart::kCombine) == reduce * 2);
 }
