@@ -3,7 +3,8 @@
 #   OUT=/some/dir hwmodels/cuda/run_on_device.sh [--quick]
 # 1. builds the harness with nvcc alone, 2. checks every kernel against the harness's CPU loop on random
 # inputs, 3. times the kernels over the grid (writes $OUT/kernels.csv), 4. prints and writes
-# $OUT/compare_cublas.txt: our expert FFN against the cuBLAS figures in shared/calibration/h200.
+# $OUT/compare_cublas.txt: our expert FFN against the cuBLAS figures in shared/calibration/h200, 5. times the
+# grouped expert layer on every catalog expert shape (grouped_experts_sweep.py, PyTorch) into $OUT/grouped.
 # Afterwards, on any machine: moesim calibrate --fit ../shared/calibration/h200/*.json $OUT/kernels.csv ...
 set -euo pipefail
 OUT=${OUT:-out/calibration}
@@ -43,4 +44,12 @@ PY
 else
   echo "shared/calibration/h200 not found: no cuBLAS comparison (set SHARED_DIR)"
 fi
-echo "results in $OUT"
+# The grouped expert kernel (torch._grouped_mm, what the engines run) on every catalog expert shape, as
+# moe_layer_<model>_ep<N>.json files beside the shared ones.
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  python3 "$ROOT/hwmodels/cuda/grouped_experts_sweep.py" --out "$OUT/grouped" 2>&1 | tee "$OUT/grouped.log"
+else
+  echo "no PyTorch with CUDA here: grouped-expert sweep skipped"
+fi
+echo "results in $OUT; then, on any machine:"
+echo "  moesim calibrate --fit ../shared/calibration/h200/*.json $OUT/kernels.csv $OUT/grouped/moe_layer_*.json --leave-out all --dry-run"
