@@ -115,6 +115,8 @@ void add_platform(Measurements& m, const Node& root) {
   const Node c = root.at("ceilings");
   m.copy_bytes_per_s = c.at("d2d_copy_GBps").positive() * 1e9;
   m.bf16_flops_per_s = c.at("bf16_gemm_8192_TFLOPs").positive() * 1e12;
+  if (root.has("launch") && root.at("launch").has("graph_tiny_kernel_us"))
+    m.graph_launch_s = root.at("launch").at("graph_tiny_kernel_us").positive() * 1e-6;
   // FP8 weights on Hopper run on the FP8 tensor-core path: scale by the measured ceiling ratio. The INT8
   // figure in platform.json comes from a slow library path (122 TOP/s), so INT8 keeps the BF16 rate.
   if (c.has("fp8_gemm_8192_TFLOPs")) {

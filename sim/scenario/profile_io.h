@@ -47,7 +47,8 @@ struct Measurements {
   // Whole-model steps (at most one model_step file): the model and its steps, not fitted points.
   GqaMoeShape step_model;
   std::string step_model_name;
-  double step_l2_bytes = 0;  // L2 of the GPU the steps ran on (its meta)
+  double step_l2_bytes = 0;   // L2 of the GPU the steps ran on (its meta)
+  double graph_launch_s = 0;  // a tiny kernel replayed in a CUDA graph (platform.json launch), 0 if absent
   std::vector<StepMeasurement> steps;
 };
 
