@@ -47,7 +47,9 @@ void KvCacheManager::release(Request& r) {
 std::int64_t KvCacheManager::lookup_prefix(const Request& r) {
   hit_.clear();
   hit_evictable_ = 0;
-  if (!cache_ || r.prompt_hashes.empty()) return 0;
+  // A request that arrives with its KV (a PD hand-off, a migration) has its computed tokens already: a hit
+  // would count them twice (and leave it more computed than its target, never to finish).
+  if (!cache_ || r.prompt_hashes.empty() || r.computed > 0) return 0;
   const auto usable = std::min<std::int64_t>(static_cast<std::int64_t>(r.prompt_hashes.size()),
                                              (r.target - 1) / block_tokens_);
   cache_->find_prefix(std::span<const BlockHash>(r.prompt_hashes.data(), static_cast<std::size_t>(usable)),

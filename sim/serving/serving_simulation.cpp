@@ -436,8 +436,11 @@ void Cluster::check_migration(int pool) {
     const auto n = static_cast<int>(std::min<std::int64_t>(m.max_requests_per_check, (hi - lo) / 2));
     replicas_[static_cast<std::size_t>(most)]->request_migration(n);
   }
+  // Checks go on while requests remain and something else can still happen: with no other event pending
+  // every replica is idle, and checking again could only loop to the end of time.
   const bool done = metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived;
-  if (!done) sim_.schedule_in(m.check_every, Phase::kNormal, [this, pool] { check_migration(pool); });
+  if (!done && sim_.pending() > 0)
+    sim_.schedule_in(m.check_every, Phase::kNormal, [this, pool] { check_migration(pool); });
 }
 
 // The KV sends of a GPU run back to back from now until nic_out_free_ (its FIFO queue); a GPU's receives
