@@ -41,6 +41,7 @@ struct CompareRow {
 };
 
 constexpr const char* kCapacity = "capacity_req_s";
+constexpr const char* kCapacityFails = "capacity_fails_req_s";  // the interval's upper end
 
 // The rows of the comparison, in the order a capacity review reads them (the capacity first when searched).
 std::vector<CompareRow> compare_rows(bool capacity) {
@@ -60,8 +61,10 @@ std::vector<CompareRow> compare_rows(bool capacity) {
       {"mean_batch_tokens", Better::kNone},
       {"gpu_busy", Better::kNone},
   };
-  if (capacity) rows.insert(rows.begin() + 1, CompareRow{kCapacity, Better::kHigher});
-  return rows;
+  if (!capacity) return rows;
+  std::vector<CompareRow> with{rows.front(), {kCapacity, Better::kHigher}, {kCapacityFails, Better::kNone}};
+  with.insert(with.end(), rows.begin() + 1, rows.end());
+  return with;
 }
 
 struct Column {
@@ -74,14 +77,17 @@ struct Column {
 
 // A row's value in a column: the mean over its seeds and the interval.
 MeanInterval value_of(const CompareRow& row, const Column& c) {
+  if (std::string(row.metric) == kCapacityFails) return c.result.capacity_fails();
   return std::string(row.metric) == kCapacity ? c.result.capacity()
                                               : c.result.metric(metric_index(row.metric));
 }
 const char* format_of(const CompareRow& row) {
-  return std::string(row.metric) == kCapacity ? "%.3f" : metric_columns()[metric_index(row.metric)].format;
+  const std::string m = row.metric;
+  return m == kCapacity || m == kCapacityFails ? "%.3f" : metric_columns()[metric_index(row.metric)].format;
 }
 bool interval_of(const CompareRow& row) {
-  return std::string(row.metric) == kCapacity || metric_columns()[metric_index(row.metric)].interval;
+  const std::string m = row.metric;
+  return m == kCapacity || m == kCapacityFails || metric_columns()[metric_index(row.metric)].interval;
 }
 
 // Files x the product of the --set lists; a --set with one value applies to every column.

@@ -102,7 +102,10 @@ std::string MetricsTable::csv() const {
   std::ostringstream o;
   for (const auto& k : keys_) o << csv_escape(k) << ",";
   o << "status";
-  if (mode_.capacity) o << ",capacity_req_s" << (mode_.replicated ? ",capacity_req_s_ci95" : "");
+  if (mode_.capacity) {
+    o << ",capacity_req_s" << (mode_.replicated ? ",capacity_req_s_ci95" : "") << ",capacity_fails_req_s"
+      << (mode_.replicated ? ",capacity_fails_req_s_ci95" : "");
+  }
   for (const auto& c : metric_columns())
     o << "," << c.name << (mode_.replicated && c.interval ? "," + c.name + "_ci95" : "");
   if (mode_.replicated) o << ",seeds";
@@ -116,7 +119,10 @@ std::string MetricsTable::csv() const {
       o << "," << (ok ? csv_number(v.mean) : "");
       if (mode_.replicated && interval) o << "," << (ok && v.n > 1 ? csv_number(v.half_width_95) : "");
     };
-    if (mode_.capacity) put(row.point.capacity(), true);
+    if (mode_.capacity) {
+      put(row.point.capacity(), true);
+      put(row.point.capacity_fails(), true);
+    }
     for (std::size_t i = 0; i < cols.size(); ++i)
       put(ok ? row.point.metric(i) : MeanInterval{}, cols[i].interval);
     if (mode_.replicated) o << "," << row.point.replications.size();
@@ -185,6 +191,9 @@ std::string MetricsTable::text() const {
   if (mode_.capacity) {
     add_column(
         "capacity_req_s", 1, "%.3f", true, [](const PointResult& p) { return p.capacity(); }, "error");
+    // The interval's upper end: the capacity lies between the two columns.
+    add_column(
+        "capacity_fails_req_s", 0, "%.3f", true, [](const PointResult& p) { return p.capacity_fails(); }, "");
   }
   for (const Shown& s : shown) {
     const std::size_t i = metric_index(s.name);

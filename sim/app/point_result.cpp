@@ -146,6 +146,12 @@ MeanInterval PointResult::capacity() const {
   return mean_ci95(xs);
 }
 
+MeanInterval PointResult::capacity_fails() const {
+  std::vector<double> xs;
+  for (const Replication& r : replications) xs.push_back(r.capacity_fails_req_s);
+  return mean_ci95(xs);
+}
+
 bool PointResult::meets_sla(bool capacity_mode) const {
   if (!ok()) return false;
   for (const Replication& r : replications) {

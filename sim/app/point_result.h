@@ -47,6 +47,8 @@ struct PointResult {
   [[nodiscard]] bool internal_error() const;
   [[nodiscard]] MeanInterval metric(std::size_t column) const;
   [[nodiscard]] MeanInterval capacity() const;
+  // The other end of the capacity interval: the lowest rate the search saw fail the SLA (mean over seeds).
+  [[nodiscard]] MeanInterval capacity_fails() const;
   // Every replication met the SLA (capacity mode: every search found a rate where it holds).
   [[nodiscard]] bool meets_sla(bool capacity_mode) const;
 };

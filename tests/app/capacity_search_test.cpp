@@ -217,6 +217,14 @@ TEST_CASE(
   CHECK(jc["rows"][1]["values"][0].get<double>() ==
         Approx(jc["rows"][1]["values"][1].get<double>()).epsilon(0.03));
   CHECK(jc["columns"][1]["meets_sla"] == true);
+  // The interval's other end beside it: the mean over the seeds of the lowest rate each search saw fail.
+  CHECK(jc["rows"][2]["metric"] == "capacity_fails_req_s");
+  CHECK_THAT(cap.out, Catch::Contains("capacity_fails_req_s"));
+  double fails_sum = 0;
+  for (const Json& rep : jc["columns"][0]["replications"])
+    fails_sum += rep["capacity_fails_req_s"].get<double>();
+  CHECK(jc["rows"][2]["values"][0].get<double>() == Approx(fails_sum / 2));
+  CHECK(jc["rows"][2]["values"][0].get<double>() > jc["rows"][1]["values"][0].get<double>());
   for (const Json& rep : jc["columns"][0]["replications"]) {
     const double capacity = rep["capacity_req_s"].get<double>();
     CHECK(rep["report"]["sla"]["met"] == true);
