@@ -83,7 +83,7 @@ TEST_CASE("Blackwell profiles apply the H200 fit's efficiencies to the Blackwell
   const auto h = make_gpu_cost_model(h200.cluster.gpu);
   const GemmWork w{.m = 1, .n = 129280, .k = 7168};
   CHECK(model->gemm(w) < h->gemm(w));
-  for (const char* gpu : {"h800-sxm", "h20", "gb200"}) {
+  for (const char* gpu : {"h800-sxm", "h20", "gb200", "gb300"}) {
     INFO(gpu);
     const ScenarioSpec s = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", gpu);
     CHECK(make_gpu_cost_model(s.cluster.gpu)->source().find("profile") == 0);
