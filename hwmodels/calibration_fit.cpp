@@ -210,20 +210,8 @@ double fit_loop_fixed_s(const std::vector<CalibrationPoint>& loop_points, const 
     }
     return c;
   };
-  // Golden-section search on [0, 2 x the single-kernel fixed cost] (the cost is unimodal in fixed_s).
-  double lo = 0;
-  double hi = 2 * ffn.fixed_s;
-  const double g = (std::sqrt(5.0) - 1) / 2;
-  for (int i = 0; i < 100; ++i) {
-    const double a = hi - g * (hi - lo);
-    const double b = lo + g * (hi - lo);
-    if (cost(a) < cost(b)) {
-      hi = b;
-    } else {
-      lo = a;
-    }
-  }
-  return 0.5 * (lo + hi);
+  // On [0, 2 x the single-kernel fixed cost] (the cost is unimodal in fixed_s).
+  return golden_section_min(cost, 0.0, 2 * ffn.fixed_s, 100);
 }
 
 namespace {

@@ -57,6 +57,23 @@ void flag_anomalies(std::vector<CalibrationPoint>& points, double tolerance);
                                       const RooflineFit& ffn);
 
 // Predicted seconds of a measured point under `profile`; negative when the profile cannot cost it.
+// The minimiser of a unimodal `cost` on [lo, hi] by golden-section search (Kiefer 1953), `iterations`
+// shrinkings of the bracket by 0.618; the bracket's midpoint.
+template <typename Cost>
+[[nodiscard]] double golden_section_min(const Cost& cost, double lo, double hi, int iterations) {
+  const double g = 0.6180339887498949;  // (sqrt(5) - 1) / 2
+  for (int i = 0; i < iterations; ++i) {
+    const double a = hi - g * (hi - lo);
+    const double b = lo + g * (hi - lo);
+    if (cost(a) < cost(b)) {
+      hi = b;
+    } else {
+      lo = a;
+    }
+  }
+  return 0.5 * (lo + hi);
+}
+
 [[nodiscard]] double predict_seconds(const GpuProfile& profile, const CalibrationPoint& p);
 
 // Relative error |predicted - measured| / measured, summarised per sweep.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "hwmodels/calibration_fit.h"
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/json_reader.h"
@@ -752,19 +753,7 @@ double fit_small_kernel_fixed_s(const GpuProfile& profile, const GpuSpec& fallba
     }
     return c;
   };
-  double lo = 0;
-  double hi = 20e-6;
-  const double g = (std::sqrt(5.0) - 1) / 2;
-  for (int i = 0; i < 80; ++i) {
-    const double a = hi - g * (hi - lo);
-    const double b = lo + g * (hi - lo);
-    if (cost(a) < cost(b)) {
-      hi = b;
-    } else {
-      lo = a;
-    }
-  }
-  return 0.5 * (lo + hi);
+  return golden_section_min(cost, 0.0, 20e-6, 80);
 }
 
 }  // namespace moesim
