@@ -503,40 +503,6 @@ void static_pass(std::vector<Candidate>& cs, unsigned jobs, const SearchOptions&
   for (auto& t : threads) t.join();
 }
 
-Json sim_to_json(const SimFigures& f) {
-  if (!f.error.empty()) return Json{{"error", f.error}};
-  return Json{{"capacity_req_s", f.capacity_req_s},
-              {"fails_req_s", f.fails_req_s},
-              {"probes", f.probes},
-              {"tokens_per_s_per_gpu", f.tokens_per_s_per_gpu},
-              {"tokens_per_s_per_user", f.tokens_per_s_per_user},
-              {"ttft_p_s", f.ttft_p_s},
-              {"tpot_p_s", f.tpot_p_s},
-              {"gpu_hours_per_million_tokens", f.gpu_hours_per_million_tokens},
-              {"limited_by", f.limited_by},
-              {"limited_why", f.limited_why}};
-}
-
-SimFigures sim_from_json(const Json& j) {
-  SimFigures f;
-  f.done = true;
-  if (j.contains("error")) {
-    f.error = j.at("error").get<std::string>();
-    return f;
-  }
-  f.capacity_req_s = j.at("capacity_req_s").get<double>();
-  f.fails_req_s = j.at("fails_req_s").get<double>();
-  f.probes = j.at("probes").get<int>();
-  f.tokens_per_s_per_gpu = j.at("tokens_per_s_per_gpu").get<double>();
-  f.tokens_per_s_per_user = j.at("tokens_per_s_per_user").get<double>();
-  f.ttft_p_s = j.at("ttft_p_s").get<double>();
-  f.tpot_p_s = j.at("tpot_p_s").get<double>();
-  f.gpu_hours_per_million_tokens = j.at("gpu_hours_per_million_tokens").get<double>();
-  f.limited_by = j.at("limited_by").get<std::string>();
-  f.limited_why = j.at("limited_why").get<std::string>();
-  return f;
-}
-
 // The capacity search at the SLA from a start rate near the static capacity; figures of the run there.
 SimFigures simulate_candidate(const Json& scenario, double start_req_s, double tol) {
   SimFigures f;
@@ -591,13 +557,13 @@ std::string verify_point(const Candidate& c, const SearchSpec& spec, const std::
       // figure, e.g. a folder written by another version), so that a stale file is simulated again here
       // rather than failing later, when the figures are assembled.
       if (saved.at("key") == key) {
-        (void)sim_from_json(saved.at("sim"));
+        (void)sim_figures_from_json(saved.at("sim"));
         return saved.at("sim").dump();
       }
     } catch (const std::exception&) {  // a partial, foreign or older-format file: simulate again
     }
   }
-  const Json sim = sim_to_json(simulate_candidate(c.scenario, start, spec.verify.capacity_tol));
+  const Json sim = sim_figures_json(simulate_candidate(c.scenario, start, spec.verify.capacity_tol));
   std::filesystem::create_directories(file.parent_path());
   const std::filesystem::path tmp = file.string() + ".tmp";
   {
@@ -836,14 +802,15 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
     const std::vector<std::string> out = pool.run(
         round.size(), [&](std::size_t k) { return verify_point(cs[round[k]], spec, o.out_dir); },
         [&](std::size_t k, const std::string& res) {
-          const SimFigures f = sim_from_json(Json::parse(res));
+          const SimFigures f = sim_figures_from_json(Json::parse(res));
           return cs[round[k]].axes.label() + ": " +
                  (f.error.empty()
                       ? fixed(f.capacity_req_s, 2) + " req/s, " +
                             point_text(FrontPoint{.x = f.tokens_per_s_per_user, .y = f.tokens_per_s_per_gpu})
                       : "failed: " + f.error);
         });
-    for (std::size_t k = 0; k < round.size(); ++k) cs[round[k]].sim = sim_from_json(Json::parse(out[k]));
+    for (std::size_t k = 0; k < round.size(); ++k)
+      cs[round[k]].sim = sim_figures_from_json(Json::parse(out[k]));
     simulated += static_cast<int>(round.size());
     if (o.progress) o.progress(front_summary(cs));
     if (budget_hit) break;
@@ -852,6 +819,40 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
   settle(cs, spec, r.front, budget_hit);
   recommend(r, spec.target_tokens_per_s_per_user);
   return r;
+}
+
+Json sim_figures_json(const SimFigures& f) {
+  if (!f.error.empty()) return Json{{"error", f.error}};
+  return Json{{"capacity_req_s", f.capacity_req_s},
+              {"fails_req_s", f.fails_req_s},
+              {"probes", f.probes},
+              {"tokens_per_s_per_gpu", f.tokens_per_s_per_gpu},
+              {"tokens_per_s_per_user", f.tokens_per_s_per_user},
+              {"ttft_at_percentile_s", f.ttft_p_s},
+              {"tpot_at_percentile_s", f.tpot_p_s},
+              {"gpu_hours_per_million_tokens", f.gpu_hours_per_million_tokens},
+              {"limited_by", f.limited_by},
+              {"limited_why", f.limited_why}};
+}
+
+SimFigures sim_figures_from_json(const Json& j) {
+  SimFigures f;
+  f.done = true;
+  if (j.contains("error")) {
+    f.error = j.at("error").get<std::string>();
+    return f;
+  }
+  f.capacity_req_s = j.at("capacity_req_s").get<double>();
+  f.fails_req_s = j.at("fails_req_s").get<double>();
+  f.probes = j.at("probes").get<int>();
+  f.tokens_per_s_per_gpu = j.at("tokens_per_s_per_gpu").get<double>();
+  f.tokens_per_s_per_user = j.at("tokens_per_s_per_user").get<double>();
+  f.ttft_p_s = j.at("ttft_at_percentile_s").get<double>();
+  f.tpot_p_s = j.at("tpot_at_percentile_s").get<double>();
+  f.gpu_hours_per_million_tokens = j.at("gpu_hours_per_million_tokens").get<double>();
+  f.limited_by = j.at("limited_by").get<std::string>();
+  f.limited_why = j.at("limited_why").get<std::string>();
+  return f;
 }
 
 }  // namespace moesim

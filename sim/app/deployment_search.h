@@ -75,6 +75,11 @@ struct SimFigures {
   std::string limited_why;
 };
 
+// The simulated figures as search.json and the resume files write them (one writer), and back; the reader
+// throws on a missing or mistyped figure (a file of another version).
+[[nodiscard]] Json sim_figures_json(const SimFigures& f);
+[[nodiscard]] SimFigures sim_figures_from_json(const Json& j);
+
 // Where a candidate ended: the stage that pruned it, or "simulated" / "front".
 struct Candidate {
   CandidateAxes axes;

@@ -87,20 +87,7 @@ Json static_json(const StaticFigures& s) {
               {"limit", s.limit}};
 }
 
-Json sim_json(const SimFigures& f) {
-  if (!f.done) return Json();
-  if (!f.error.empty()) return Json{{"error", f.error}};
-  return Json{{"capacity_req_s", f.capacity_req_s},
-              {"fails_req_s", f.fails_req_s},
-              {"probes", f.probes},
-              {"tokens_per_s_per_gpu", f.tokens_per_s_per_gpu},
-              {"tokens_per_s_per_user", f.tokens_per_s_per_user},
-              {"ttft_at_percentile_s", f.ttft_p_s},
-              {"tpot_at_percentile_s", f.tpot_p_s},
-              {"gpu_hours_per_million_tokens", f.gpu_hours_per_million_tokens},
-              {"limited_by", f.limited_by},
-              {"limited_why", f.limited_why}};
-}
+Json sim_json(const SimFigures& f) { return f.done ? sim_figures_json(f) : Json(); }
 
 Json point_json(std::size_t id, const Candidate& c) {
   const CandidateAxes& a = c.axes;

@@ -200,15 +200,17 @@ TEST_CASE("search writes the same files when it resumes from its folder with ano
   CHECK(b.out == a.out);
   // A resume file written by another version (a figure under another name) is simulated again, not a crash.
   std::filesystem::path stale;
-  for (const auto& e : std::filesystem::directory_iterator(t.dir / "s" / "points")) stale = e.path();
-  REQUIRE(!stale.empty());
-  Json old_format = Json::parse(moesim_test::slurp(stale));
-  if (old_format.at("sim").contains("ttft_p_s")) {
-    old_format["sim"]["ttft_at_percentile_s"] = old_format["sim"]["ttft_p_s"];
-    old_format["sim"].erase("ttft_p_s");
-  } else {
-    old_format["sim"] = Json{{"capacity_req_s", "not a number"}};
+  Json old_format;
+  for (const auto& e : std::filesystem::directory_iterator(t.dir / "s" / "points")) {
+    const Json saved = Json::parse(moesim_test::slurp(e.path()));
+    if (saved.at("sim").contains("ttft_at_percentile_s")) {
+      stale = e.path();
+      old_format = saved;
+    }
   }
+  REQUIRE(!stale.empty());
+  old_format["sim"]["ttft_p_s"] = old_format["sim"]["ttft_at_percentile_s"];  // the previous key name
+  old_format["sim"].erase("ttft_at_percentile_s");
   std::ofstream(stale) << old_format.dump() << "\n";
   const auto c = moesim_test::run_moesim(t, "search " + kTinySpec + " -j 1 --out " + out);
   REQUIRE(c.code == 0);
