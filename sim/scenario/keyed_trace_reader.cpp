@@ -1,41 +1,8 @@
 #include "sim/scenario/keyed_trace_reader.h"
 
 #include "sim/scenario/json_reader.h"
-#include "sim/scenario/line_reader.h"
 
 namespace moesim {
-
-namespace {
-
-void read_row(const Json& j, const std::string& where, KeyedTrace& out) {
-  if (!j.is_object()) throw InputError(where, "expected one JSON object per line");
-  for (const char* key : {"timestamp", "input_length", "output_length"}) {
-    if (!j.contains(key) || !j[key].is_number())
-      throw InputError(where, std::string("missing numeric field \"") + key + "\"");
-  }
-  RequestSpec r;
-  const double ms = j["timestamp"].get<double>();
-  if (!(ms >= 0 && ms <= 1e12)) throw InputError(where, "timestamp must be in [0, 1e12] ms");
-  r.arrival = Time::at(Duration::from_ms(ms));
-  for (const char* key : {"input_length", "output_length"}) {
-    const Json& v = j[key];
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 100000000) {
-      throw InputError(where, std::string("\"") + key + "\" must be an integer token count in [0, 1e8]");
-    }
-  }
-  r.prompt_tokens = j["input_length"].get<std::int64_t>();
-  r.output_tokens = j["output_length"].get<std::int64_t>();
-  if (!out.rows.empty() && r.arrival < out.rows.back().arrival)
-    throw InputError(where, "rows must be sorted by timestamp");
-  append_hash_ids(j, where, r, out.keys);
-  if (out.rows.size() == kMaxTraceRows) {
-    throw InputError(
-        where, "the trace has more than " + std::to_string(kMaxTraceRows) + " requests; split the trace");
-  }
-  out.rows.push_back(r);
-}
-
-}  // namespace
 
 void append_hash_ids(const Json& j, const std::string& where, RequestSpec& r, TraceBlockKeys& keys) {
   r.prefix_ref = static_cast<std::uint32_t>(keys.keys.size());
@@ -58,20 +25,6 @@ void append_hash_ids(const Json& j, const std::string& where, RequestSpec& r, Tr
       throw InputError(where, "\"hash_ids\" must hold non-negative integers, got " + id.dump());
     keys.keys.push_back(id.get<std::uint64_t>());
   }
-}
-
-KeyedTrace read_mooncake_keyed(const std::string& file) {
-  LineReader in(file);
-  KeyedTrace out;
-  out.keys.block_tokens = kMooncakeBlockTokens;
-  std::string line;
-  while (in.next(line)) {
-    if (line.empty() || line == "\r") continue;
-    const std::string where = in.where();
-    read_row(parse_json_text(line, where), where, out);
-  }
-  if (out.rows.empty()) throw InputError(file, "the trace has no requests");
-  return out;
 }
 
 }  // namespace moesim

@@ -19,10 +19,6 @@ struct KeyedTrace {
 // Tokens per Mooncake hash id (Mooncake FAST25-release/README.md: "block size 512").
 constexpr std::int64_t kMooncakeBlockTokens = 512;
 
-// Reads every row; each must have timestamp (ms), input_length, output_length, and hash_ids, when present,
-// must hold ceil(input_length / 512) non-negative integers (a row without them has 0 keyed blocks).
-KeyedTrace read_mooncake_keyed(const std::string& file);
-
 // Block ids: 2^32 - 1 at most (rows index them with uint32), which is 32 GiB of keys.
 inline constexpr std::size_t kMaxTraceKeys = 4294967295U;
 

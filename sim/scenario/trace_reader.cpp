@@ -173,6 +173,10 @@ KeyedTrace read_trace_with_keys(const std::string& file, const std::string& form
   return t;
 }
 
+KeyedTrace read_mooncake_keyed(const std::string& file) {
+  return read_trace_with_keys(file, "mooncake_jsonl", file);
+}
+
 std::vector<RequestSpec> read_trace(const std::string& file, const std::string& format,
                                     const std::string& format_path) {
   return read_trace_with_keys(file, format, format_path).rows;

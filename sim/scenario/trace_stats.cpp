@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "sim/scenario/json_reader.h"
-#include "sim/scenario/keyed_trace_reader.h"
+#include "sim/scenario/trace_reader.h"
 
 namespace moesim {
 

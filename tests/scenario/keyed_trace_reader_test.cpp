@@ -1,14 +1,13 @@
 // Mooncake traces with their block ids: rows index one flat key array; bad rows name file:line; the
 // conversation trace's ideal prefix reuse equals an independent count of ids seen before (and the 36.6% of
 // blocks / 37.4% of tokens its README states), and an LRU cache of every distinct block reaches it.
-#include "sim/scenario/keyed_trace_reader.h"
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "sim/engine/check.h"
+#include "sim/scenario/trace_reader.h"
 #include "sim/serving/prefix_hit_analysis.h"
 
 namespace moesim {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "hwmodels/roofline_cost_model.h"
-#include "sim/scenario/keyed_trace_reader.h"
 #include "sim/scenario/scenario_parser.h"
+#include "sim/scenario/trace_reader.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/prefix_hit_analysis.h"
 #include "sim/serving/serving_simulation.h"
