@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hwmodels/fabric.h"
+#include "hwmodels/precision.h"
 
 namespace moesim {
 namespace {
@@ -247,6 +248,15 @@ TEST_CASE("calibration rows for CALIBRATION_FABRIC.md", "[.table]") {
                   100 * rel_error(cost.combine, k));
     }
   }
+}
+
+TEST_CASE("the simulator sends dispatched tokens at the bytes the fitted tables were measured at") {
+  // DeepEP's FP8 dispatch (one FP32 scale per 128 channels), TensorRT-LLM's MXFP8 and NVFP4 rows
+  // (COMPONENT_FIGURES.md 1.6: 7,392 and 4,032 B per token of 7,168 channels) and BF16 combine.
+  CHECK(kHidden * activation_bytes_per_element(Precision::kFP8) == Approx(kFp8Token));
+  CHECK(kHidden * activation_bytes_per_element(Precision::kFP8) == Approx(7392));
+  CHECK(kHidden * activation_bytes_per_element(Precision::kFP4) == Approx(4032));
+  CHECK(kHidden * activation_bytes_per_element(Precision::kBF16) == Approx(kBf16Token));
 }
 
 }  // namespace moesim

@@ -61,7 +61,8 @@ TEST_CASE("a layer waits for its slowest GPU") {
 
 TEST_CASE("All-to-All bytes match a hand count when every token touches every GPU") {
   // Top-4 of 4 experts on 2 GPUs: each token goes to both GPUs, so each GPU sends its T tokens once to
-  // the other GPU in dispatch (FP8: 1 byte x hidden) and receives them back in combine (BF16: 2 bytes).
+  // the other GPU in dispatch (FP8: 1 byte x hidden plus one scale byte per 32 channels) and receives them
+  // back in combine (BF16: 2 bytes).
   ScenarioSpec s = two_gpu_spec();
   s.model.top_k = 4;
   s.precision.dispatch = Precision::kFP8;
@@ -73,7 +74,7 @@ TEST_CASE("All-to-All bytes match a hand count when every token touches every GP
   const auto batches = decode_batches(32);
   const StepPlan& p = planner.plan(batches, Time{});
   const double per_gpu_tokens = 32;
-  const double expected = 2 /*GPUs*/ * per_gpu_tokens * 1024 * (1.0 + 2.0);
+  const double expected = 2 /*GPUs*/ * per_gpu_tokens * 1024 * ((1.0 + 1.0 / 32) + 2.0);
   REQUIRE(p.dispatch_nvlink_bytes == Approx(expected));
   REQUIRE(p.dispatch_nic_bytes == 0.0);
   REQUIRE(p.part(StepPart::kDispatch) > Duration::zero());
