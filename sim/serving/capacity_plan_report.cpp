@@ -1,5 +1,6 @@
 #include "sim/serving/capacity_plan_report.h"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <sstream>
@@ -66,7 +67,13 @@ std::string model_line(const CapacityPlan& p) {
   std::string s = sf("%s: %.0fB total, %.1fB active parameters, %s attention, KV %.0f bytes/token (%s)",
                      p.model.c_str(), p.total_params / 1e9, p.active_params / 1e9, p.attention.c_str(),
                      p.kv_bytes_per_token, p.kv_precision.c_str());
-  if (!p.architecture_known) s += "; architecture ASSUMED (published totals used for memory)";
+  if (!p.architecture_known) {
+    s += "; architecture ASSUMED (published totals used for memory";
+    // The steps are costed on the assumed shapes: say so when their active count differs from the published.
+    if (std::abs(p.shapes_active_params - p.active_params) > 0.005 * p.active_params)
+      s += sf(", step costs on the assumed shapes' %.1fB active", p.shapes_active_params / 1e9);
+    s += ")";
+  }
   return s;
 }
 

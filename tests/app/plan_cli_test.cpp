@@ -140,6 +140,18 @@ TEST_CASE(
   CHECK(precision(v4, "int4")["weight_bytes"].get<double>() == Approx(0.8e12));
   CHECK(precision(v4, "int4")["nodes_needed"] == 1);
   CHECK(v4["model"]["active_params"].get<double>() == Approx(49e9));
+  // The steps are costed on the assumed shapes, whose active count (all but the routed experts, plus top_k
+  // experts per MoE layer) is not the published 49B: the summary says both.
+  const Json m = catalog_model("deepseek-v4-pro");
+  const double moe = m["num_layers"].get<double>() - m["num_dense_layers"].get<double>();
+  const double expert = 3 * m["hidden"].get<double>() * m["expert_inter"].get<double>();
+  const double shapes_active =
+      mla_moe_params(m) - expert * moe * (m["routed_experts"].get<double>() - m["top_k"].get<double>());
+  CHECK(v4["model"]["shapes_active_params"].get<double>() == Approx(shapes_active));
+  const Result text = run_moesim(t, "plan scenarios/reference/review_deepseek_v4_pro.json");
+  char costed[64];
+  std::snprintf(costed, sizeof costed, "step costs on the assumed shapes' %.1fB active", shapes_active / 1e9);
+  CHECK_THAT(text.out, Catch::Contains("49.0B active parameters") && Catch::Contains(costed));
 }
 
 TEST_CASE("plan gives Kimi-K2 1T-class memory and 32B-class active parameters") {
