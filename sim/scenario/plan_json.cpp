@@ -106,6 +106,7 @@ Json plan_to_json(const CapacityPlan& p, const Json& scenario_echo) {
            {"concurrency_source", p.concurrency_source}}},
          {"precisions", precisions},
          {"deployment_memory", memory_json(p.deployment_memory)},
+         {"deployed_concurrency", p.deployed_concurrency},
          {"kv_table", kv},
          {"throughput", throughput},
          {"single_request_s_per_token", p.single_request_ms_per_token / 1e3},

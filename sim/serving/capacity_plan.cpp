@@ -369,6 +369,9 @@ CapacityPlan plan_capacity_memory(const ScenarioSpec& s, const PlanOptions& o, c
   }
   plan.precisions.push_back(make_row(plan, s, "scenario", s.precision, kv_per_sequence));
   plan.deployment_memory = deployed;
+  plan.attention_groups = d.attention_dp * s.replicas();
+  if (plan.context_tokens > 0 && deployed.kv_tokens_per_group > 0)
+    plan.deployed_concurrency = deployed.kv_tokens_per_group / plan.context_tokens * plan.attention_groups;
 
   const PrecisionRow& scen = plan.row("scenario");
   std::vector<std::int64_t> table = o.kv_table_concurrency;

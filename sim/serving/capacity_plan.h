@@ -109,6 +109,10 @@ struct CapacityPlan {
   std::string context_source;
   std::int64_t concurrency = 0;
   std::string concurrency_source;
+  // Sequences of context_tokens the deployed KV pools hold: whole sequences per attention group x groups
+  // (0 without a pool). What the deployment serves, beside the seed's whole-cluster arithmetic.
+  std::int64_t deployed_concurrency = 0;
+  int attention_groups = 0;
 
   std::vector<PrecisionRow> precisions;  // bf16, fp8, int8, int4, scenario
   MemoryPlan deployment_memory;          // per GPU, the deployment as configured (replicated parts included)

@@ -130,6 +130,11 @@ std::string format_plan_table(const CapacityPlan& p) {
       gbs(w.total()), gbs(w.routed_experts), kv_pool_text(p.deployment_memory).c_str(),
       static_cast<long long>(p.deployment_memory.kv_tokens_per_group),
       p.deployment_memory.fits() ? "fits" : "does NOT fit");
+  if (p.deployed_concurrency > 0) {
+    o << sf("  as deployed, the KV pools hold %lld sequences of %lld tokens (%d attention groups)\n",
+            static_cast<long long>(p.deployed_concurrency), static_cast<long long>(p.context_tokens),
+            p.attention_groups);
+  }
   o << pools_text(p, false) << "\n";
 
   o << "KV cache vs concurrency (context " << p.context_tokens << ", " << p.kv_precision << ")\n";

@@ -172,6 +172,11 @@ TEST_CASE("plan --json - writes the plan to stdout") {
   const Json j = Json::parse(r.out);
   CHECK(j["deployment_memory"]["fits"] == true);
   CHECK(j["advice"][0].get<std::string>().find("Single node") != std::string::npos);
+  // The concurrency the deployed pools hold: whole sequences of the context per attention group (EP8 with
+  // DP attention: 8 groups), not the seed's whole-cluster arithmetic.
+  const std::int64_t per_group = j["deployment_memory"]["kv_tokens_per_group"].get<std::int64_t>() /
+                                 j["load"]["context_tokens"].get<std::int64_t>();
+  CHECK(j["deployed_concurrency"].get<std::int64_t>() == per_group * 8);
 }
 
 TEST_CASE("plan reviews every pool's memory as deployed") {
