@@ -1,4 +1,4 @@
-// Binary-heap event queue over a slab of callback slots: the heap moves 24-byte entries, never callbacks.
+// Heap event queue (4-ary) over a slab of callback slots: the heap moves 24-byte entries, never callbacks.
 #include "sim/engine/simulator.h"
 
 #include <algorithm>
@@ -35,9 +35,46 @@ EventId Simulator::schedule_at(Time t, Phase phase, Callback cb) {
   s.cb = std::move(cb);
   s.live = true;
   const std::uint64_t key = (phase == Phase::kDecide ? kPhaseBit : 0) | seq_++;
-  heap_.push_back(Entry{t.ps(), key, slot});
-  std::push_heap(heap_.begin(), heap_.end(), later);
+  heap_push(Entry{t.ps(), key, slot});
   return EventId{slot, s.generation};
+}
+
+// Sift up from a hole at the end: parents move down until `e`'s place is found.
+void Simulator::heap_push(Entry e) {
+  std::size_t i = heap_.size();
+  heap_.push_back(e);
+  Entry* h = heap_.data();
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 4;
+    if (!earlier(e, h[parent])) break;
+    h[i] = h[parent];
+    i = parent;
+  }
+  h[i] = e;
+}
+
+// Removes the top: the last entry sifts down from a hole at the root, the least of each node's children
+// moving up.
+void Simulator::heap_pop() {
+  const Entry e = heap_.back();
+  heap_.pop_back();
+  const std::size_t n = heap_.size();
+  if (n == 0) return;
+  Entry* h = heap_.data();
+  std::size_t i = 0;
+  for (;;) {
+    const std::size_t first = 4 * i + 1;
+    if (first >= n) break;
+    std::size_t best = first;
+    const std::size_t last = std::min(first + 4, n);
+    for (std::size_t c = first + 1; c < last; ++c) {
+      if (earlier(h[c], h[best])) best = c;
+    }
+    if (!earlier(h[best], e)) break;
+    h[i] = h[best];
+    i = best;
+  }
+  h[i] = e;
 }
 
 bool Simulator::cancel(EventId id) {
@@ -54,8 +91,9 @@ bool Simulator::step_one(Time limit) {
   while (!heap_.empty()) {
     const Entry top = heap_.front();
     if (top.time_ps > limit.ps()) return false;
-    std::pop_heap(heap_.begin(), heap_.end(), later);
-    heap_.pop_back();
+    heap_pop();
+    // The next event's callback lies anywhere in the slab: ask for it while this one runs.
+    if (!heap_.empty()) __builtin_prefetch(&slots_[heap_.front().slot]);
     Slot& s = slots_[top.slot];
     Callback cb = std::move(s.cb);
     const bool live = s.live;
