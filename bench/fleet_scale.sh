@@ -1,43 +1,49 @@
 #!/usr/bin/env bash
 # Per-step cost against the number of replicas (BENCHMARKS.md "Fleet scale"): N replicas of the EP16 speed
-# reference, 20 req/s each (the same step shape per replica), one thread. Each figure is the difference
-# between a run of D2 and one of D1 simulated seconds, divided by the difference in steps, so start-up
-# (building N planners) cancels: instructions per step (callgrind, repeatable on a shared machine) and CPU
-# user time per step (the median of 3 runs of each length). One Markdown row per replica count.
-#   bench/fleet_scale.sh [moesim binary] [replica counts] [D1] [D2]
+# reference, 20 req/s each (the same step shape per replica: batches at their steady state after the
+# reference's 60 s warm-up), one thread. Each figure is the difference between a run of D2 and one of D1
+# simulated seconds, divided by the difference in steps, so start-up (building N planners) and the warm-up
+# cancel: instructions per step (callgrind, repeatable on a shared machine) and CPU user time per step (the
+# median of 3 runs of each length). D2 = D1 + W / N, about the same number of steps for every N. One
+# Markdown row per replica count.
+#   bench/fleet_scale.sh [moesim binary] [replica counts] [D1] [W]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-build/sim/app/moesim}
 COUNTS=${2:-"1 4 16 64"}
-D1=${3:-8}
-D2=${4:-16}
+D1=${3:-60}
+W=${4:-400}
 S=scenarios/reference/deepseek_v3_2x8xh200_ep16_1h.json
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 args() {  # N DUR
   echo --set cluster.nodes=$((2 * $1)) --set workload.arrival.rate_per_s=$((20 * $1)) --set run.duration_s=$2 \
-    --set run.warmup_s=1 --set run.max_drain_s=1
+    --set run.warmup_s=10 --set run.max_drain_s=1
 }
-steps() { python3 -c "import json; print(json.load(open('$OUT/run/report.json'))['step']['count'])"; }
+# Every step of the run, the warm-up and the drain included (report.json counts the window's): the rows of
+# --steps-csv, which every run writes (a row costs a few microseconds, in both lengths alike).
+steps() { echo $(($(wc -l <"$OUT/run/steps.csv") - 1)); }
 instructions() {  # N DUR -> "instructions steps"
-  valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" "$BIN" run "$S" -q -j 1 --out "$OUT/run" $(args "$1" "$2") \
-    >/dev/null 2>"$OUT/log"
+  valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" "$BIN" run "$S" -q -j 1 --out "$OUT/run" --steps-csv \
+    $(args "$1" "$2") >/dev/null 2>"$OUT/log"
   echo "$(awk '/^summary:/ {print $2}' "$OUT/cg") $(steps)"
 }
 user_median() {  # N DUR -> median user seconds of 3 runs
   for _ in 1 2 3; do
-    /usr/bin/time -f "%U" -o "$OUT/time" "$BIN" run "$S" -q -j 1 --out "$OUT/run" $(args "$1" "$2") >/dev/null
+    /usr/bin/time -f "%U" -o "$OUT/time" "$BIN" run "$S" -q -j 1 --out "$OUT/run" --steps-csv $(args "$1" "$2") \
+      >/dev/null
     cat "$OUT/time"
   done | sort -g | sed -n 2p
 }
-echo "| replicas | GPUs | steps ($D1 -> $D2 s) | instructions per step | CPU per step |"
-echo "|---|---|---|---|---|"
+echo "| replicas | GPUs | window (simulated s) | steps in it | instructions per step | CPU per step |"
+echo "|---|---|---|---|---|---|"
 for n in $COUNTS; do
+  D2=$(python3 -c "print(f'{$D1 + $W / $n:g}')")
   read -r i1 s1 <<<"$(instructions "$n" "$D1")"
   read -r i2 s2 <<<"$(instructions "$n" "$D2")"
   u1=$(user_median "$n" "$D1")
   u2=$(user_median "$n" "$D2")
   python3 -c "
 i1, s1, i2, s2, u1, u2 = $i1, $s1, $i2, $s2, $u1, $u2
-print(f'| $n | {16 * $n} | {s1:,} -> {s2:,} | {(i2 - i1) / (s2 - s1) / 1e6:.3f} M | {1e6 * (u2 - u1) / (s2 - s1):.0f} us |')"
+print(f'| $n | {16 * $n} | $D1 -> $D2 | {s2 - s1:,} | {(i2 - i1) / (s2 - s1) / 1e6:.3f} M | {1e6 * (u2 - u1) / (s2 - s1):.0f} us |')"
 done
