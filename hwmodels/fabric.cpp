@@ -109,7 +109,9 @@ void separable_nic_crossings(const AllToAllTraffic& t, AllToAllScratch& sc, int 
   const int per_node = t.ranks_per_node;
   const double* a = t.src_tokens.data();
   const double* c = t.node_share.data();
-  const auto leaf = [&sc](int s) { return static_cast<std::size_t>(sc.rank_leaf[static_cast<std::size_t>(s)]); };
+  const auto leaf = [&sc](int s) {
+    return static_cast<std::size_t>(sc.rank_leaf[static_cast<std::size_t>(s)]);
+  };
   for (int s = l; s < r; s += per_node) c_leaf[leaf(s)] = a_leaf[leaf(s)] = 0;
   double c_l = 0;
   for (int s = l; s < r; s += per_node) {

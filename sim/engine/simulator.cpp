@@ -34,7 +34,8 @@ EventId Simulator::schedule_at(Time t, Phase phase, Callback cb) {
   Slot& s = slots_[slot];
   s.cb = std::move(cb);
   s.live = true;
-  MOESIM_CHECK(slot <= kSlotMask && seq_ < (kPhaseBit >> kSlotBits), "more events than the queue's key holds");
+  MOESIM_CHECK(slot <= kSlotMask && seq_ < (kPhaseBit >> kSlotBits),
+               "more events than the queue's key holds");
   const std::uint64_t key = (phase == Phase::kDecide ? kPhaseBit : 0) | (seq_++ << kSlotBits) | slot;
   heap_push(Entry{t.ps(), key});
   return EventId{slot, s.generation};

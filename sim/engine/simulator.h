@@ -67,8 +67,10 @@ class Simulator {
     LineAllocator() = default;
     template <class U>
     explicit LineAllocator(const LineAllocator<U>&) {}
-    T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-    void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{64}); }
+    T* allocate(std::size_t n) {
+      return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+    }
+    void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{64}); }
     bool operator==(const LineAllocator&) const = default;
   };
   struct Slot {

@@ -35,7 +35,8 @@ int LoadIndex::better(int a, int b) const {
 void LoadIndex::set(std::size_t i, LoadKey key) {
   if (keys_[i] == key) return;
   keys_[i] = key;
-  for (std::size_t k = (leaves_ + i) / 2; k >= 1; k /= 2) winner_[k] = better(winner_[2 * k], winner_[2 * k + 1]);
+  for (std::size_t k = (leaves_ + i) / 2; k >= 1; k /= 2)
+    winner_[k] = better(winner_[2 * k], winner_[2 * k + 1]);
 }
 
 int KvAwareRouter::route(std::span<const GroupLoad> groups) {

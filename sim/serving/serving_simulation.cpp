@@ -106,7 +106,7 @@ class Cluster final : public ReplicaHost {
   std::vector<int> entry_pools_;   // where requests arrive: role both or prefill
   std::vector<int> decode_pools_;  // where prefilled requests go
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<GroupLoad> loads_;                  // the router's view, refreshed per arrival
+  std::vector<GroupLoad> loads_;  // the router's view, refreshed per arrival
   // A kKey router's view, entry and decode: each group's key, updated for the replicas whose groups
   // changed since the last route (`changed_`, listed once each: `load_changed_` per replica).
   LoadIndex entry_index_, decode_index_;
@@ -329,8 +329,9 @@ void Cluster::on_loads_changed(int replica) {
   char& changed = load_changed_[static_cast<std::size_t>(replica)];
   if (changed != 0) return;
   changed = 1;
-  const bool decode = pools_[static_cast<std::size_t>(replicas_[static_cast<std::size_t>(replica)]->pool())]
-                          .spec.role == PoolRole::kDecode;
+  const bool decode =
+      pools_[static_cast<std::size_t>(replicas_[static_cast<std::size_t>(replica)]->pool())].spec.role ==
+      PoolRole::kDecode;
   (decode ? decode_changed_ : entry_changed_).push_back(replica);
 }
 
@@ -351,7 +352,8 @@ void Cluster::refresh_index(const std::vector<int>& pools, const Router& router)
     load_changed_[static_cast<std::size_t>(r)] = 0;
     const Replica& rep = *replicas_[static_cast<std::size_t>(r)];
     const ServingPool& p = pools_[static_cast<std::size_t>(rep.pool())];
-    auto flat = static_cast<std::size_t>(p.first_group + (r - p.first_replica) * p.spec.deployment.attention_dp);
+    auto flat =
+        static_cast<std::size_t>(p.first_group + (r - p.first_replica) * p.spec.deployment.attention_dp);
     for (const AttentionGroup& g : rep.groups()) {
       index.set(flat, router.key(load_of(g, decode ? kv_inflight_[flat] : 0)));
       ++flat;
@@ -360,7 +362,8 @@ void Cluster::refresh_index(const std::vector<int>& pools, const Router& router)
   changed.clear();
 }
 
-std::size_t Cluster::route(const std::vector<int>& pools, Router& router, const std::vector<BlockHash>* hashes) {
+std::size_t Cluster::route(const std::vector<int>& pools, Router& router,
+                           const std::vector<BlockHash>* hashes) {
   if (router.view() == RouterView::kKey) {
     refresh_index(pools, router);
     return static_cast<std::size_t>((&pools == &decode_pools_ ? decode_index_ : entry_index_).best());
@@ -382,8 +385,9 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   if (first.spec.deployment.prefix_caching)
     prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
   // The first entry pool's router picks among every entry group (one router for the arrivals).
-  const std::size_t target = route(entry_pools_, *first.router,
-                                   first.spec.deployment.router == RouterPolicy::kCacheAware ? &hashes : nullptr);
+  const std::size_t target =
+      route(entry_pools_, *first.router,
+            first.spec.deployment.router == RouterPolicy::kCacheAware ? &hashes : nullptr);
   const auto [rep, group] = group_at(entry_pools_, target);
   const ServingPool& pool = pools_[static_cast<std::size_t>(rep->pool())];
   if (const auto why = refusal(spec, pool, rep->groups()[static_cast<std::size_t>(group)])) {

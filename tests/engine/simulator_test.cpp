@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "sim/engine/random.h"
@@ -75,7 +75,8 @@ TEST_CASE("many tied events with cancellations run in (time, phase, scheduling o
   std::vector<int> ran;
   int next = 0;
   std::function<void(std::int64_t, int)> add = [&](std::int64_t min_ns, int children) {
-    const Time at = sim.now() + Duration::from_ns(static_cast<double>(min_ns + static_cast<std::int64_t>(rng.below(50))));
+    const Time at =
+        sim.now() + Duration::from_ns(static_cast<double>(min_ns + static_cast<std::int64_t>(rng.below(50))));
     const Phase phase = rng.below(3) == 0 ? Phase::kDecide : Phase::kNormal;
     const int order = next++;
     const EventId id = sim.schedule_at(at, phase, [&, order, children] {

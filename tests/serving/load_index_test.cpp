@@ -44,7 +44,8 @@ TEST_CASE("the load index picks what the least-loaded router's scan picks, ties 
     check_against_scan(router, groups, 3000, 11 + groups);
 }
 
-TEST_CASE("the load index picks what the KV-aware router's scan picks, ties to the least loaded, then the first") {
+TEST_CASE(
+    "the load index picks what the KV-aware router's scan picks, ties to the least loaded, then the first") {
   KvAwareRouter router;
   REQUIRE(router.view() == RouterView::kKey);
   for (const std::size_t groups : {1UL, 2UL, 5UL, 33UL, 72UL, 1000UL})
