@@ -106,7 +106,7 @@ class Cluster final : public ReplicaHost {
   std::vector<int> entry_pools_;   // where requests arrive: role both or prefill
   std::vector<int> decode_pools_;  // where prefilled requests go
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<GroupLoad> loads_;  // the router's view, refreshed per arrival
+  std::vector<GroupLoad> loads_;  // the view of a router that reads every group, refilled per route
   // A kKey router's view, entry and decode: each group's key, updated for the replicas whose groups
   // changed since the last route (`changed_`, listed once each: `load_changed_` per replica).
   LoadIndex entry_index_, decode_index_;
