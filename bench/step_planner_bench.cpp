@@ -1,5 +1,6 @@
-// Cost of costing: one StepPlanner::plan() for DeepSeek-V3 (58 MoE layers x 256 experts) at EP8 and EP16,
-// for a decode batch and a mixed prefill batch. The design target is O(layers x (experts + GPUs^2)).
+// Cost of costing: one StepPlanner::plan() for DeepSeek-V3 (58 MoE layers x 256 experts) at EP8 to EP256
+// (8 GPUs per node, data-parallel attention), for a decode batch and a mixed prefill batch. The design
+// target is O(layers x (experts + GPUs)); issue 31's bound: EP256 steps at most 1 ms of CPU.
 #include <benchmark/benchmark.h>
 
 #include "sim/scenario/profile_io.h"
@@ -39,7 +40,14 @@ BENCHMARK(BM_PlanStep)
     ->ArgNames({"ep", "decode_seqs", "prefill_tokens"})
     ->Args({8, 64, 0})
     ->Args({16, 64, 0})
+    ->Args({32, 64, 0})
+    ->Args({64, 64, 0})
+    ->Args({256, 64, 0})
+    ->Args({8, 128, 2048})
     ->Args({16, 128, 2048})
+    ->Args({32, 128, 2048})
+    ->Args({64, 128, 2048})
+    ->Args({256, 128, 2048})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -100,6 +100,38 @@ void add_nic_crossing(AllToAllScratch& sc, std::size_t si, std::size_t fi, doubl
   }
 }
 
+// The NIC crossings of load_high_throughput_separable() between the ranks of local index `l` (one per
+// node that has it; `a_l`: their sources' tokens): rank s of node n sends a[s] x c[m] to the rank of every
+// other node m, so its row is a[s] x (the c of those nodes less its own) and its column c[n] x (a_l less
+// its own a); the leaf sums are the same over the ranks on its leaf, in `c_leaf` and `a_leaf` (indexed by
+// leaf, cleared here for the leaves touched). O(ranks / ranks_per_node).
+void separable_nic_crossings(const AllToAllTraffic& t, AllToAllScratch& sc, int l, double a_l, double* c_leaf,
+                             double* a_leaf) {
+  const int r = t.ranks;
+  const int per_node = t.ranks_per_node;
+  const double* a = t.src_tokens.data();
+  const double* c = t.node_share.data();
+  const auto leaf = [&sc](int s) {
+    return static_cast<std::size_t>(sc.rank_leaf[static_cast<std::size_t>(s)]);
+  };
+  for (int s = l; s < r; s += per_node) c_leaf[leaf(s)] = a_leaf[leaf(s)] = 0;
+  double c_l = 0;
+  for (int s = l; s < r; s += per_node) {
+    const double cn = c[s / per_node];
+    c_l += cn;
+    c_leaf[leaf(s)] += cn;
+    a_leaf[leaf(s)] += a[s];
+  }
+  for (int s = l; s < r; s += per_node) {
+    const auto si = static_cast<std::size_t>(s);
+    const double cn = c[s / per_node];
+    sc.row_nic[si] = a[s] * std::max(0.0, c_l - cn);
+    sc.col_nic[si] = cn * std::max(0.0, a_l - a[s]);
+    sc.row_leaf[si] = a[s] * std::max(0.0, c_leaf[leaf(s)] - cn);
+    sc.col_leaf[si] = cn * std::max(0.0, a_leaf[leaf(s)] - a[s]);
+  }
+}
+
 }  // namespace
 
 // DeepEP normal kernels (internode.cu): a token crosses the NIC once per destination node, landing on
@@ -170,8 +202,9 @@ void Fabric::load_direct(const AllToAllTraffic& t, AllToAllScratch& sc, const st
 
 // load_high_throughput() on an outer product. Rank d receives over NVLink from every source but those of
 // its own local index (for them d is the forwarder into its node), and the forwarder of local index l in
-// node n sends on every token its l-sources have for the node's other ranks. The NIC crossings, one per
-// (source, other node), are summed as in the dense form: O(ranks x nodes).
+// node n sends on every token its l-sources have for the node's other ranks. The NIC crossings, a[s] x c[n]
+// from each source s to the rank of its local index in every other node n (where the node has one), are
+// summed per source over the nodes and per destination over the sources of its local index: O(ranks).
 void Fabric::load_high_throughput_separable(const AllToAllTraffic& t, AllToAllScratch& sc) const {
   reset_ranks(t, sc);
   const int r = t.ranks;
@@ -179,10 +212,14 @@ void Fabric::load_high_throughput_separable(const AllToAllTraffic& t, AllToAllSc
   const int nodes = (r + per_node - 1) / per_node;
   const double* a = t.src_tokens.data();
   const double* b = t.rank_share.data();
-  const double* c = t.node_share.data();
-  sc.sums.assign(static_cast<std::size_t>(per_node + nodes), 0.0);
+  const auto leaves = static_cast<std::size_t>(topology_.leaves());
+  const auto sums = static_cast<std::size_t>(per_node + nodes);
+  sc.sums.resize(sums + 2 * leaves);
+  std::fill_n(sc.sums.begin(), sums, 0.0);
   double* a_local = sc.sums.data();     // tokens of the sources of each local index
   double* b_node = a_local + per_node;  // rank shares of each node
+  double* c_leaf = b_node + nodes;      // per leaf (separable_nic_crossings)
+  double* a_leaf = c_leaf + leaves;
   double a_all = 0;
   const int* local = sc.rank_local.data();
   const int* node_of = sc.rank_node.data();
@@ -196,15 +233,7 @@ void Fabric::load_high_throughput_separable(const AllToAllTraffic& t, AllToAllSc
     sc.col_nvl[di] = b[d] * std::max(0.0, a_all - a_local[local[d]]);
     sc.row_nvl[di] = std::max(0.0, b_node[node_of[d]] - b[d]) * a_local[local[d]];
   }
-  const int last_size =
-      r - (nodes - 1) * per_node;  // ranks of the last node (a partial node when < per_node)
-  for (int s = 0; s < r; ++s) {
-    const auto si = static_cast<std::size_t>(s);
-    for (int node = 0; node < nodes; ++node) {
-      if (node == node_of[s] || (node == nodes - 1 && local[s] >= last_size)) continue;
-      add_nic_crossing(sc, si, static_cast<std::size_t>(node * per_node + local[s]), a[s] * c[node]);
-    }
-  }
+  for (int l = 0; l < per_node; ++l) separable_nic_crossings(t, sc, l, a_local[l], c_leaf, a_leaf);
   scatter_ranks(t, sc);
 }
 

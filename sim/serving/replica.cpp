@@ -28,6 +28,7 @@ void Replica::enqueue(int group, RequestIdx idx, bool front) {
   } else {
     waiting.push_back(idx);
   }
+  ctx_.host.on_loads_changed(index_);
   wake();
 }
 
@@ -62,6 +63,7 @@ void Replica::migrate_out(Time now) {
     from->running.pop_back();
     from->kv.release(ctx_.requests[idx]);
     --migrate_;
+    ctx_.host.on_loads_changed(index_);
     ctx_.host.on_migrated_out(idx, now);
   }
   migrate_ = 0;
@@ -86,6 +88,7 @@ void Replica::on_decide() {
     ctx_.metrics.on_preemptions(f.preemptions);
     any = f.batch.tokens() > 0 || any;
   }
+  ctx_.host.on_loads_changed(index_);
   if (!any) return;
   ctx_.models.advance_to(now);
   busy_ = true;
@@ -170,6 +173,7 @@ void Replica::on_step_done() {
   busy_ = false;
   const Time now = ctx_.sim.now();
   bool any_finished = false;
+  ctx_.host.on_loads_changed(index_);
   // The batch's requests lie all over the request table (one cache miss each, across a cluster's replicas
   // more than the caches hold): ask for them a few iterations ahead.
   constexpr std::size_t kAhead = 6;

@@ -29,6 +29,8 @@ class ReplicaHost {
   virtual void on_prefilled(RequestIdx idx, Time now) = 0;
   // `idx` left the replica to migrate with its KV cache (KV blocks freed).
   virtual void on_migrated_out(RequestIdx idx, Time now) = 0;
+  // Replica `replica`'s groups' queues, running sets or KV blocks may have changed (what routers read).
+  virtual void on_loads_changed(int replica) { (void)replica; }
   // KV-cache transfers on the NIC paths of GPUs [first_gpu, first_gpu + out.size()) during [now, now +
   // horizon): the fraction of that window each GPU's outgoing and incoming NIC path carries one. False when
   // none does (then `out` and `in` are untouched).

@@ -16,6 +16,29 @@ std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_adm
   return std::make_unique<LeastLoadedRouter>();
 }
 
+void LoadIndex::reset(std::size_t groups) {
+  keys_.assign(groups, LoadKey{});
+  leaves_ = 1;
+  while (leaves_ < groups) leaves_ *= 2;
+  winner_.assign(2 * leaves_, -1);
+  for (std::size_t i = 0; i < groups; ++i) winner_[leaves_ + i] = static_cast<int>(i);
+  for (std::size_t k = leaves_ - 1; k >= 1; --k) winner_[k] = better(winner_[2 * k], winner_[2 * k + 1]);
+}
+
+int LoadIndex::better(int a, int b) const {
+  if (a < 0) return b;
+  if (b < 0) return a;
+  // a < b always (a comes from the left subtree): a wins ties.
+  return keys_[static_cast<std::size_t>(b)] < keys_[static_cast<std::size_t>(a)] ? b : a;
+}
+
+void LoadIndex::set(std::size_t i, LoadKey key) {
+  if (keys_[i] == key) return;
+  keys_[i] = key;
+  for (std::size_t k = (leaves_ + i) / 2; k >= 1; k /= 2)
+    winner_[k] = better(winner_[2 * k], winner_[2 * k + 1]);
+}
+
 int KvAwareRouter::route(std::span<const GroupLoad> groups) {
   int best = 0;
   for (std::size_t i = 1; i < groups.size(); ++i) {

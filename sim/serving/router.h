@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "sim/serving/scenario_spec.h"
 
@@ -24,11 +25,54 @@ struct GroupLoad {
   std::int64_t free_kv_blocks = 0;
 };
 
+// A router's ordering of the groups when its pick is the group with the smallest key, the first on ties:
+// `primary`, then `secondary` (compared as integers, so no rounding can reorder two groups).
+struct LoadKey {
+  std::int64_t primary = 0;
+  std::int64_t secondary = 0;
+  auto operator<=>(const LoadKey&) const = default;
+};
+
+// How a router reads the groups, so that the host fills only what it reads.
+enum class RouterView {
+  kLoads,  // route() reads every group's GroupLoad: the host fills them all before each route
+  kKey,    // the first group with the smallest key(): the host may keep a LoadIndex and route from it
+  kCount,  // route() reads only the number of groups
+};
+
 class Router {
  public:
   virtual ~Router() = default;
   // Index into `groups` of the group that takes the next request. `groups` is not empty.
   virtual int route(std::span<const GroupLoad> groups) = 0;
+  [[nodiscard]] virtual RouterView view() const { return RouterView::kLoads; }
+  // For a kKey router: the key whose first smallest group route() picks.
+  [[nodiscard]] virtual LoadKey key(const GroupLoad& g) const {
+    (void)g;
+    return {};
+  }
+};
+
+// The first group with the smallest key, kept up to date one group at a time: a tournament tree over the
+// groups (each node holds the winner of its two children), so a change costs O(log groups) and the pick
+// O(1) instead of a scan of every group per route. Same pick as the scan: ties go to the lower index.
+class LoadIndex {
+ public:
+  // `groups` groups, every key zero.
+  void reset(std::size_t groups);
+  [[nodiscard]] std::size_t size() const { return keys_.size(); }
+  // Sets group `i`'s key; O(log groups) when it changed, O(1) when not.
+  void set(std::size_t i, LoadKey key);
+  [[nodiscard]] const LoadKey& key(std::size_t i) const { return keys_[i]; }
+  // The first group with the smallest key. The index is not empty.
+  [[nodiscard]] int best() const { return winner_[1]; }
+
+ private:
+  [[nodiscard]] int better(int a, int b) const;
+
+  std::vector<LoadKey> keys_;
+  std::vector<int> winner_;  // heap order: node k's children are 2k and 2k+1; leaves from leaves_; -1: none
+  std::size_t leaves_ = 1;
 };
 
 // The router the scenario names (deployment.router; experts.admission = gpu_load_aware picks the
@@ -41,6 +85,7 @@ std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_adm
 class RoundRobinRouter final : public Router {
  public:
   int route(std::span<const GroupLoad> groups) override;
+  [[nodiscard]] RouterView view() const override { return RouterView::kCount; }
 
  private:
   std::int64_t next_ = 0;
@@ -50,6 +95,8 @@ class RoundRobinRouter final : public Router {
 class LeastLoadedRouter final : public Router {
  public:
   int route(std::span<const GroupLoad> groups) override;
+  [[nodiscard]] RouterView view() const override { return RouterView::kKey; }
+  [[nodiscard]] LoadKey key(const GroupLoad& g) const override { return {.primary = g.running + g.waiting}; }
 };
 
 // SGLang's cache-aware router (sgl-router src/policies/cache_aware.rs, defaults of CacheAwareConfig in
@@ -71,6 +118,10 @@ class CacheAwareRouter final : public Router {
 class KvAwareRouter final : public Router {
  public:
   int route(std::span<const GroupLoad> groups) override;
+  [[nodiscard]] RouterView view() const override { return RouterView::kKey; }
+  [[nodiscard]] LoadKey key(const GroupLoad& g) const override {
+    return {.primary = -g.free_kv_blocks, .secondary = g.running + g.waiting};
+  }
 };
 
 // Least loaded, with each group's (queue + 1) weighted by its GPUs' recent busy time relative to the least

@@ -54,6 +54,7 @@ class Cluster final : public ReplicaHost {
   void on_step_done() override { pull_arrival(); }
   void on_prefilled(RequestIdx idx, Time now) override;
   void on_migrated_out(RequestIdx idx, Time now) override;
+  void on_loads_changed(int replica) override;
   bool kv_on_nics(int first_gpu, Time now, Duration horizon, std::span<double> out,
                   std::span<double> in) override;
 
@@ -67,6 +68,12 @@ class Cluster final : public ReplicaHost {
   // The router's view of the groups of `pools` (entry or decode), replica-major, pool after pool; with
   // `hashes` (the cache-aware router), each group's cached prefix of them.
   void fill_loads(const std::vector<int>& pools, const std::vector<BlockHash>* hashes = nullptr);
+  // The flat index over `pools` of the group that `router` picks: from its load index when it keeps one
+  // (RouterView::kKey), else from loads_ filled afresh (`hashes`: as fill_loads).
+  [[nodiscard]] std::size_t route(const std::vector<int>& pools, Router& router,
+                                  const std::vector<BlockHash>* hashes = nullptr);
+  // Brings `pools`' load index up to date with the replicas changed since the last route.
+  void refresh_index(const std::vector<int>& pools, const Router& router);
   // (replica, group) of the flat group index `i` over `pools`.
   [[nodiscard]] std::pair<Replica*, int> group_at(const std::vector<int>& pools, std::size_t i) const;
   // Moves `idx`'s KV cache (its `computed` tokens) from its group on `from` to group `group` of `to` over
@@ -99,7 +106,12 @@ class Cluster final : public ReplicaHost {
   std::vector<int> entry_pools_;   // where requests arrive: role both or prefill
   std::vector<int> decode_pools_;  // where prefilled requests go
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<GroupLoad> loads_;                  // the router's view, refreshed per arrival
+  std::vector<GroupLoad> loads_;  // the view of a router that reads every group, refilled per route
+  // A kKey router's view, entry and decode: each group's key, updated for the replicas whose groups
+  // changed since the last route (`changed_`, listed once each: `load_changed_` per replica).
+  LoadIndex entry_index_, decode_index_;
+  std::vector<int> entry_changed_, decode_changed_;
+  std::vector<char> load_changed_;
   std::vector<std::int64_t> kv_inflight_;         // per decode group (flat over decode_pools_): KV on the way
   std::vector<Time> link_free_;                   // per GPU of the cluster: when its KV sends are done
   std::vector<Time> nic_out_free_, nic_in_free_;  // per GPU: when KV transfers leave its NIC path free
@@ -160,6 +172,7 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
   nic_out_free_.assign(link_free_.size(), Time{});
   nic_in_free_.assign(link_free_.size(), Time{});
   migration_to_.assign(replicas_.size(), -1);
+  load_changed_.assign(replicas_.size(), 0);
 }
 
 void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
@@ -283,6 +296,16 @@ std::pair<Replica*, int> Cluster::group_at(const std::vector<int>& pools, std::s
   return {nullptr, 0};
 }
 
+namespace {
+// A group as routers see it; `inflight`: requests whose KV cache is on its way to it.
+GroupLoad load_of(const AttentionGroup& g, std::int64_t inflight) {
+  return GroupLoad{.running = static_cast<std::int64_t>(g.running.size()),
+                   .waiting = static_cast<std::int64_t>(g.waiting.size()) + inflight,
+                   .busy_s = g.busy_ewma_s,
+                   .free_kv_blocks = g.kv.free_blocks()};
+}
+}  // namespace
+
 void Cluster::fill_loads(const std::vector<int>& pools, const std::vector<BlockHash>* hashes) {
   std::size_t k = 0;
   for (const int pi : pools) {
@@ -291,10 +314,7 @@ void Cluster::fill_loads(const std::vector<int>& pools, const std::vector<BlockH
       for (const AttentionGroup& g : replicas_[static_cast<std::size_t>(p.first_replica + r)]->groups()) {
         const std::int64_t inflight = &pools == &decode_pools_ ? kv_inflight_[k] : 0;
         GroupLoad& l = loads_[k++];
-        l = GroupLoad{.running = static_cast<std::int64_t>(g.running.size()),
-                      .waiting = static_cast<std::int64_t>(g.waiting.size()) + inflight,
-                      .busy_s = g.busy_ewma_s,
-                      .free_kv_blocks = g.kv.free_blocks()};
+        l = load_of(g, inflight);
         if (hashes != nullptr) {
           l.prompt_blocks = static_cast<std::int64_t>(hashes->size());
           l.cached_prefix_blocks = g.kv.cached_prefix_blocks(*hashes);
@@ -303,6 +323,55 @@ void Cluster::fill_loads(const std::vector<int>& pools, const std::vector<BlockH
       }
     }
   }
+}
+
+void Cluster::on_loads_changed(int replica) {
+  char& changed = load_changed_[static_cast<std::size_t>(replica)];
+  if (changed != 0) return;
+  changed = 1;
+  const bool decode =
+      pools_[static_cast<std::size_t>(replicas_[static_cast<std::size_t>(replica)]->pool())].spec.role ==
+      PoolRole::kDecode;
+  (decode ? decode_changed_ : entry_changed_).push_back(replica);
+}
+
+void Cluster::refresh_index(const std::vector<int>& pools, const Router& router) {
+  const bool decode = &pools == &decode_pools_;
+  LoadIndex& index = decode ? decode_index_ : entry_index_;
+  std::vector<int>& changed = decode ? decode_changed_ : entry_changed_;
+  std::size_t n = 0;
+  for (const int pi : pools) n += static_cast<std::size_t>(pools_[static_cast<std::size_t>(pi)].groups());
+  if (index.size() != n) {  // first route: every group
+    index.reset(n);
+    for (const int pi : pools) {
+      const ServingPool& p = pools_[static_cast<std::size_t>(pi)];
+      for (int r = p.first_replica; r < p.first_replica + p.spec.instances; ++r) on_loads_changed(r);
+    }
+  }
+  for (const int r : changed) {
+    load_changed_[static_cast<std::size_t>(r)] = 0;
+    const Replica& rep = *replicas_[static_cast<std::size_t>(r)];
+    const ServingPool& p = pools_[static_cast<std::size_t>(rep.pool())];
+    auto flat =
+        static_cast<std::size_t>(p.first_group + (r - p.first_replica) * p.spec.deployment.attention_dp);
+    for (const AttentionGroup& g : rep.groups()) {
+      index.set(flat, router.key(load_of(g, decode ? kv_inflight_[flat] : 0)));
+      ++flat;
+    }
+  }
+  changed.clear();
+}
+
+std::size_t Cluster::route(const std::vector<int>& pools, Router& router,
+                           const std::vector<BlockHash>* hashes) {
+  if (router.view() == RouterView::kKey) {
+    refresh_index(pools, router);
+    return static_cast<std::size_t>((&pools == &decode_pools_ ? decode_index_ : entry_index_).best());
+  }
+  if (router.view() == RouterView::kLoads) fill_loads(pools, hashes);
+  std::size_t n = 0;
+  for (const int pi : pools) n += static_cast<std::size_t>(pools_[static_cast<std::size_t>(pi)].groups());
+  return static_cast<std::size_t>(router.route(std::span(loads_.data(), n)));
 }
 
 void Cluster::on_arrival(const RequestSpec& spec) {
@@ -315,12 +384,10 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   std::vector<BlockHash> hashes;
   if (first.spec.deployment.prefix_caching)
     prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
-  fill_loads(entry_pools_, first.spec.deployment.router == RouterPolicy::kCacheAware ? &hashes : nullptr);
   // The first entry pool's router picks among every entry group (one router for the arrivals).
-  std::size_t n = 0;
-  for (const int pi : entry_pools_)
-    n += static_cast<std::size_t>(pools_[static_cast<std::size_t>(pi)].groups());
-  const auto target = static_cast<std::size_t>(first.router->route(std::span(loads_.data(), n)));
+  const std::size_t target =
+      route(entry_pools_, *first.router,
+            first.spec.deployment.router == RouterPolicy::kCacheAware ? &hashes : nullptr);
   const auto [rep, group] = group_at(entry_pools_, target);
   const ServingPool& pool = pools_[static_cast<std::size_t>(rep->pool())];
   if (const auto why = refusal(spec, pool, rep->groups()[static_cast<std::size_t>(group)])) {
@@ -350,14 +417,11 @@ void Cluster::on_prefilled(RequestIdx idx, Time now) {
   r.prefill_admitted = r.admitted;
   r.admitted = Time::never();  // the decode instance's admission (set by its batch policy)
   r.prefill_done = now;
-  fill_loads(decode_pools_);
   const ServingPool& first = pools_[static_cast<std::size_t>(decode_pools_.front())];
-  std::size_t n = 0;
-  for (const int pi : decode_pools_)
-    n += static_cast<std::size_t>(pools_[static_cast<std::size_t>(pi)].groups());
-  const auto target = static_cast<std::size_t>(first.router->route(std::span(loads_.data(), n)));
+  const std::size_t target = route(decode_pools_, *first.router);
   const auto [to, group] = group_at(decode_pools_, target);
   ++kv_inflight_[target];
+  on_loads_changed(to->index());
   send_kv(idx, *replicas_[static_cast<std::size_t>(r.replica)], *to, group, now, false);
 }
 
@@ -406,6 +470,7 @@ void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int grou
       flat += static_cast<std::size_t>(p.first_group) +
               static_cast<std::size_t>((dest->index() - p.first_replica) * p.spec.deployment.attention_dp);
       --kv_inflight_[flat];
+      on_loads_changed(dest->index());
     }
     dest->enqueue(group, idx, migration);
   });

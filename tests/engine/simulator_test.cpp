@@ -1,7 +1,9 @@
 #include "sim/engine/simulator.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "sim/engine/random.h"
@@ -55,6 +57,45 @@ TEST_CASE("run_until stops at the limit and advances the clock") {
   REQUIRE(sim.now() == Time::at(Duration::from_ms(2)));
   sim.run();
   REQUIRE(ran == 2);
+}
+
+// The queue against a sort: thousands of events at few distinct times (many ties), in both phases, one in
+// ten cancelled, some scheduled by running events (always later than now, so that sorting every event
+// by (time, phase, scheduling order) gives the one order the engine may run them in).
+TEST_CASE("many tied events with cancellations run in (time, phase, scheduling order)") {
+  struct Scheduled {
+    std::int64_t time_ps;
+    int phase;
+    int order;
+    auto operator<=>(const Scheduled&) const = default;
+  };
+  Simulator sim;
+  Rng rng = RandomStreams(7).stream("queue");
+  std::vector<Scheduled> expected;
+  std::vector<int> ran;
+  int next = 0;
+  std::function<void(std::int64_t, int)> add = [&](std::int64_t min_ns, int children) {
+    const Time at =
+        sim.now() + Duration::from_ns(static_cast<double>(min_ns + static_cast<std::int64_t>(rng.below(50))));
+    const Phase phase = rng.below(3) == 0 ? Phase::kDecide : Phase::kNormal;
+    const int order = next++;
+    const EventId id = sim.schedule_at(at, phase, [&, order, children] {
+      ran.push_back(order);
+      for (int c = 0; c < children; ++c) add(1, 0);
+    });
+    if (rng.below(10) == 0) {
+      REQUIRE(sim.cancel(id));
+    } else {
+      expected.push_back({at.ps(), static_cast<int>(phase), order});
+    }
+  };
+  for (int i = 0; i < 5000; ++i) add(0, static_cast<int>(rng.below(3)));
+  sim.run();
+  std::sort(expected.begin(), expected.end());
+  std::vector<int> order;
+  for (const Scheduled& e : expected) order.push_back(e.order);
+  REQUIRE(ran == order);
+  REQUIRE(sim.events_processed() == expected.size());
 }
 
 namespace {
