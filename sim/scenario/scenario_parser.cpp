@@ -461,6 +461,91 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   return dep;
 }
 
+namespace {
+
+PredictorSpec parse_predictor(JsonReader& a) {
+  PredictorSpec p;
+  const std::string kind = a.string("predictor", "last");
+  if (kind == "last") {
+    p.kind = PredictorKind::kLast;
+  } else if (kind == "moving_average") {
+    p.kind = PredictorKind::kMovingAverage;
+  } else if (kind == "holt") {
+    p.kind = PredictorKind::kHolt;
+  } else {
+    a.fail("predictor", "unknown predictor \"" + kind + "\" (known: last, moving_average, holt)");
+  }
+  p.window = a.int_in("window", p.window, 1, 1000);
+  p.alpha = a.fraction("alpha", p.alpha);
+  p.beta = a.fraction("beta", p.beta);
+  return p;
+}
+
+WeightSource parse_weight_source(JsonReader& a, const ScenarioSpec& s) {
+  const std::string from = a.string("weights_from", "nvme");
+  if (from == "nvme") return WeightSource::kNvme;
+  if (from == "host_dram") return WeightSource::kHostDram;
+  if (from == "peer_network") return WeightSource::kPeerNetwork;
+  if (from == "peer_nvlink") {
+    if (s.cluster.gpus_per_node < 2) a.fail("weights_from", "peer_nvlink needs two GPUs in an NVLink domain");
+    return WeightSource::kPeerNvlink;
+  }
+  a.fail("weights_from", "unknown source \"" + from + "\" (known: nvme, host_dram, peer_nvlink, peer_network)");
+}
+
+// deployment.autoscale.pools[i]: the bounds of pool i (of the pools a run builds) under the planner.
+AutoscalePoolSpec parse_autoscale_pool(JsonReader& r, const PoolSpec& pool) {
+  AutoscalePoolSpec p;
+  p.max_instances = r.int_in("max_instances", pool.instances, 1, pool.instances);
+  p.min_instances = r.int_in("min_instances", 1, 1, p.max_instances);
+  p.initial_instances = r.int_in("initial_instances", p.min_instances, p.min_instances, p.max_instances);
+  p.capacity_req_per_s = r.positive("capacity_req_per_s");
+  r.finish();
+  return p;
+}
+
+// deployment.autoscale: the planner's interval, predictor, bounds per pool and GPU budget, and what a
+// scale-up costs (weights over the named path, fixed costs).
+AutoscaleSpec parse_autoscale(JsonReader& d, const ScenarioSpec& s) {
+  AutoscaleSpec a;
+  auto o = d.optional_object("autoscale");
+  if (!o) return a;
+  a.enabled = true;
+  a.interval = Duration::from_seconds(o->bounded("interval_s", 60.0, 1e-3, kMaxSeconds));
+  if (a.interval < Duration::from_ms(1)) o->fail("interval_s", "must be at least 0.001");
+  a.predictor = parse_predictor(*o);
+  a.weights_from = parse_weight_source(*o, s);
+  a.engine_start = Duration::from_seconds(o->bounded("engine_start_s", 0.0, 0.0, kMaxSeconds));
+  a.cuda_graph_capture = Duration::from_seconds(o->bounded("cuda_graph_capture_s", 0.0, 0.0, kMaxSeconds));
+  a.usd_per_gpu_hour = o->has("usd_per_gpu_hour") ? o->number_in("usd_per_gpu_hour", 0.0, 1e6) : 0.0;
+  const std::vector<PoolSpec> pools = s.pool_specs();
+  const Json& arr = o->raw("pools");
+  const std::string path = o->path_of("pools");
+  if (!arr.is_array() || arr.size() != pools.size()) {
+    throw InputError(path, "expected an array of " + std::to_string(pools.size()) +
+                               " pool bounds (one per pool the deployment runs), got " +
+                               (arr.is_array() ? std::to_string(arr.size()) + " entries" : json_type_name(arr)));
+  }
+  int minimum_gpus = 0;
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (!arr[i].is_object()) throw InputError(at, "expected an object, got " + json_type_name(arr[i]));
+    JsonReader r(arr[i], at);
+    a.pools.push_back(parse_autoscale_pool(r, pools[i]));
+    minimum_gpus += a.pools.back().min_instances * pools[i].deployment.gpus_per_instance();
+  }
+  const int total = s.cluster.total_gpus();
+  a.gpu_budget = o->int_in("gpu_budget", total, 1, total);
+  if (a.gpu_budget < minimum_gpus) {
+    o->fail("gpu_budget", std::to_string(a.gpu_budget) + " GPUs cannot hold the pools' minimum instances (" +
+                              std::to_string(minimum_gpus) + " GPUs)");
+  }
+  o->finish();
+  return a;
+}
+
+}  // namespace
+
 // deployment.pools: each entry's keys over the top-level deployment's; pools take consecutive GPUs of the
 // cluster in order. Either every pool prefills and decodes (role "both") or there are prefill and decode
 // pools (disaggregation).
@@ -478,7 +563,7 @@ std::vector<PoolSpec> parse_pools(JsonReader& d, const ScenarioSpec& s) {
   if (arr.size() > 64) throw InputError(path, "at most 64 pools");
   Json base = Json::object();
   for (auto it = d.json().begin(); it != d.json().end(); ++it) {
-    if (it.key() != "pools" && it.key() != "speculative") base[it.key()] = it.value();
+    if (it.key() != "pools" && it.key() != "speculative" && it.key() != "autoscale") base[it.key()] = it.value();
   }
   const int total = s.cluster.total_gpus();
   const int per_node = s.cluster.gpus_per_node;
@@ -647,6 +732,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     s.deployment = parse_deployment(d, s, !d.has("pools"));
     s.pools = parse_pools(d, s);
     s.production.speculative = parse_speculative(d);
+    s.autoscale = parse_autoscale(d, s);
     int stages = s.deployment.pipeline_stages;
     for (const PoolSpec& pool : s.pools) stages = std::max(stages, pool.deployment.pipeline_stages);
     if (s.production.speculative && stages > 1) {
