@@ -511,6 +511,12 @@ AutoscaleSpec parse_autoscale(JsonReader& d, const ScenarioSpec& s) {
   auto o = d.optional_object("autoscale");
   if (!o) return a;
   a.enabled = true;
+  bool migration = s.deployment.kv_migration.enabled();
+  for (const PoolSpec& p : s.pools) migration = migration || p.deployment.kv_migration.enabled();
+  if (migration) {
+    d.fail("autoscale", "the planner is not modelled with deployment.kv_migration (a migration could land "
+                        "on an instance being drained); remove one of them");
+  }
   a.interval = Duration::from_seconds(o->bounded("interval_s", 60.0, 1e-3, kMaxSeconds));
   if (a.interval < Duration::from_ms(1)) o->fail("interval_s", "must be at least 0.001");
   a.predictor = parse_predictor(*o);

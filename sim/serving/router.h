@@ -22,6 +22,7 @@ struct GroupLoad {
   std::int64_t cached_prefix_blocks = 0;
   std::int64_t cached_blocks = 0;
   std::int64_t free_kv_blocks = 0;
+  bool accepting = true;  // false: its instance takes no new requests (the planner's idle, loading, draining)
 };
 
 class Router {
