@@ -29,11 +29,13 @@ constexpr double kMaxLatencyUs = 1e6;
 // The largest cluster: per-GPU-pair tables (traffic, routes) of 4096^2 entries stay in the hundreds of MB.
 constexpr int kMaxClusterGpus = 4096;
 
-double rate(JsonReader& a) {
-  const double x = a.positive("rate_per_s");
-  if (x < 1.0 / kMaxSeconds) a.fail("rate_per_s", "must be at least 1e-06 (one request in 11.6 days)");
+double rate_of(JsonReader& a, const char* key) {
+  const double x = a.positive(key);
+  if (x < 1.0 / kMaxSeconds) a.fail(key, "must be at least 1e-06 (one request in 11.6 days)");
   return x;
 }
+
+double rate(JsonReader& a) { return rate_of(a, "rate_per_s"); }
 
 // Rules that span sections.
 void check_consistency(const ScenarioSpec& s) {
@@ -64,6 +66,7 @@ void check_planned_arrivals(const ScenarioSpec& s, JsonReader& run) {
   double rate_per_s = 0;
   if (const auto* p = std::get_if<PoissonArrivals>(&s.workload.arrivals)) rate_per_s = p->rate_per_s;
   if (const auto* g = std::get_if<GammaArrivals>(&s.workload.arrivals)) rate_per_s = g->rate_per_s;
+  if (const auto* d = std::get_if<DiurnalArrivals>(&s.workload.arrivals)) rate_per_s = diurnal_mean_rate(*d);
   if (rate_per_s <= 0 || !s.workload.trace.empty()) return;
   const double by_count = s.run.requests > 0 ? static_cast<double>(s.run.requests) : HUGE_VAL;
   const double by_time = s.run.duration > Duration::zero() ? rate_per_s * s.run.duration.seconds() : HUGE_VAL;
@@ -550,6 +553,37 @@ AutoscaleSpec parse_autoscale(JsonReader& d, const ScenarioSpec& s) {
   return a;
 }
 
+// workload.arrival of kind "diurnal": a sinusoidal day (mean_rate_per_s, amplitude, peak_s) or a
+// piecewise one (rates_per_s over equal slots), repeating every period_s.
+DiurnalArrivals parse_diurnal(JsonReader& a) {
+  DiurnalArrivals d;
+  d.period_s = a.bounded("period_s", d.period_s, 1e-3, kMaxSeconds);
+  if (d.period_s < 1e-3) a.fail("period_s", "must be at least 0.001");
+  if (!a.has("rates_per_s")) {
+    d.mean_rate_per_s = rate_of(a, "mean_rate_per_s");
+    d.amplitude = a.has("amplitude") ? a.number_in("amplitude", 0.0, 1.0) : d.amplitude;
+    d.peak_s = a.bounded("peak_s", std::min(d.peak_s, d.period_s), 0.0, d.period_s);
+    return d;
+  }
+  for (const char* k : {"mean_rate_per_s", "amplitude", "peak_s"}) {
+    if (a.has(k)) a.fail(k, "a piecewise day (rates_per_s) has no sinusoid; remove " + a.path_of(k));
+  }
+  const Json& r = a.raw("rates_per_s");
+  const std::string at = a.path_of("rates_per_s");
+  if (!r.is_array() || r.empty() || r.size() > 100000) {
+    throw InputError(at, "expected a non-empty array of at most 100000 rates, got " + json_type_name(r));
+  }
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const std::string ai = at + "[" + std::to_string(i) + "]";
+    if (!r[i].is_number()) throw InputError(ai, "expected a number, got " + json_type_name(r[i]));
+    const double x = r[i].get<double>();
+    if (!(x >= 0 && x <= 1e7)) throw InputError(ai, "must be within [0, 1e7] requests per second");
+    d.rates_per_s.push_back(x);
+  }
+  if (diurnal_max_rate(d) < 1.0 / kMaxSeconds) throw InputError(at, "needs a positive rate in some slot");
+  return d;
+}
+
 }  // namespace
 
 // deployment.pools: each entry's keys over the top-level deployment's; pools take consecutive GPUs of the
@@ -761,6 +795,8 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       wl.arrivals = PoissonArrivals{rate(a)};
     } else if (kind == "gamma") {
       wl.arrivals = GammaArrivals{rate(a), a.bounded("cv", 1.0, 1e-3, 1e3)};
+    } else if (kind == "diurnal") {
+      wl.arrivals = parse_diurnal(a);
     } else if (kind == "closed_loop") {
       const double think = a.bounded("think_time_s", 0.0, 0.0, kMaxSeconds);
       wl.arrivals = ClosedLoop{a.int_in("users", 1, 1 << 24), think};  // one slot per user up front
@@ -778,7 +814,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       s.production.trace_keys = std::move(t.keys);
       wl.trace_speedup = a.bounded("speedup", 1.0, 1e-6, 1e6);
     } else {
-      a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, closed_loop, trace)");
+      a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, diurnal, closed_loop, trace)");
     }
     a.finish();
     check_workload_length_keys(w, is_trace, kind);

@@ -268,3 +268,32 @@ TEST_CASE("deployment.autoscale errors name the key") {
   j["deployment"]["autoscale"]["gpu_budget"] = 4;
   CHECK(starts_with(error_of({}, j), "deployment.autoscale.gpu_budget: 4 GPUs cannot hold the pools' minimum"));
 }
+
+TEST_CASE("a diurnal arrival parses as a sinusoid or a piecewise day, and its errors name the key") {
+  Json j = base();
+  apply_override(j, R"(workload.arrival={"kind": "diurnal", "mean_rate_per_s": 3, "amplitude": 0.6,
+                                         "period_s": 3600, "peak_s": 1800})");
+  const LoadedScenario sine = parse_scenario(j, "");
+  const auto* d = std::get_if<DiurnalArrivals>(&sine.spec.workload.arrivals);
+  REQUIRE(d != nullptr);
+  CHECK(d->mean_rate_per_s == 3);
+  CHECK(d->amplitude == 0.6);
+  CHECK(d->period_s == 3600);
+  CHECK(d->peak_s == 1800);
+  apply_override(j, R"(workload.arrival={"kind": "diurnal", "rates_per_s": [1, 0, 4]})");
+  const LoadedScenario piecewise = parse_scenario(j, "");
+  const auto* p = std::get_if<DiurnalArrivals>(&piecewise.spec.workload.arrivals);
+  REQUIRE(p != nullptr);
+  CHECK(p->rates_per_s == std::vector<double>{1, 0, 4});
+  CHECK(p->period_s == 86400);
+  const auto err = [](const std::string& arrival) {
+    return error_of({"workload.arrival=" + arrival});
+  };
+  CHECK(starts_with(err(R"({"kind": "diurnal", "mean_rate_per_s": 3, "amplitude": 1.5})"),
+                    "workload.arrival.amplitude"));
+  CHECK(starts_with(err(R"({"kind": "diurnal"})"), "workload.arrival.mean_rate_per_s"));
+  CHECK(starts_with(err(R"({"kind": "diurnal", "rates_per_s": [1, -2]})"), "workload.arrival.rates_per_s[1]"));
+  CHECK(starts_with(err(R"({"kind": "diurnal", "rates_per_s": [0, 0]})"), "workload.arrival.rates_per_s"));
+  CHECK(starts_with(err(R"({"kind": "diurnal", "rates_per_s": [1], "amplitude": 0.5})"),
+                    "workload.arrival.amplitude: a piecewise day"));
+}
