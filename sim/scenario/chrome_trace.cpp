@@ -42,15 +42,18 @@ void ChromeTraceWriter::name_track(int replica) {
 void ChromeTraceWriter::on_instance(const InstanceSpan& span) {
   if (limit_s_ > 0 && span.start_s > limit_s_) return;
   name_track(span.replica);
-  event(Json{{"name", span.what},
-             {"cat", "instance"},
-             {"ph", "X"},
-             {"pid", span.replica},
-             {"tid", 2},
-             {"ts", span.start_s * 1e6},
-             {"dur", (span.end_s - span.start_s) * 1e6},
-             {"args", {{"pool", span.pool}}}}
-            .dump());
+  // An async span (begin, end) on the instance's process: a lifecycle, not work on a thread.
+  for (const auto& [ph, t] : {std::pair{"b", span.start_s}, std::pair{"e", span.end_s}}) {
+    event(Json{{"name", span.what},
+               {"cat", "instance"},
+               {"ph", ph},
+               {"id", span.replica},
+               {"pid", span.replica},
+               {"tid", 2},
+               {"ts", t * 1e6},
+               {"args", {{"pool", span.pool}}}}
+              .dump());
+  }
 }
 
 void ChromeTraceWriter::on_step(const StepRecord& s) {

@@ -23,7 +23,7 @@ class ChromeTraceWriter final : public SimulationObserver {
 
   void on_step(const StepRecord& s) override;
   void on_request(const RequestRecord& r) override { (void)r; }
-  // A scale-up's weight load and start, or a drain: a span on the instance's track (thread 2).
+  // A scale-up's weight load and start, or a drain: an async span on the instance's process.
   void on_instance(const InstanceSpan& span) override;
   // Closes the JSON and the file; InputError naming the file when any write failed (a full disk).
   void finish();

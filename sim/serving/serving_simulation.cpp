@@ -143,6 +143,7 @@ class Cluster final : public ReplicaHost {
   std::vector<Time> weights_in_;  // per loading replica: when its last GPU has its weights
   std::vector<int> draining_;
   std::vector<OperationsRow> ops_rows_;
+  EventId tick_;  // the next interval's end
   Time interval_start_;
   std::int64_t interval_arrived_ = 0;
   std::int64_t interval_handed_ = 0;
@@ -870,6 +871,8 @@ void Cluster::on_request_finished(const Request& r, Time now) {
   const int prefill =
       r.prefill_replica >= 0 ? replicas_[static_cast<std::size_t>(r.prefill_replica)]->pool() : decode;
   ops_->on_finished(r, prefill, decode);
+  // The last request is out: no further interval, so that the run ends here.
+  if (metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived) sim_.cancel(tick_);
 }
 
 // Each pool's first initial_instances instances are active, the rest idle (no GPUs held).
@@ -905,7 +908,7 @@ void Cluster::on_autoscale_tick() {
   close_interval(seen, &targets);
   for (std::size_t i = 0; i < pools_.size(); ++i) scale_pool(i, targets[i]);
   const bool done = metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived;
-  if (!done) sim_.schedule_in(s_.autoscale.interval, Phase::kNormal, [this] { on_autoscale_tick(); });
+  if (!done) tick_ = sim_.schedule_in(s_.autoscale.interval, Phase::kNormal, [this] { on_autoscale_tick(); });
 }
 
 // Per pool, the requests per second it received since the interval began: arrivals for the entry pools,
@@ -1142,7 +1145,7 @@ Report Cluster::run() {
                      [this, i] { check_migration(static_cast<int>(i)); });
   }
   if (autoscaler_) {
-    sim_.schedule_in(s_.autoscale.interval, Phase::kNormal, [this] { on_autoscale_tick(); });
+    tick_ = sim_.schedule_in(s_.autoscale.interval, Phase::kNormal, [this] { on_autoscale_tick(); });
   }
   pull_arrival();
   sim_.run();
