@@ -493,7 +493,8 @@ WeightSource parse_weight_source(JsonReader& a, const ScenarioSpec& s) {
     if (s.cluster.gpus_per_node < 2) a.fail("weights_from", "peer_nvlink needs two GPUs in an NVLink domain");
     return WeightSource::kPeerNvlink;
   }
-  a.fail("weights_from", "unknown source \"" + from + "\" (known: nvme, host_dram, peer_nvlink, peer_network)");
+  a.fail("weights_from",
+         "unknown source \"" + from + "\" (known: nvme, host_dram, peer_nvlink, peer_network)");
 }
 
 // deployment.autoscale.pools[i]: the bounds of pool i (of the pools a run builds) under the planner.
@@ -517,8 +518,9 @@ AutoscaleSpec parse_autoscale(JsonReader& d, const ScenarioSpec& s) {
   bool migration = s.deployment.kv_migration.enabled();
   for (const PoolSpec& p : s.pools) migration = migration || p.deployment.kv_migration.enabled();
   if (migration) {
-    d.fail("autoscale", "the planner is not modelled with deployment.kv_migration (a migration could land "
-                        "on an instance being drained); remove one of them");
+    d.fail("autoscale",
+           "the planner is not modelled with deployment.kv_migration (a migration could land "
+           "on an instance being drained); remove one of them");
   }
   a.interval = Duration::from_seconds(o->bounded("interval_s", 60.0, 1e-3, kMaxSeconds));
   if (a.interval < Duration::from_ms(1)) o->fail("interval_s", "must be at least 0.001");
@@ -531,9 +533,10 @@ AutoscaleSpec parse_autoscale(JsonReader& d, const ScenarioSpec& s) {
   const Json& arr = o->raw("pools");
   const std::string path = o->path_of("pools");
   if (!arr.is_array() || arr.size() != pools.size()) {
-    throw InputError(path, "expected an array of " + std::to_string(pools.size()) +
-                               " pool bounds (one per pool the deployment runs), got " +
-                               (arr.is_array() ? std::to_string(arr.size()) + " entries" : json_type_name(arr)));
+    throw InputError(path,
+                     "expected an array of " + std::to_string(pools.size()) +
+                         " pool bounds (one per pool the deployment runs), got " +
+                         (arr.is_array() ? std::to_string(arr.size()) + " entries" : json_type_name(arr)));
   }
   int minimum_gpus = 0;
   for (std::size_t i = 0; i < pools.size(); ++i) {
@@ -603,7 +606,8 @@ std::vector<PoolSpec> parse_pools(JsonReader& d, const ScenarioSpec& s) {
   if (arr.size() > 64) throw InputError(path, "at most 64 pools");
   Json base = Json::object();
   for (auto it = d.json().begin(); it != d.json().end(); ++it) {
-    if (it.key() != "pools" && it.key() != "speculative" && it.key() != "autoscale") base[it.key()] = it.value();
+    if (it.key() != "pools" && it.key() != "speculative" && it.key() != "autoscale")
+      base[it.key()] = it.value();
   }
   const int total = s.cluster.total_gpus();
   const int per_node = s.cluster.gpus_per_node;
@@ -814,7 +818,8 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       s.production.trace_keys = std::move(t.keys);
       wl.trace_speedup = a.bounded("speedup", 1.0, 1e-6, 1e6);
     } else {
-      a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, diurnal, closed_loop, trace)");
+      a.fail("kind",
+             "unknown arrival process \"" + kind + "\" (known: poisson, gamma, diurnal, closed_loop, trace)");
     }
     a.finish();
     check_workload_length_keys(w, is_trace, kind);

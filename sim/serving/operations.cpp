@@ -15,7 +15,8 @@ namespace {
 Duration loader_time(const ScenarioSpec& s, Tier tier, std::int64_t bytes, int first_gpu, int gpus) {
   ExpertLoader loader(s.experts.tiers.loader, host_link_of(s.cluster.fabric), first_gpu + gpus);
   Time done;
-  for (int g = first_gpu; g < first_gpu + gpus; ++g) done = std::max(done, loader.load(g, tier, bytes, Time{}));
+  for (int g = first_gpu; g < first_gpu + gpus; ++g)
+    done = std::max(done, loader.load(g, tier, bytes, Time{}));
   return done - Time{};
 }
 

@@ -24,7 +24,7 @@ class ReplicaHost {
   virtual ~ReplicaHost() = default;
   // Request `r` finished at `now` and leaves the replica (frees a closed-loop user).
   virtual void on_request_finished(const Request& r, Time now) = 0;
-  virtual void on_step_done() = 0;                 // after the replica has scheduled its next decision
+  virtual void on_step_done() = 0;  // after the replica has scheduled its next decision
   // A prefill instance sampled `idx`'s first token and let go of it (its KV blocks are freed): the host
   // moves its KV cache to a decode instance.
   virtual void on_prefilled(RequestIdx idx, Time now) = 0;

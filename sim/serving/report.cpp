@@ -298,10 +298,11 @@ std::string format_summary(const Report& r) {
   o << "Limited by   " << r.limit.why << "\n";
   if (r.operations.enabled) {
     const OperationsReport& x = r.operations;
-    o << "Operations   planner (" << x.predictor << ", every " << fmt("%g", x.interval_s) << " s, weights from "
-      << x.weights_from << "): " << x.scale_ups << " scale-ups, " << x.scale_downs << " scale-downs; "
-      << fmt("%.1f", x.gpu_hours) << " GPU-hours (all instances all run: " << fmt("%.1f", x.gpu_hours_static)
-      << "), " << fmt("%.3f", x.gpu_hours_per_million_output_tokens) << " per million output tokens";
+    o << "Operations   planner (" << x.predictor << ", every " << fmt("%g", x.interval_s)
+      << " s, weights from " << x.weights_from << "): " << x.scale_ups << " scale-ups, " << x.scale_downs
+      << " scale-downs; " << fmt("%.1f", x.gpu_hours)
+      << " GPU-hours (all instances all run: " << fmt("%.1f", x.gpu_hours_static) << "), "
+      << fmt("%.3f", x.gpu_hours_per_million_output_tokens) << " per million output tokens";
     if (x.usd_per_million_output_tokens > 0) o << ", $" << fmt("%.2f", x.usd_per_million_output_tokens);
     o << "\n";
   }

@@ -169,9 +169,9 @@ struct OperationsPoolRow {
   int active = 0;
   int loading = 0;
   int draining = 0;
-  int target = 0;                   // the planner's decision at the interval's end
-  double arrival_req_per_s = 0;     // observed (a decode pool: prefilled requests handed to it)
-  double predicted_req_per_s = 0;   // for the next interval
+  int target = 0;                  // the planner's decision at the interval's end
+  double arrival_req_per_s = 0;    // observed (a decode pool: prefilled requests handed to it)
+  double predicted_req_per_s = 0;  // for the next interval
 };
 struct OperationsRow {
   double start_s = 0;
@@ -190,7 +190,7 @@ struct OperationsReport {
   double interval_s = 0;
   std::string predictor;
   std::string weights_from;
-  double gpu_hours = 0;  // GPUs held x time, over the whole run
+  double gpu_hours = 0;         // GPUs held x time, over the whole run
   double gpu_hours_static = 0;  // every pool's instances held over the whole run, for comparison
   double gpu_hours_per_million_output_tokens = 0;
   double usd_per_million_output_tokens = 0;  // with autoscale.usd_per_gpu_hour, else 0

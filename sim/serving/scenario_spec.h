@@ -176,7 +176,7 @@ struct AutoscaleSpec {
   // expert placement) and CUDA graph capture.
   Duration engine_start;
   Duration cuda_graph_capture;
-  double usd_per_gpu_hour = 0;  // 0: no cost in money, GPU-hours only
+  double usd_per_gpu_hour = 0;           // 0: no cost in money, GPU-hours only
   std::vector<AutoscalePoolSpec> pools;  // one per pool of ScenarioSpec::pool_specs()
 };
 

@@ -14,8 +14,8 @@
 #include "sim/engine/check.h"
 #include "sim/engine/simulator.h"
 #include "sim/engine/version.h"
-#include "sim/serving/conservation.h"
 #include "sim/serving/autoscaler.h"
+#include "sim/serving/conservation.h"
 #include "sim/serving/kv_transfer.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/metrics_recorder.h"
@@ -154,7 +154,12 @@ class Cluster final : public ReplicaHost {
 };
 
 Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer, int threads)
-    : s_(s), gpu_(gpu), streams_(s.run.seed), models_(s, streams_), metrics_(s, observer), observer_(observer) {
+    : s_(s),
+      gpu_(gpu),
+      streams_(s.run.seed),
+      models_(s, streams_),
+      metrics_(s, observer),
+      observer_(observer) {
   const RunLimits limits{.max_requests = s.run.requests, .max_arrival_time = s.run.duration};
   if (!s.workload.trace.empty()) {
     source_ = std::make_unique<TraceSource>(s.workload.trace, s.production.trace_keys,
@@ -872,7 +877,8 @@ void Cluster::on_request_finished(const Request& r, Time now) {
       r.prefill_replica >= 0 ? replicas_[static_cast<std::size_t>(r.prefill_replica)]->pool() : decode;
   ops_->on_finished(r, prefill, decode);
   // The last request is out: no further interval, so that the run ends here.
-  if (metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived) sim_.cancel(tick_);
+  if (metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived)
+    sim_.cancel(tick_);
 }
 
 // Each pool's first initial_instances instances are active, the rest idle (no GPUs held).
@@ -967,13 +973,13 @@ void Cluster::close_interval(const std::vector<PoolObservation>& seen, const std
   OperationsRow row;
   for (std::size_t i = 0; i < pools_.size(); ++i) {
     const PoolObservation& o = seen[i];
-    row.pools.push_back(OperationsPoolRow{
-        .active = o.active,
-        .loading = o.loading,
-        .draining = o.draining,
-        .target = targets != nullptr ? (*targets)[i] : o.active + o.loading,
-        .arrival_req_per_s = o.arrival_rate_per_s,
-        .predicted_req_per_s = targets != nullptr ? autoscaler_->predicted()[i] : 0.0});
+    row.pools.push_back(
+        OperationsPoolRow{.active = o.active,
+                          .loading = o.loading,
+                          .draining = o.draining,
+                          .target = targets != nullptr ? (*targets)[i] : o.active + o.loading,
+                          .arrival_req_per_s = o.arrival_rate_per_s,
+                          .predicted_req_per_s = targets != nullptr ? autoscaler_->predicted()[i] : 0.0});
   }
   const Time now = sim_.now();
   ops_->close_interval(interval_start_, now, metrics_.arrived - interval_arrived_, row);

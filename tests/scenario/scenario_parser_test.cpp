@@ -248,7 +248,8 @@ TEST_CASE("deployment.autoscale errors name the key") {
                     "deployment.autoscale.weights_from: unknown source \"s3\""));
   CHECK(starts_with(err("deployment.autoscale.interval_s=-1"), "deployment.autoscale.interval_s"));
   CHECK(starts_with(err("deployment.autoscale.alpha=1.5"), "deployment.autoscale.alpha"));
-  CHECK(starts_with(err("deployment.autoscale.intervall_s=1"), "deployment.autoscale.intervall_s: unknown key"));
+  CHECK(starts_with(err("deployment.autoscale.intervall_s=1"),
+                    "deployment.autoscale.intervall_s: unknown key"));
   CHECK(starts_with(err("deployment.autoscale.pools=[]"),
                     "deployment.autoscale.pools: expected an array of 1 pool bounds"));
   // One key of pools[0] set to a value.
@@ -266,7 +267,8 @@ TEST_CASE("deployment.autoscale errors name the key") {
   Json j = autoscaled();
   j["deployment"]["autoscale"]["pools"][0]["min_instances"] = 2;
   j["deployment"]["autoscale"]["gpu_budget"] = 4;
-  CHECK(starts_with(error_of({}, j), "deployment.autoscale.gpu_budget: 4 GPUs cannot hold the pools' minimum"));
+  CHECK(
+      starts_with(error_of({}, j), "deployment.autoscale.gpu_budget: 4 GPUs cannot hold the pools' minimum"));
 }
 
 TEST_CASE("a diurnal arrival parses as a sinusoid or a piecewise day, and its errors name the key") {
@@ -286,13 +288,12 @@ TEST_CASE("a diurnal arrival parses as a sinusoid or a piecewise day, and its er
   REQUIRE(p != nullptr);
   CHECK(p->rates_per_s == std::vector<double>{1, 0, 4});
   CHECK(p->period_s == 86400);
-  const auto err = [](const std::string& arrival) {
-    return error_of({"workload.arrival=" + arrival});
-  };
+  const auto err = [](const std::string& arrival) { return error_of({"workload.arrival=" + arrival}); };
   CHECK(starts_with(err(R"({"kind": "diurnal", "mean_rate_per_s": 3, "amplitude": 1.5})"),
                     "workload.arrival.amplitude"));
   CHECK(starts_with(err(R"({"kind": "diurnal"})"), "workload.arrival.mean_rate_per_s"));
-  CHECK(starts_with(err(R"({"kind": "diurnal", "rates_per_s": [1, -2]})"), "workload.arrival.rates_per_s[1]"));
+  CHECK(
+      starts_with(err(R"({"kind": "diurnal", "rates_per_s": [1, -2]})"), "workload.arrival.rates_per_s[1]"));
   CHECK(starts_with(err(R"({"kind": "diurnal", "rates_per_s": [0, 0]})"), "workload.arrival.rates_per_s"));
   CHECK(starts_with(err(R"({"kind": "diurnal", "rates_per_s": [1], "amplitude": 0.5})"),
                     "workload.arrival.amplitude: a piecewise day"));

@@ -2,6 +2,8 @@
 // costs (computed here from the model's bytes and the catalog's bandwidths), the cluster starts instances
 // no sooner than that and shows it on the timeline, requests are conserved, and the router sees only the
 // instances that take requests.
+#include "sim/serving/operations.h"
+
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
@@ -11,7 +13,6 @@
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/memory_plan.h"
-#include "sim/serving/operations.h"
 #include "sim/serving/serving_simulation.h"
 
 using namespace moesim;
@@ -26,8 +27,8 @@ std::string reference(const std::string& name) {
 ScenarioSpec dsv3_ep8(const std::string& from) {
   return load_scenario(reference("topology_dsv3_1x8xh200_ep8.json"),
                        {"deployment.autoscale={\"weights_from\": \"" + from +
-                            "\", \"engine_start_s\": 20, \"cuda_graph_capture_s\": 10,"
-                            " \"pools\": [{\"capacity_req_per_s\": 5}]}"})
+                        "\", \"engine_start_s\": 20, \"cuda_graph_capture_s\": 10,"
+                        " \"pools\": [{\"capacity_req_per_s\": 5}]}"})
       .spec;
 }
 
@@ -77,7 +78,8 @@ TEST_CASE("a scale-up from a peer over NVLink takes the weights over one GPU's N
   const double expected = bytes / (f.nvlink_bytes_per_s * f.efficiency);
   const ScaleUpCost c = scale_up_cost(s, fabric, bytes, 0, 8, -1);
   CHECK(c.weights.seconds() == Approx(expected).epsilon(1e-4));
-  CHECK(c.weights.seconds() < scale_up_cost(dsv3_ep8("host_dram"), fabric, bytes, 0, 8, -1).weights.seconds());
+  CHECK(c.weights.seconds() <
+        scale_up_cost(dsv3_ep8("host_dram"), fabric, bytes, 0, 8, -1).weights.seconds());
 }
 
 TEST_CASE("the accepting router routes among open groups with the pool's router and returns full indices") {

@@ -55,7 +55,8 @@ TEST_CASE("a sinusoidal day peaks where it is told and keeps its mean") {
   for (int q = 0; q < 4; ++q) {
     const double a = 300.0 * q;
     const double w = 2 * std::numbers::pi / 1200;
-    const double integral = 10 * 300 + 10 * 0.8 / w * (std::sin(w * (a + 300 - 300)) - std::sin(w * (a - 300)));
+    const double integral =
+        10 * 300 + 10 * 0.8 / w * (std::sin(w * (a + 300 - 300)) - std::sin(w * (a - 300)));
     const double expected = integral * periods;
     CHECK(std::abs(n[static_cast<std::size_t>(q)] - expected) < 4 * std::sqrt(expected));
   }
