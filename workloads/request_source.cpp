@@ -91,6 +91,9 @@ std::optional<RequestSpec> SyntheticSource::next() {
   double gap_s;
   if (const auto* p = std::get_if<PoissonArrivals>(&arrivals_)) {
     gap_s = sample_exponential(arrival_rng_, p->rate_per_s);
+  } else if (const auto* d = std::get_if<DiurnalArrivals>(&arrivals_)) {
+    const double now_s = last_.seconds();
+    gap_s = next_diurnal_arrival(*d, now_s, arrival_rng_) - now_s;
   } else {
     const auto& g = std::get<GammaArrivals>(arrivals_);
     const double shape = 1.0 / (g.cv * g.cv);

@@ -9,6 +9,7 @@
 
 #include "sim/engine/random.h"
 #include "sim/engine/time.h"
+#include "workloads/diurnal_arrivals.h"
 
 namespace moesim {
 
@@ -56,7 +57,7 @@ struct ClosedLoop {
   int users = 1;
   double think_time_s = 0;
 };
-using ArrivalSpec = std::variant<PoissonArrivals, GammaArrivals, ClosedLoop>;
+using ArrivalSpec = std::variant<PoissonArrivals, GammaArrivals, ClosedLoop, DiurnalArrivals>;
 
 class RequestSource {
  public:

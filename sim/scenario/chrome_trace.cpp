@@ -27,20 +27,40 @@ void ChromeTraceWriter::event(const std::string& json) {
   first_ = false;
 }
 
+void ChromeTraceWriter::name_track(int replica) {
+  const auto rep = static_cast<std::size_t>(replica);
+  if (rep >= named_.size()) named_.resize(rep + 1, false);
+  if (named_[rep]) return;
+  named_[rep] = true;
+  event(Json{{"name", "process_name"},
+             {"ph", "M"},
+             {"pid", replica},
+             {"args", {{"name", "replica " + std::to_string(replica)}}}}
+            .dump());
+}
+
+void ChromeTraceWriter::on_instance(const InstanceSpan& span) {
+  if (limit_s_ > 0 && span.start_s > limit_s_) return;
+  name_track(span.replica);
+  // An async span (begin, end) on the instance's process: a lifecycle, not work on a thread.
+  for (const auto& [ph, t] : {std::pair{"b", span.start_s}, std::pair{"e", span.end_s}}) {
+    event(Json{{"name", span.what},
+               {"cat", "instance"},
+               {"ph", ph},
+               {"id", span.replica},
+               {"pid", span.replica},
+               {"tid", 2},
+               {"ts", t * 1e6},
+               {"args", {{"pool", span.pool}}}}
+              .dump());
+  }
+}
+
 void ChromeTraceWriter::on_step(const StepRecord& s) {
   if (limit_s_ > 0 && s.start_s > limit_s_) return;
   const StepPlan& p = *s.plan;
   const double t0 = s.start_s * 1e6;  // trace timestamps are microseconds
-  const auto rep = static_cast<std::size_t>(s.replica);
-  if (rep >= named_.size()) named_.resize(rep + 1, false);
-  if (!named_[rep]) {
-    named_[rep] = true;
-    event(Json{{"name", "process_name"},
-               {"ph", "M"},
-               {"pid", s.replica},
-               {"args", {{"name", "replica " + std::to_string(s.replica)}}}}
-              .dump());
-  }
+  name_track(s.replica);
   event(Json{{"name", "step"},
              {"cat", "step"},
              {"ph", "X"},

@@ -1,6 +1,7 @@
 // A Chrome/Perfetto trace of a run (chrome://tracing, ui.perfetto.dev): one track per replica with each
 // step and its parts (attention, dense FFN, dispatch, experts, combine, LM head; their sums over layers,
-// laid out in that order inside the step), and counters of running and waiting requests.
+// laid out in that order inside the step), counters of running and waiting requests, and the autoscaling
+// planner's weight loads, starts and drains.
 #pragma once
 
 #include <fstream>
@@ -22,11 +23,14 @@ class ChromeTraceWriter final : public SimulationObserver {
 
   void on_step(const StepRecord& s) override;
   void on_request(const RequestRecord& r) override { (void)r; }
+  // A scale-up's weight load and start, or a drain: an async span on the instance's process.
+  void on_instance(const InstanceSpan& span) override;
   // Closes the JSON and the file; InputError naming the file when any write failed (a full disk).
   void finish();
 
  private:
   void event(const std::string& json);
+  void name_track(int replica);
   std::ofstream out_;
   std::string path_;
   double limit_s_;
@@ -46,6 +50,10 @@ class ObserverPair final : public SimulationObserver {
   void on_request(const RequestRecord& r) override {
     if (a_ != nullptr) a_->on_request(r);
     if (b_ != nullptr) b_->on_request(r);
+  }
+  void on_instance(const InstanceSpan& span) override {
+    if (a_ != nullptr) a_->on_instance(span);
+    if (b_ != nullptr) b_->on_instance(span);
   }
 
  private:

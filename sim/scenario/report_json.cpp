@@ -70,6 +70,43 @@ Json interval(const BatchMeans& b) {
   return Json{{"mean", b.mean}, {"half_width", b.half_width}, {"batches", b.batches}, {"lag1", b.lag1}};
 }
 
+// The planner's time series: one row per interval, each pool's instances in the order of `pools`.
+Json operations_json(const OperationsReport& o) {
+  Json rows = Json::array();
+  for (const OperationsRow& row : o.intervals) {
+    Json pools = Json::array();
+    for (const OperationsPoolRow& p : row.pools) {
+      pools.push_back(Json{{"active", p.active},
+                           {"loading", p.loading},
+                           {"draining", p.draining},
+                           {"target", p.target},
+                           {"arrival_req_per_s", p.arrival_req_per_s},
+                           {"predicted_req_per_s", p.predicted_req_per_s}});
+    }
+    rows.push_back(Json{{"start_s", row.start_s},
+                        {"end_s", row.end_s},
+                        {"gpus", row.gpus},
+                        {"offered_req_per_s", row.offered_req_per_s},
+                        {"served_req_per_s", row.served_req_per_s},
+                        {"ttft_p_s", row.ttft_p_s},
+                        {"tpot_p_s", row.tpot_p_s},
+                        {"finished", row.finished},
+                        {"sla_violations", row.sla_violations},
+                        {"pools", pools}});
+  }
+  return Json{{"interval_s", o.interval_s},
+              {"predictor", o.predictor},
+              {"weights_from", o.weights_from},
+              {"gpu_hours", o.gpu_hours},
+              {"gpu_hours_static", o.gpu_hours_static},
+              {"gpu_hours_per_million_output_tokens", o.gpu_hours_per_million_output_tokens},
+              {"usd_per_million_output_tokens", o.usd_per_million_output_tokens},
+              {"scale_ups", o.scale_ups},
+              {"scale_downs", o.scale_downs},
+              {"scale_up_s", o.scale_up_s},
+              {"intervals", rows}};
+}
+
 }  // namespace
 
 Json report_to_json(const Report& r, const Json& scenario_echo) {
@@ -241,6 +278,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
     out["kv_migration"] = Json{
         {"requests", r.migration.count}, {"bytes", r.migration.bytes}, {"transfer_s", r.migration.seconds}};
   }
+  if (r.operations.enabled) out["operations"] = operations_json(r.operations);
   return out;
 }
 

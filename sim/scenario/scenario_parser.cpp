@@ -29,11 +29,13 @@ constexpr double kMaxLatencyUs = 1e6;
 // The largest cluster: per-GPU-pair tables (traffic, routes) of 4096^2 entries stay in the hundreds of MB.
 constexpr int kMaxClusterGpus = 4096;
 
-double rate(JsonReader& a) {
-  const double x = a.positive("rate_per_s");
-  if (x < 1.0 / kMaxSeconds) a.fail("rate_per_s", "must be at least 1e-06 (one request in 11.6 days)");
+double rate_of(JsonReader& a, const char* key) {
+  const double x = a.positive(key);
+  if (x < 1.0 / kMaxSeconds) a.fail(key, "must be at least 1e-06 (one request in 11.6 days)");
   return x;
 }
+
+double rate(JsonReader& a) { return rate_of(a, "rate_per_s"); }
 
 // Rules that span sections.
 void check_consistency(const ScenarioSpec& s) {
@@ -64,6 +66,7 @@ void check_planned_arrivals(const ScenarioSpec& s, JsonReader& run) {
   double rate_per_s = 0;
   if (const auto* p = std::get_if<PoissonArrivals>(&s.workload.arrivals)) rate_per_s = p->rate_per_s;
   if (const auto* g = std::get_if<GammaArrivals>(&s.workload.arrivals)) rate_per_s = g->rate_per_s;
+  if (const auto* d = std::get_if<DiurnalArrivals>(&s.workload.arrivals)) rate_per_s = diurnal_mean_rate(*d);
   if (rate_per_s <= 0 || !s.workload.trace.empty()) return;
   const double by_count = s.run.requests > 0 ? static_cast<double>(s.run.requests) : HUGE_VAL;
   const double by_time = s.run.duration > Duration::zero() ? rate_per_s * s.run.duration.seconds() : HUGE_VAL;
@@ -461,6 +464,131 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   return dep;
 }
 
+namespace {
+
+PredictorSpec parse_predictor(JsonReader& a) {
+  PredictorSpec p;
+  const std::string kind = a.string("predictor", "last");
+  if (kind == "last") {
+    p.kind = PredictorKind::kLast;
+  } else if (kind == "moving_average") {
+    p.kind = PredictorKind::kMovingAverage;
+  } else if (kind == "holt") {
+    p.kind = PredictorKind::kHolt;
+  } else {
+    a.fail("predictor", "unknown predictor \"" + kind + "\" (known: last, moving_average, holt)");
+  }
+  p.window = a.int_in("window", p.window, 1, 1000);
+  p.alpha = a.fraction("alpha", p.alpha);
+  p.beta = a.fraction("beta", p.beta);
+  return p;
+}
+
+WeightSource parse_weight_source(JsonReader& a, const ScenarioSpec& s) {
+  const std::string from = a.string("weights_from", "nvme");
+  if (from == "nvme") return WeightSource::kNvme;
+  if (from == "host_dram") return WeightSource::kHostDram;
+  if (from == "peer_network") return WeightSource::kPeerNetwork;
+  if (from == "peer_nvlink") {
+    if (s.cluster.gpus_per_node < 2) a.fail("weights_from", "peer_nvlink needs two GPUs in an NVLink domain");
+    return WeightSource::kPeerNvlink;
+  }
+  a.fail("weights_from",
+         "unknown source \"" + from + "\" (known: nvme, host_dram, peer_nvlink, peer_network)");
+}
+
+// deployment.autoscale.pools[i]: the bounds of pool i (of the pools a run builds) under the planner.
+AutoscalePoolSpec parse_autoscale_pool(JsonReader& r, const PoolSpec& pool) {
+  AutoscalePoolSpec p;
+  p.max_instances = r.int_in("max_instances", pool.instances, 1, pool.instances);
+  p.min_instances = r.int_in("min_instances", 1, 1, p.max_instances);
+  p.initial_instances = r.int_in("initial_instances", p.min_instances, p.min_instances, p.max_instances);
+  p.capacity_req_per_s = r.positive("capacity_req_per_s");
+  r.finish();
+  return p;
+}
+
+// deployment.autoscale: the planner's interval, predictor, bounds per pool and GPU budget, and what a
+// scale-up costs (weights over the named path, fixed costs).
+AutoscaleSpec parse_autoscale(JsonReader& d, const ScenarioSpec& s) {
+  AutoscaleSpec a;
+  auto o = d.optional_object("autoscale");
+  if (!o) return a;
+  a.enabled = true;
+  bool migration = s.deployment.kv_migration.enabled();
+  for (const PoolSpec& p : s.pools) migration = migration || p.deployment.kv_migration.enabled();
+  if (migration) {
+    d.fail("autoscale",
+           "the planner is not modelled with deployment.kv_migration (a migration could land "
+           "on an instance being drained); remove one of them");
+  }
+  a.interval = Duration::from_seconds(o->bounded("interval_s", 60.0, 1e-3, kMaxSeconds));
+  if (a.interval < Duration::from_ms(1)) o->fail("interval_s", "must be at least 0.001");
+  a.predictor = parse_predictor(*o);
+  a.weights_from = parse_weight_source(*o, s);
+  a.engine_start = Duration::from_seconds(o->bounded("engine_start_s", 0.0, 0.0, kMaxSeconds));
+  a.cuda_graph_capture = Duration::from_seconds(o->bounded("cuda_graph_capture_s", 0.0, 0.0, kMaxSeconds));
+  a.usd_per_gpu_hour = o->has("usd_per_gpu_hour") ? o->number_in("usd_per_gpu_hour", 0.0, 1e6) : 0.0;
+  const std::vector<PoolSpec> pools = s.pool_specs();
+  const Json& arr = o->raw("pools");
+  const std::string path = o->path_of("pools");
+  if (!arr.is_array() || arr.size() != pools.size()) {
+    throw InputError(path,
+                     "expected an array of " + std::to_string(pools.size()) +
+                         " pool bounds (one per pool the deployment runs), got " +
+                         (arr.is_array() ? std::to_string(arr.size()) + " entries" : json_type_name(arr)));
+  }
+  int minimum_gpus = 0;
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (!arr[i].is_object()) throw InputError(at, "expected an object, got " + json_type_name(arr[i]));
+    JsonReader r(arr[i], at);
+    a.pools.push_back(parse_autoscale_pool(r, pools[i]));
+    minimum_gpus += a.pools.back().min_instances * pools[i].deployment.gpus_per_instance();
+  }
+  const int total = s.cluster.total_gpus();
+  a.gpu_budget = o->int_in("gpu_budget", total, 1, total);
+  if (a.gpu_budget < minimum_gpus) {
+    o->fail("gpu_budget", std::to_string(a.gpu_budget) + " GPUs cannot hold the pools' minimum instances (" +
+                              std::to_string(minimum_gpus) + " GPUs)");
+  }
+  o->finish();
+  return a;
+}
+
+// workload.arrival of kind "diurnal": a sinusoidal day (mean_rate_per_s, amplitude, peak_s) or a
+// piecewise one (rates_per_s over equal slots), repeating every period_s.
+DiurnalArrivals parse_diurnal(JsonReader& a) {
+  DiurnalArrivals d;
+  d.period_s = a.bounded("period_s", d.period_s, 1e-3, kMaxSeconds);
+  if (d.period_s < 1e-3) a.fail("period_s", "must be at least 0.001");
+  if (!a.has("rates_per_s")) {
+    d.mean_rate_per_s = rate_of(a, "mean_rate_per_s");
+    d.amplitude = a.has("amplitude") ? a.number_in("amplitude", 0.0, 1.0) : d.amplitude;
+    d.peak_s = a.bounded("peak_s", std::min(d.peak_s, d.period_s), 0.0, d.period_s);
+    return d;
+  }
+  for (const char* k : {"mean_rate_per_s", "amplitude", "peak_s"}) {
+    if (a.has(k)) a.fail(k, "a piecewise day (rates_per_s) has no sinusoid; remove " + a.path_of(k));
+  }
+  const Json& r = a.raw("rates_per_s");
+  const std::string at = a.path_of("rates_per_s");
+  if (!r.is_array() || r.empty() || r.size() > 100000) {
+    throw InputError(at, "expected a non-empty array of at most 100000 rates, got " + json_type_name(r));
+  }
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const std::string ai = at + "[" + std::to_string(i) + "]";
+    if (!r[i].is_number()) throw InputError(ai, "expected a number, got " + json_type_name(r[i]));
+    const double x = r[i].get<double>();
+    if (!(x >= 0 && x <= 1e7)) throw InputError(ai, "must be within [0, 1e7] requests per second");
+    d.rates_per_s.push_back(x);
+  }
+  if (diurnal_max_rate(d) < 1.0 / kMaxSeconds) throw InputError(at, "needs a positive rate in some slot");
+  return d;
+}
+
+}  // namespace
+
 // deployment.pools: each entry's keys over the top-level deployment's; pools take consecutive GPUs of the
 // cluster in order. Either every pool prefills and decodes (role "both") or there are prefill and decode
 // pools (disaggregation).
@@ -478,7 +606,8 @@ std::vector<PoolSpec> parse_pools(JsonReader& d, const ScenarioSpec& s) {
   if (arr.size() > 64) throw InputError(path, "at most 64 pools");
   Json base = Json::object();
   for (auto it = d.json().begin(); it != d.json().end(); ++it) {
-    if (it.key() != "pools" && it.key() != "speculative") base[it.key()] = it.value();
+    if (it.key() != "pools" && it.key() != "speculative" && it.key() != "autoscale")
+      base[it.key()] = it.value();
   }
   const int total = s.cluster.total_gpus();
   const int per_node = s.cluster.gpus_per_node;
@@ -647,6 +776,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     s.deployment = parse_deployment(d, s, !d.has("pools"));
     s.pools = parse_pools(d, s);
     s.production.speculative = parse_speculative(d);
+    s.autoscale = parse_autoscale(d, s);
     int stages = s.deployment.pipeline_stages;
     for (const PoolSpec& pool : s.pools) stages = std::max(stages, pool.deployment.pipeline_stages);
     if (s.production.speculative && stages > 1) {
@@ -669,6 +799,8 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       wl.arrivals = PoissonArrivals{rate(a)};
     } else if (kind == "gamma") {
       wl.arrivals = GammaArrivals{rate(a), a.bounded("cv", 1.0, 1e-3, 1e3)};
+    } else if (kind == "diurnal") {
+      wl.arrivals = parse_diurnal(a);
     } else if (kind == "closed_loop") {
       const double think = a.bounded("think_time_s", 0.0, 0.0, kMaxSeconds);
       wl.arrivals = ClosedLoop{a.int_in("users", 1, 1 << 24), think};  // one slot per user up front
@@ -686,7 +818,8 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
       s.production.trace_keys = std::move(t.keys);
       wl.trace_speedup = a.bounded("speedup", 1.0, 1e-6, 1e6);
     } else {
-      a.fail("kind", "unknown arrival process \"" + kind + "\" (known: poisson, gamma, closed_loop, trace)");
+      a.fail("kind",
+             "unknown arrival process \"" + kind + "\" (known: poisson, gamma, diurnal, closed_loop, trace)");
     }
     a.finish();
     check_workload_length_keys(w, is_trace, kind);

@@ -166,7 +166,7 @@ void Replica::finish(RequestIdx idx, Time now) {
   groups_[static_cast<std::size_t>(r.group)].kv.release(r);
   r.target = -1;  // marks finished for the compaction in on_step_done
   ctx_.metrics.on_finished(r, now);
-  ctx_.host.on_request_finished(now);
+  ctx_.host.on_request_finished(r, now);
 }
 
 void Replica::on_step_done() {

@@ -22,8 +22,9 @@ namespace moesim {
 class ReplicaHost {
  public:
   virtual ~ReplicaHost() = default;
-  virtual void on_request_finished(Time now) = 0;  // a request left the replica (frees a closed-loop user)
-  virtual void on_step_done() = 0;                 // after the replica has scheduled its next decision
+  // Request `r` finished at `now` and leaves the replica (frees a closed-loop user).
+  virtual void on_request_finished(const Request& r, Time now) = 0;
+  virtual void on_step_done() = 0;  // after the replica has scheduled its next decision
   // A prefill instance sampled `idx`'s first token and let go of it (its KV blocks are freed): the host
   // moves its KV cache to a decode instance.
   virtual void on_prefilled(RequestIdx idx, Time now) = 0;

@@ -296,6 +296,16 @@ std::string format_summary(const Report& r) {
     << gib(r.memory.activations_and_overhead) << ", KV pool " << gib(r.memory.kv_pool) << " (peak used "
     << gib(r.memory.kv_peak_used) << "), headroom " << gib(r.memory.headroom()) << " GiB\n";
   o << "Limited by   " << r.limit.why << "\n";
+  if (r.operations.enabled) {
+    const OperationsReport& x = r.operations;
+    o << "Operations   planner (" << x.predictor << ", every " << fmt("%g", x.interval_s)
+      << " s, weights from " << x.weights_from << "): " << x.scale_ups << " scale-ups, " << x.scale_downs
+      << " scale-downs; " << fmt("%.1f", x.gpu_hours)
+      << " GPU-hours (all instances all run: " << fmt("%.1f", x.gpu_hours_static) << "), "
+      << fmt("%.3f", x.gpu_hours_per_million_output_tokens) << " per million output tokens";
+    if (x.usd_per_million_output_tokens > 0) o << ", $" << fmt("%.2f", x.usd_per_million_output_tokens);
+    o << "\n";
+  }
   o << "\nAlerts\n";
   if (r.alerts.empty()) o << "  none\n";
   for (const auto& a : r.alerts) o << "  ! " << a << "\n";

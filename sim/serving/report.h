@@ -162,6 +162,44 @@ struct MigrationReport {
   double seconds = 0;      // summed transfer time (each request pauses for its own)
 };
 
+// Operations under the autoscaling planner (deployment.autoscale): one row per planner interval and the
+// run's GPU-hours. Rates are per second of the interval; latencies the SLA percentile of the requests that
+// finished in it; GPUs those held (active, loading or draining) at the interval's end.
+struct OperationsPoolRow {
+  int active = 0;
+  int loading = 0;
+  int draining = 0;
+  int target = 0;                  // the planner's decision at the interval's end
+  double arrival_req_per_s = 0;    // observed (a decode pool: prefilled requests handed to it)
+  double predicted_req_per_s = 0;  // for the next interval
+};
+struct OperationsRow {
+  double start_s = 0;
+  double end_s = 0;
+  int gpus = 0;
+  double offered_req_per_s = 0;
+  double served_req_per_s = 0;
+  double ttft_p_s = 0;
+  double tpot_p_s = 0;
+  std::int64_t finished = 0;
+  std::int64_t sla_violations = 0;  // finished requests over either SLA limit
+  std::vector<OperationsPoolRow> pools;
+};
+struct OperationsReport {
+  bool enabled = false;
+  double interval_s = 0;
+  std::string predictor;
+  std::string weights_from;
+  double gpu_hours = 0;         // GPUs held x time, over the whole run
+  double gpu_hours_static = 0;  // every pool's instances held over the whole run, for comparison
+  double gpu_hours_per_million_output_tokens = 0;
+  double usd_per_million_output_tokens = 0;  // with autoscale.usd_per_gpu_hour, else 0
+  std::int64_t scale_ups = 0;
+  std::int64_t scale_downs = 0;
+  std::vector<double> scale_up_s;  // per pool: weights + fixed costs of one scale-up, uncontended
+  std::vector<OperationsRow> intervals;
+};
+
 // A 95% confidence interval by batch means (measurement.h): mean +- half_width, from `batches` batch
 // means whose lag-1 autocorrelation is lag1 (near zero when the batches are nearly independent).
 struct BatchMeans {
@@ -298,6 +336,7 @@ struct Report {
   std::vector<PoolReport> pools;  // empty without deployment.pools
   DisaggregationReport disaggregation;
   MigrationReport migration;
+  OperationsReport operations;
 
   std::vector<GpuStats> gpu;
   GpuStats gpu_mean;

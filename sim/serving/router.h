@@ -23,6 +23,7 @@ struct GroupLoad {
   std::int64_t cached_prefix_blocks = 0;
   std::int64_t cached_blocks = 0;
   std::int64_t free_kv_blocks = 0;
+  bool accepting = true;  // false: its instance takes no new requests (the planner's idle, loading, draining)
 };
 
 // A router's ordering of the groups when its pick is the group with the smallest key, the first on ties:

@@ -126,6 +126,60 @@ struct PoolSpec {
   return r == PoolRole::kPrefill ? "prefill" : r == PoolRole::kDecode ? "decode" : "both";
 }
 
+// ---- Operations: the autoscaling planner (deployment.autoscale; autoscaler.h) --------------------------
+// Where a new instance's weights come from on scale-up: the NVMe array or host DRAM behind each GPU (the
+// expert loaders of hwmodels/loader.h), or a peer GPU that holds them, over NVLink inside its NVLink domain
+// or over the network from an active instance of the pool (Fabric::transfer).
+enum class WeightSource { kNvme, kHostDram, kPeerNvlink, kPeerNetwork };
+[[nodiscard]] inline const char* to_string(WeightSource w) {
+  switch (w) {
+    case WeightSource::kNvme:
+      return "nvme";
+    case WeightSource::kHostDram:
+      return "host_dram";
+    case WeightSource::kPeerNvlink:
+      return "peer_nvlink";
+    case WeightSource::kPeerNetwork:
+      return "peer_network";
+  }
+  return "nvme";
+}
+
+// The load predictor of the planner: the last interval's rate, the mean of the last `window` intervals,
+// or Holt's linear (double exponential) smoothing with level weight `alpha` and trend weight `beta`.
+enum class PredictorKind { kLast, kMovingAverage, kHolt };
+struct PredictorSpec {
+  PredictorKind kind = PredictorKind::kLast;
+  int window = 3;
+  double alpha = 0.5;
+  double beta = 0.3;
+};
+
+// One pool's bounds under the planner: it runs between min and max instances (max at most the pool's
+// `instances`, which are the GPUs it holds in the cluster), starts with `initial` active, and one instance
+// serves `capacity_req_per_s` requests per second within the SLA (a figure the scenario gives, e.g. from a
+// `--capacity` search of one instance).
+struct AutoscalePoolSpec {
+  int min_instances = 1;
+  int max_instances = 1;
+  int initial_instances = 1;
+  double capacity_req_per_s = 0;
+};
+
+struct AutoscaleSpec {
+  bool enabled = false;
+  Duration interval = Duration::from_seconds(60.0);
+  PredictorSpec predictor;
+  int gpu_budget = 0;  // GPUs the active, loading and draining instances may hold together
+  WeightSource weights_from = WeightSource::kNvme;
+  // Fixed costs of a scale-up after its weights are in: engine start (process, NCCL communicators,
+  // expert placement) and CUDA graph capture.
+  Duration engine_start;
+  Duration cuda_graph_capture;
+  double usd_per_gpu_hour = 0;           // 0: no cost in money, GPU-hours only
+  std::vector<AutoscalePoolSpec> pools;  // one per pool of ScenarioSpec::pool_specs()
+};
+
 struct WorkloadSpec {
   ArrivalSpec arrivals = PoissonArrivals{};
   LengthSpec prompt = FixedLength{512};
@@ -224,6 +278,7 @@ struct ScenarioSpec {
   // deployment.pools; empty: one pool of role kBoth with `deployment` over the whole cluster. With pools,
   // `deployment` holds the defaults every pool inherits.
   std::vector<PoolSpec> pools;
+  AutoscaleSpec autoscale;  // deployment.autoscale; off unless given
   [[nodiscard]] int gpus_per_replica() const { return deployment.ep_size * deployment.pipeline_stages; }
   [[nodiscard]] int replicas() const { return cluster.total_gpus() / gpus_per_replica(); }
   [[nodiscard]] bool disaggregated() const { return !pools.empty(); }

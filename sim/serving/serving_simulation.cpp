@@ -14,10 +14,12 @@
 #include "sim/engine/check.h"
 #include "sim/engine/simulator.h"
 #include "sim/engine/version.h"
+#include "sim/serving/autoscaler.h"
 #include "sim/serving/conservation.h"
 #include "sim/serving/kv_transfer.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/metrics_recorder.h"
+#include "sim/serving/operations.h"
 #include "sim/serving/replica.h"
 #include "sim/serving/router.h"
 #include "sim/serving/serving_models.h"
@@ -50,8 +52,11 @@ class Cluster final : public ReplicaHost {
   Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer, int threads);
   Report run();
 
-  void on_request_finished(Time now) override { source_->on_finished(now); }
-  void on_step_done() override { pull_arrival(); }
+  void on_request_finished(const Request& r, Time now) override;
+  void on_step_done() override {
+    pull_arrival();
+    if (!draining_.empty()) free_drained();
+  }
   void on_prefilled(RequestIdx idx, Time now) override;
   void on_migrated_out(RequestIdx idx, Time now) override;
   void on_loads_changed(int replica) override;
@@ -93,6 +98,25 @@ class Cluster final : public ReplicaHost {
   // Prefix caching: the chained hashes of `spec`'s full prompt KV blocks of `block_tokens` into `out`.
   void prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out);
   void fill_pools(Report& r, const WindowTotals& m) const;
+  // Operations under the planner (deployment.autoscale; operations.h): the instances beyond each pool's
+  // initial count start idle; every interval the planner's targets start, cancel or drain instances.
+  void start_autoscaling();
+  void on_autoscale_tick();
+  [[nodiscard]] std::vector<double> interval_rates() const;
+  [[nodiscard]] PoolObservation observe_pool(std::size_t pool, double arrival_rate) const;
+  void close_interval(const std::vector<PoolObservation>& seen, const std::vector<int>* targets);
+  void scale_pool(std::size_t pool, int target);
+  void start_instance(int replica);
+  void on_instance_ready(int replica, std::uint32_t generation);
+  void drain_instance(int replica);
+  void free_drained();
+  void set_state(int replica, InstanceState state);
+  [[nodiscard]] bool accepting(int replica) const {
+    return state_.empty() || state_[static_cast<std::size_t>(replica)] == InstanceState::kActive;
+  }
+  [[nodiscard]] ScaleUpCost instance_cost(int replica) const;
+  void span(int replica, const char* what, Time from, Time to) const;
+  void fill_operations(Report& r) const;
 
   const ScenarioSpec& s_;
   const GpuCostModel& gpu_;
@@ -119,12 +143,35 @@ class Cluster final : public ReplicaHost {
   bool arrival_pending_ = false;
   std::int64_t next_id_ = 0;
   std::vector<std::uint64_t> keys_;  // scratch: a prompt's block keys from the source
+  SimulationObserver* observer_;
+  // The planner (null without deployment.autoscale), each replica's state, the generation of its pending
+  // start (a cancelled start's ready event is stale), when its load or drain began, the draining ones,
+  // and the interval's log and counters at its start.
+  std::unique_ptr<Autoscaler> autoscaler_;
+  std::unique_ptr<OperationsLog> ops_;
+  std::vector<InstanceState> state_;
+  std::vector<std::uint32_t> generation_;
+  std::vector<Time> state_since_;
+  std::vector<Time> weights_in_;  // per loading replica: when its last GPU has its weights
+  std::vector<int> draining_;
+  std::vector<OperationsRow> ops_rows_;
+  EventId tick_;  // the next interval's end
+  Time interval_start_;
+  std::int64_t interval_arrived_ = 0;
+  std::int64_t interval_handed_ = 0;
+  std::int64_t scale_ups_ = 0;
+  std::int64_t scale_downs_ = 0;
   // Declared last: destroyed first, so its workers are gone before the planners their jobs touch.
   std::unique_ptr<WorkerPool> plans_;
 };
 
 Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObserver* observer, int threads)
-    : s_(s), gpu_(gpu), streams_(s.run.seed), models_(s, streams_), metrics_(s, observer) {
+    : s_(s),
+      gpu_(gpu),
+      streams_(s.run.seed),
+      models_(s, streams_),
+      metrics_(s, observer),
+      observer_(observer) {
   const RunLimits limits{.max_requests = s.run.requests, .max_arrival_time = s.run.duration};
   if (!s.workload.trace.empty()) {
     source_ = std::make_unique<TraceSource>(s.workload.trace, s.production.trace_keys,
@@ -173,6 +220,7 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
   nic_in_free_.assign(link_free_.size(), Time{});
   migration_to_.assign(replicas_.size(), -1);
   load_changed_.assign(replicas_.size(), 0);
+  if (s.autoscale.enabled) start_autoscaling();
 }
 
 void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
@@ -190,6 +238,7 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
   pool.policy =
       make_batch_policy(v.deployment, v.production.speculative ? &*v.production.speculative : nullptr);
   pool.router = make_router(v);
+  if (s_.autoscale.enabled) pool.router = std::make_unique<AcceptingRouter>(std::move(pool.router));
   pool.first_replica = static_cast<int>(replicas_.size());
   std::vector<std::unique_ptr<StepPlanner>> planners;
   for (int i = 0; i < p.instances; ++i) {
@@ -315,6 +364,7 @@ void Cluster::fill_loads(const std::vector<int>& pools, const std::vector<BlockH
         const std::int64_t inflight = &pools == &decode_pools_ ? kv_inflight_[k] : 0;
         GroupLoad& l = loads_[k++];
         l = load_of(g, inflight);
+        l.accepting = accepting(p.first_replica + r);
         if (hashes != nullptr) {
           l.prompt_blocks = static_cast<std::int64_t>(hashes->size());
           l.cached_prefix_blocks = g.kv.cached_prefix_blocks(*hashes);
@@ -596,6 +646,7 @@ Report Cluster::build_report() const {
   fill_pools(r, m);
   fill_experts(r, m);
   fill_prefix(r);
+  fill_operations(r);
   if (const auto& sp = s_.production.speculative) {
     SpeculativeReport& x = r.speculative;
     x.enabled = true;
@@ -886,6 +937,280 @@ void Cluster::fill_pools(Report& r, const WindowTotals& m) const {
   mig.seconds = metrics_.migration_s;
 }
 
+void Cluster::on_request_finished(const Request& r, Time now) {
+  source_->on_finished(now);
+  if (!ops_) return;
+  const int decode = replicas_[static_cast<std::size_t>(r.replica)]->pool();
+  const int prefill =
+      r.prefill_replica >= 0 ? replicas_[static_cast<std::size_t>(r.prefill_replica)]->pool() : decode;
+  ops_->on_finished(r, prefill, decode);
+  // The last request is out: no further interval, so that the run ends here.
+  if (metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived)
+    sim_.cancel(tick_);
+}
+
+// Each pool's first initial_instances instances are active, the rest idle (no GPUs held).
+void Cluster::start_autoscaling() {
+  autoscaler_ = std::make_unique<Autoscaler>(s_.autoscale.predictor, pools_.size());
+  ops_ = std::make_unique<OperationsLog>(s_, pools_.size());
+  state_.assign(replicas_.size(), InstanceState::kActive);
+  generation_.assign(replicas_.size(), 0);
+  state_since_.assign(replicas_.size(), Time{});
+  weights_in_.assign(replicas_.size(), Time{});
+  int held = 0;
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    const ServingPool& p = pools_[i];
+    const int initial = s_.autoscale.pools[i].initial_instances;
+    for (int k = initial; k < p.spec.instances; ++k)
+      state_[static_cast<std::size_t>(p.first_replica + k)] = InstanceState::kIdle;
+    held += initial * p.spec.deployment.gpus_per_instance();
+  }
+  ops_->gpus_held(Time{}, held);
+}
+
+// The interval's observations go to the planner; its targets start, cancel or drain instances.
+void Cluster::on_autoscale_tick() {
+  const std::vector<double> rates = interval_rates();
+  std::vector<PoolObservation> seen;
+  for (std::size_t i = 0; i < pools_.size(); ++i) seen.push_back(observe_pool(i, rates[i]));
+  const AutoscaleView view{.pools = seen,
+                           .interval_s = s_.autoscale.interval.seconds(),
+                           .gpu_budget = s_.autoscale.gpu_budget,
+                           .sla_ttft_s = s_.sla.ttft.seconds(),
+                           .sla_tpot_s = s_.sla.tpot.seconds()};
+  const std::vector<int> targets = autoscaler_->decide(view);
+  close_interval(seen, &targets);
+  for (std::size_t i = 0; i < pools_.size(); ++i) scale_pool(i, targets[i]);
+  const bool done = metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived;
+  if (!done) tick_ = sim_.schedule_in(s_.autoscale.interval, Phase::kNormal, [this] { on_autoscale_tick(); });
+}
+
+// Per pool, the requests per second it received since the interval began: arrivals for the entry pools,
+// prefilled requests for the decode pools; several pools of one kind share them in proportion to their
+// active instances (the routers spread requests over active groups).
+std::vector<double> Cluster::interval_rates() const {
+  const double w = (sim_.now() - interval_start_).seconds();
+  std::vector<double> out(pools_.size(), 0.0);
+  if (w <= 0) return out;
+  std::vector<int> active(pools_.size(), 0);
+  for (std::size_t k = 0; k < replicas_.size(); ++k) {
+    if (state_[k] == InstanceState::kActive) ++active[static_cast<std::size_t>(replicas_[k]->pool())];
+  }
+  const auto spread = [&](const std::vector<int>& kind, std::int64_t n) {
+    int all = 0;
+    for (const int i : kind) all += active[static_cast<std::size_t>(i)];
+    for (const int i : kind) {
+      const auto p = static_cast<std::size_t>(i);
+      out[p] = all > 0 ? static_cast<double>(n) * active[p] / all / w : 0.0;
+    }
+  };
+  spread(entry_pools_, metrics_.arrived - interval_arrived_);
+  spread(decode_pools_, metrics_.kv_transfers - interval_handed_);
+  return out;
+}
+
+PoolObservation Cluster::observe_pool(std::size_t pool, double arrival_rate) const {
+  const ServingPool& p = pools_[pool];
+  const AutoscalePoolSpec& a = s_.autoscale.pools[pool];
+  PoolObservation o{.role = p.spec.role,
+                    .min_instances = a.min_instances,
+                    .max_instances = a.max_instances,
+                    .gpus_per_instance = p.spec.deployment.gpus_per_instance(),
+                    .capacity_req_per_s = a.capacity_req_per_s,
+                    .arrival_rate_per_s = arrival_rate,
+                    .ttft_p_s = ops_->pool_ttft_s(pool),
+                    .tpot_p_s = ops_->pool_tpot_s(pool)};
+  const auto blocks = static_cast<double>(std::max<std::int64_t>(1, p.memory.kv_blocks_per_group));
+  for (int k = p.first_replica; k < p.first_replica + p.spec.instances; ++k) {
+    const InstanceState st = state_[static_cast<std::size_t>(k)];
+    o.loading += st == InstanceState::kLoading ? 1 : 0;
+    o.draining += st == InstanceState::kDraining ? 1 : 0;
+    if (st != InstanceState::kActive) continue;
+    ++o.active;
+    for (const AttentionGroup& g : replicas_[static_cast<std::size_t>(k)]->groups()) {
+      o.queued += static_cast<std::int64_t>(g.waiting.size());
+      o.kv_used_share = std::max(o.kv_used_share, 1.0 - static_cast<double>(g.kv.free_blocks()) / blocks);
+    }
+  }
+  return o;
+}
+
+// The interval's row from the pools as observed at its end (`seen`) and the targets just decided
+// (`targets` null for the last, partial interval: the instances as they are).
+void Cluster::close_interval(const std::vector<PoolObservation>& seen, const std::vector<int>* targets) {
+  OperationsRow row;
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    const PoolObservation& o = seen[i];
+    row.pools.push_back(
+        OperationsPoolRow{.active = o.active,
+                          .loading = o.loading,
+                          .draining = o.draining,
+                          .target = targets != nullptr ? (*targets)[i] : o.active + o.loading,
+                          .arrival_req_per_s = o.arrival_rate_per_s,
+                          .predicted_req_per_s = targets != nullptr ? autoscaler_->predicted()[i] : 0.0});
+  }
+  const Time now = sim_.now();
+  ops_->close_interval(interval_start_, now, metrics_.arrived - interval_arrived_, row);
+  ops_rows_.push_back(std::move(row));
+  interval_start_ = now;
+  interval_arrived_ = metrics_.arrived;
+  interval_handed_ = metrics_.kv_transfers;
+}
+
+// Up to `target` instances active or loading: draining ones return first (their weights are in), then
+// idle ones start; down to it: loading ones are cancelled first, then the active ones with the fewest
+// requests drain.
+void Cluster::scale_pool(std::size_t pool, int target) {
+  const ServingPool& p = pools_[pool];
+  const int first = p.first_replica;
+  const int end = first + p.spec.instances;
+  const auto count = [&](InstanceState st) {
+    return static_cast<int>(std::count(state_.begin() + first, state_.begin() + end, st));
+  };
+  const auto find = [&](InstanceState st) {
+    for (int k = first; k < end; ++k) {
+      if (state_[static_cast<std::size_t>(k)] == st) return k;
+    }
+    return -1;
+  };
+  int running = count(InstanceState::kActive) + count(InstanceState::kLoading);
+  for (; running < target; ++running) {
+    if (const int k = find(InstanceState::kDraining); k >= 0) {
+      span(k, "drain (cancelled)", state_since_[static_cast<std::size_t>(k)], sim_.now());
+      std::erase(draining_, k);
+      set_state(k, InstanceState::kActive);
+    } else if (const int idle = find(InstanceState::kIdle); idle >= 0) {
+      start_instance(idle);
+    }
+  }
+  for (; running > target; --running) {
+    int k = -1;
+    for (int j = end - 1; j >= first && k < 0; --j) {
+      if (state_[static_cast<std::size_t>(j)] == InstanceState::kLoading) k = j;
+    }
+    if (k >= 0) {
+      ++generation_[static_cast<std::size_t>(k)];
+      span(k, "load (cancelled)", state_since_[static_cast<std::size_t>(k)], sim_.now());
+      set_state(k, InstanceState::kIdle);
+      continue;
+    }
+    for (int j = end - 1; j >= first; --j) {
+      if (state_[static_cast<std::size_t>(j)] != InstanceState::kActive) continue;
+      if (k < 0 || replicas_[static_cast<std::size_t>(j)]->in_system() <
+                       replicas_[static_cast<std::size_t>(k)]->in_system())
+        k = j;
+    }
+    drain_instance(k);
+  }
+  free_drained();
+}
+
+// The cost of bringing up `replica`: its pool's weights per GPU over the named path (a peer load from the
+// pool's first active instance). A pool of one instance never scales: no peer, 0.
+ScaleUpCost Cluster::instance_cost(int replica) const {
+  const Replica& rep = *replicas_[static_cast<std::size_t>(replica)];
+  const ServingPool& p = pools_[static_cast<std::size_t>(rep.pool())];
+  int peer = -1;  // an active instance, else (the report's figure at the end) any other
+  for (const bool active_only : {true, false}) {
+    for (int k = p.first_replica; k < p.first_replica + p.spec.instances && peer < 0; ++k) {
+      if (k != replica && (!active_only || state_[static_cast<std::size_t>(k)] == InstanceState::kActive))
+        peer = replicas_[static_cast<std::size_t>(k)]->first_gpu();
+    }
+  }
+  if (peer < 0 && s_.autoscale.weights_from == WeightSource::kPeerNetwork) return {};
+  return scale_up_cost(s_, models_.fabric(), p.memory.weights_per_gpu.total(), rep.first_gpu(),
+                       p.spec.deployment.gpus_per_instance(), peer);
+}
+
+void Cluster::start_instance(int replica) {
+  const auto k = static_cast<std::size_t>(replica);
+  ++scale_ups_;
+  set_state(replica, InstanceState::kLoading);
+  state_since_[k] = sim_.now();
+  const std::uint32_t generation = ++generation_[k];
+  const ScaleUpCost cost = instance_cost(replica);
+  weights_in_[k] = sim_.now() + cost.weights;
+  sim_.schedule_in(cost.total(), Phase::kNormal,
+                   [this, replica, generation] { on_instance_ready(replica, generation); });
+}
+
+// The weights are in and the engine started: the instance takes requests from now on.
+void Cluster::on_instance_ready(int replica, std::uint32_t generation) {
+  const auto k = static_cast<std::size_t>(replica);
+  if (generation_[k] != generation || state_[k] != InstanceState::kLoading) return;  // cancelled
+  span(replica, "load weights", state_since_[k], weights_in_[k]);
+  if (weights_in_[k] < sim_.now()) span(replica, "start", weights_in_[k], sim_.now());
+  set_state(replica, InstanceState::kActive);
+}
+
+void Cluster::drain_instance(int replica) {
+  ++scale_downs_;
+  set_state(replica, InstanceState::kDraining);
+  state_since_[static_cast<std::size_t>(replica)] = sim_.now();
+  draining_.push_back(replica);
+}
+
+// Draining instances with nothing left (no request, no KV cache on its way in) free their GPUs.
+void Cluster::free_drained() {
+  std::erase_if(draining_, [this](int k) {
+    const Replica& rep = *replicas_[static_cast<std::size_t>(k)];
+    if (rep.in_system() > 0) return false;
+    const ServingPool& p = pools_[static_cast<std::size_t>(rep.pool())];
+    if (p.spec.role == PoolRole::kDecode) {
+      const int dp = p.spec.deployment.attention_dp;
+      const auto from = static_cast<std::size_t>(p.first_group + (k - p.first_replica) * dp);
+      for (std::size_t g = from; g < from + static_cast<std::size_t>(dp); ++g) {
+        if (kv_inflight_[g] > 0) return false;
+      }
+    }
+    span(k, "drain", state_since_[static_cast<std::size_t>(k)], sim_.now());
+    set_state(k, InstanceState::kIdle);
+    return true;
+  });
+}
+
+// Keeps the GPUs held (every instance not idle) in the log.
+void Cluster::set_state(int replica, InstanceState state) {
+  const auto k = static_cast<std::size_t>(replica);
+  const int gpus = pools_[static_cast<std::size_t>(replicas_[k]->pool())].spec.deployment.gpus_per_instance();
+  const bool held_before = state_[k] != InstanceState::kIdle;
+  const bool held_after = state != InstanceState::kIdle;
+  state_[k] = state;
+  if (held_before != held_after) ops_->gpus_held(sim_.now(), ops_->gpus() + (held_after ? gpus : -gpus));
+}
+
+void Cluster::span(int replica, const char* what, Time from, Time to) const {
+  if (observer_ == nullptr) return;
+  observer_->on_instance(InstanceSpan{.replica = replica,
+                                      .pool = replicas_[static_cast<std::size_t>(replica)]->pool(),
+                                      .what = what,
+                                      .start_s = from.seconds(),
+                                      .end_s = to.seconds()});
+}
+
+// GPU-hours held against every pool's instances held all along, per million output tokens and in money.
+void Cluster::fill_operations(Report& r) const {
+  if (!ops_) return;
+  OperationsReport& o = r.operations;
+  o.enabled = true;
+  o.interval_s = s_.autoscale.interval.seconds();
+  static constexpr const char* kPredictors[] = {"last", "moving_average", "holt"};
+  o.predictor = kPredictors[static_cast<int>(s_.autoscale.predictor.kind)];
+  o.weights_from = to_string(s_.autoscale.weights_from);
+  o.gpu_hours = ops_->gpu_seconds(sim_.now()) / 3600.0;
+  o.gpu_hours_static = static_cast<double>(r.gpus) * sim_.now().seconds() / 3600.0;
+  const double millions = static_cast<double>(metrics_.output_tokens) / 1e6;
+  o.gpu_hours_per_million_output_tokens = millions > 0 ? o.gpu_hours / millions : 0.0;
+  o.usd_per_million_output_tokens = o.gpu_hours_per_million_output_tokens * s_.autoscale.usd_per_gpu_hour;
+  o.scale_ups = scale_ups_;
+  o.scale_downs = scale_downs_;
+  for (const ServingPool& p : pools_) {
+    const int last = p.first_replica + p.spec.instances - 1;
+    o.scale_up_s.push_back(instance_cost(last).total().seconds());
+  }
+  o.intervals = ops_rows_;
+}
+
 Report Cluster::run() {
   for (std::size_t i = 0; i < pools_.size(); ++i) {
     const PoolSpec& p = pools_[i].spec;
@@ -893,10 +1218,19 @@ Report Cluster::run() {
     sim_.schedule_in(p.deployment.kv_migration.check_every, Phase::kNormal,
                      [this, i] { check_migration(static_cast<int>(i)); });
   }
+  if (autoscaler_) {
+    tick_ = sim_.schedule_in(s_.autoscale.interval, Phase::kNormal, [this] { on_autoscale_tick(); });
+  }
   pull_arrival();
   sim_.run();
   for (const auto& r : replicas_) r->settle();  // a drain cut short can leave plans in flight
   metrics_.on_run_end(sim_.now());
+  if (autoscaler_ && sim_.now() > interval_start_) {  // the last, partial interval
+    std::vector<PoolObservation> seen;
+    const std::vector<double> rates = interval_rates();
+    for (std::size_t i = 0; i < pools_.size(); ++i) seen.push_back(observe_pool(i, rates[i]));
+    close_interval(seen, nullptr);
+  }
   // Every request finishes or is dropped, unless run.max_drain_s cut the drain short.
   MOESIM_CHECK(
       metrics_.finished + metrics_.dropped == metrics_.arrived || s_.run.max_drain > Duration::zero(),

@@ -41,12 +41,24 @@ struct RequestRecord {
   int group = 0;
 };
 
+// A stretch of an instance's life under the autoscaling planner: loading its weights, starting (engine,
+// CUDA graphs), or draining before its GPUs are freed.
+struct InstanceSpan {
+  int replica = 0;
+  int pool = 0;
+  const char* what = "";
+  double start_s = 0;
+  double end_s = 0;
+};
+
 // Optional outputs (per-step CSV, per-request CSV, timeline traces) subscribe here.
 class SimulationObserver {
  public:
   virtual ~SimulationObserver() = default;
   virtual void on_step(const StepRecord& step) = 0;
   virtual void on_request(const RequestRecord& request) = 0;
+  // Reported when the span ends.
+  virtual void on_instance(const InstanceSpan& span) { (void)span; }
 };
 
 // Memory per GPU as a run plans it: under per-expert quantisation the routed-expert weights are those of the

@@ -206,3 +206,95 @@ TEST_CASE("deployment.engine picks an engine profile and an unknown engine is na
   CHECK(starts_with(e, "deployment.engine: unknown engine \"vllm2\""));
   CHECK(e.find("pytorch_graph") != std::string::npos);
 }
+
+namespace {
+// The base scenario on two nodes (two instances of 4 GPUs) with a planner.
+Json autoscaled() {
+  Json j = base();
+  apply_override(j, "cluster.nodes=2");
+  apply_override(j, R"(deployment.autoscale={"interval_s": 30, "predictor": "holt", "alpha": 0.4,
+      "weights_from": "host_dram", "engine_start_s": 20, "cuda_graph_capture_s": 15, "usd_per_gpu_hour": 2.5,
+      "pools": [{"min_instances": 1, "max_instances": 2, "capacity_req_per_s": 4}]})");
+  return j;
+}
+}  // namespace
+
+TEST_CASE("deployment.autoscale parses into the planner's interval, predictor, bounds and scale-up costs") {
+  const ScenarioSpec s = parse_scenario(autoscaled(), "").spec;
+  const AutoscaleSpec& a = s.autoscale;
+  REQUIRE(a.enabled);
+  CHECK(a.interval == Duration::from_seconds(30));
+  CHECK(a.predictor.kind == PredictorKind::kHolt);
+  CHECK(a.predictor.alpha == 0.4);
+  CHECK(a.predictor.beta == PredictorSpec{}.beta);
+  CHECK(a.weights_from == WeightSource::kHostDram);
+  CHECK(a.engine_start == Duration::from_seconds(20));
+  CHECK(a.cuda_graph_capture == Duration::from_seconds(15));
+  CHECK(a.usd_per_gpu_hour == 2.5);
+  CHECK(a.gpu_budget == 8);  // the cluster by default
+  REQUIRE(a.pools.size() == 1);
+  CHECK(a.pools[0].min_instances == 1);
+  CHECK(a.pools[0].max_instances == 2);
+  CHECK(a.pools[0].initial_instances == 1);  // the minimum by default
+  CHECK(a.pools[0].capacity_req_per_s == 4);
+  CHECK_FALSE(parse_scenario(base(), "").spec.autoscale.enabled);
+}
+
+TEST_CASE("deployment.autoscale errors name the key") {
+  const auto err = [](const std::string& o) { return error_of({o}, autoscaled()); };
+  CHECK(starts_with(err("deployment.autoscale.predictor=\"arima\""),
+                    "deployment.autoscale.predictor: unknown predictor \"arima\""));
+  CHECK(starts_with(err("deployment.autoscale.weights_from=\"s3\""),
+                    "deployment.autoscale.weights_from: unknown source \"s3\""));
+  CHECK(starts_with(err("deployment.autoscale.interval_s=-1"), "deployment.autoscale.interval_s"));
+  CHECK(starts_with(err("deployment.autoscale.alpha=1.5"), "deployment.autoscale.alpha"));
+  CHECK(starts_with(err("deployment.autoscale.intervall_s=1"),
+                    "deployment.autoscale.intervall_s: unknown key"));
+  CHECK(starts_with(err("deployment.autoscale.pools=[]"),
+                    "deployment.autoscale.pools: expected an array of 1 pool bounds"));
+  // One key of pools[0] set to a value.
+  const auto pool_err = [](const std::string& key, const Json& value) {
+    Json j = autoscaled();
+    j["deployment"]["autoscale"]["pools"][0][key] = value;
+    return error_of({}, j);
+  };
+  const std::string at = "deployment.autoscale.pools[0].";
+  CHECK(starts_with(pool_err("max_instances", 3), at + "max_instances"));  // the pool holds 2 instances
+  CHECK(starts_with(pool_err("min_instances", 0), at + "min_instances"));
+  CHECK(starts_with(pool_err("initial_instances", 3), at + "initial_instances"));
+  CHECK(starts_with(pool_err("capacity_req_per_s", 0), at + "capacity_req_per_s"));
+  CHECK(starts_with(pool_err("max_instanse", 1), at + "max_instanse: unknown key"));
+  Json j = autoscaled();
+  j["deployment"]["autoscale"]["pools"][0]["min_instances"] = 2;
+  j["deployment"]["autoscale"]["gpu_budget"] = 4;
+  CHECK(
+      starts_with(error_of({}, j), "deployment.autoscale.gpu_budget: 4 GPUs cannot hold the pools' minimum"));
+}
+
+TEST_CASE("a diurnal arrival parses as a sinusoid or a piecewise day, and its errors name the key") {
+  Json j = base();
+  apply_override(j, R"(workload.arrival={"kind": "diurnal", "mean_rate_per_s": 3, "amplitude": 0.6,
+                                         "period_s": 3600, "peak_s": 1800})");
+  const LoadedScenario sine = parse_scenario(j, "");
+  const auto* d = std::get_if<DiurnalArrivals>(&sine.spec.workload.arrivals);
+  REQUIRE(d != nullptr);
+  CHECK(d->mean_rate_per_s == 3);
+  CHECK(d->amplitude == 0.6);
+  CHECK(d->period_s == 3600);
+  CHECK(d->peak_s == 1800);
+  apply_override(j, R"(workload.arrival={"kind": "diurnal", "rates_per_s": [1, 0, 4]})");
+  const LoadedScenario piecewise = parse_scenario(j, "");
+  const auto* p = std::get_if<DiurnalArrivals>(&piecewise.spec.workload.arrivals);
+  REQUIRE(p != nullptr);
+  CHECK(p->rates_per_s == std::vector<double>{1, 0, 4});
+  CHECK(p->period_s == 86400);
+  const auto err = [](const std::string& arrival) { return error_of({"workload.arrival=" + arrival}); };
+  CHECK(starts_with(err(R"({"kind": "diurnal", "mean_rate_per_s": 3, "amplitude": 1.5})"),
+                    "workload.arrival.amplitude"));
+  CHECK(starts_with(err(R"({"kind": "diurnal"})"), "workload.arrival.mean_rate_per_s"));
+  CHECK(
+      starts_with(err(R"({"kind": "diurnal", "rates_per_s": [1, -2]})"), "workload.arrival.rates_per_s[1]"));
+  CHECK(starts_with(err(R"({"kind": "diurnal", "rates_per_s": [0, 0]})"), "workload.arrival.rates_per_s"));
+  CHECK(starts_with(err(R"({"kind": "diurnal", "rates_per_s": [1], "amplitude": 0.5})"),
+                    "workload.arrival.amplitude: a piecewise day"));
+}
