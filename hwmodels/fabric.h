@@ -36,7 +36,7 @@ struct AllToAllTraffic {
   // Or, with `separable`, the outer products the matrices would hold (the step planner's expected
   // traffic): src sends src_tokens[s] * rank_share[d] tokens to rank d, src_tokens[s] * node_share[n] to
   // node n and src_tokens[s] * pair_share[d] pairs to rank d. The matrices are then not read, and the
-  // costing is O(ranks x nodes) instead of O(ranks^2): the same loads up to rounding.
+  // costing is O(ranks + nodes) instead of O(ranks^2): the same loads up to rounding.
   bool separable = false;
   std::vector<double> src_tokens{}, rank_share{}, node_share{}, pair_share{};
   // Other traffic on each rank's NIC path during the phase (KV-cache transfers of disaggregated serving):
@@ -89,7 +89,7 @@ class Fabric {
   [[nodiscard]] const FabricSpec& spec() const { return spec_; }
   [[nodiscard]] const Topology& topology() const { return topology_; }
 
-  // O(ranks^2 + links) (separable traffic: O(ranks x nodes + links)), no allocation after the first call
+  // O(ranks^2 + links) (separable traffic: O(ranks + nodes + links)), no allocation after the first call
   // with a given rank count. ranks <= 1 costs
   // nothing. Bytes per link follow the counts of the step: a hot rank shows up as a slow rank.
   [[nodiscard]] AllToAllCost all_to_all(const AllToAllTraffic& t, AllToAllMode mode) const;

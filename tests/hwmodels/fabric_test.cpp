@@ -183,7 +183,7 @@ TEST_CASE("a group placed on later nodes uses those nodes' links") {
 }
 
 // The step planner's traffic is an outer product (every source sends its tokens in the same shares), which
-// Fabric costs in O(ranks x nodes): it must cost what the dense matrices of the same product cost.
+// Fabric costs in O(ranks + nodes): it must cost what the dense matrices of the same product cost.
 TEST_CASE("separable traffic costs what its dense outer product costs, on every kernel and topology") {
   struct Case {
     const char* name;
