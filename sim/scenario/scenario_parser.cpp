@@ -26,8 +26,11 @@ constexpr std::string_view kGpus = "scenarios/catalog/gpus.json";
 constexpr double kMaxSeconds = 1e6;
 // A link latency of a second is already absurd; a bound keeps sums of hops far inside the clock.
 constexpr double kMaxLatencyUs = 1e6;
-// The largest cluster: per-GPU-pair tables (traffic, routes) of 4096^2 entries stay in the hundreds of MB.
-constexpr int kMaxClusterGpus = 4096;
+// The largest cluster: its state is per GPU and per leaf pair (routes), a few hundred MB at 16,384 GPUs.
+constexpr int kMaxClusterGpus = 16384;
+// The largest EP group: an All-to-All of exact draws holds per-rank-pair traffic tables (4096^2 doubles,
+// 128 MiB each).
+constexpr int kMaxEpGroup = 4096;
 
 double rate_of(JsonReader& a, const char* key) {
   const double x = a.positive(key);
@@ -327,6 +330,10 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   if (whole_cluster && total % dep.ep_size != 0) {
     d.fail("ep_size",
            std::to_string(dep.ep_size) + " does not divide the cluster's " + std::to_string(total) + " GPUs");
+  }
+  if (dep.ep_size > kMaxEpGroup) {
+    d.fail("ep_size", std::to_string(dep.ep_size) + " is more than the " + std::to_string(kMaxEpGroup) +
+                          " GPUs an EP group's per-rank-pair traffic tables are sized for");
   }
   // A pool's instance lies inside the cluster too (and gpus_per_instance() stays far inside an int).
   if (dep.ep_size > total) {
@@ -742,12 +749,12 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     s.cluster.nodes = c.int_in("nodes", 1, 1, kMaxClusterGpus);
     s.cluster.gpus_per_node =
         c.int_in("gpus_per_node", fabric_gpus_per_node(fabric_json, 8), 1, kMaxClusterGpus);
-    // Traffic and route tables grow with the square of the GPU count: refuse what would not fit in memory.
+    // Per-GPU state and leaf-pair routes: refuse what would not fit in memory.
     if (std::int64_t{s.cluster.nodes} * s.cluster.gpus_per_node > kMaxClusterGpus) {
       c.fail("nodes", std::to_string(s.cluster.nodes) + " nodes x " +
                           std::to_string(s.cluster.gpus_per_node) + " GPUs is more than the " +
                           std::to_string(kMaxClusterGpus) +
-                          " GPUs the simulator sizes its per-GPU-pair tables for");
+                          " GPUs the simulator sizes its per-GPU state for");
     }
     FabricSpec& f = s.cluster.fabric;
     f = parse_fabric(fabric_json, "cluster.fabric", s.cluster.nodes, s.cluster.gpus_per_node, s.cluster.gpu);

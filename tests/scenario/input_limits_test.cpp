@@ -105,12 +105,15 @@ TEST_CASE("work that would keep validate busy for hours is refused") {
   REQUIRE(starts_with(p, "workload.expert_popularity.iterations: 10000 iterations over 1024 experts"));
 }
 
-TEST_CASE("clusters whose per-GPU-pair tables would not fit in memory are refused") {
+TEST_CASE("clusters and EP groups whose tables would not fit in memory are refused") {
   REQUIRE(starts_with(error_of({"cluster.nodes=2147483647", "deployment.ep_size=4"}),
-                      "cluster.nodes: must be an integer in [1, 4096]"));
-  // 1000 x 8 = 8000 GPUs: each count alone is fine, the product is not (and never overflows int).
-  REQUIRE(starts_with(error_of({"cluster.nodes=1000", "cluster.gpus_per_node=8", "deployment.ep_size=4"}),
-                      "cluster.nodes: 1000 nodes x 8 GPUs is more than the 4096"));
+                      "cluster.nodes: must be an integer in [1, 16384]"));
+  // 4000 x 8 = 32,000 GPUs: each count alone is fine, the product is not (and never overflows int).
+  REQUIRE(starts_with(error_of({"cluster.nodes=4000", "cluster.gpus_per_node=8", "deployment.ep_size=4"}),
+                      "cluster.nodes: 4000 nodes x 8 GPUs is more than the 16384"));
+  // 1,024 nodes of 8 (a fleet of 8,192 GPUs) is a legal cluster; one EP group over all of it is not.
+  REQUIRE(starts_with(error_of({"cluster.nodes=1024", "cluster.gpus_per_node=8", "deployment.ep_size=8192"}),
+                      "deployment.ep_size: 8192 is more than the 4096 GPUs"));
 }
 
 TEST_CASE("GPU and link figures outside physical ranges are refused, not turned into overflowing times") {
