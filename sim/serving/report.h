@@ -266,7 +266,8 @@ struct Report {
   int mser_batches = 0;
   double arrivals_end_s = 0;
   double drain_s = 0;  // from the last arrival to the end of the run
-  // The number in system over the window: its fitted level at the window's start and end, and the trend.
+  // The number in system over the window: its fitted level at the window's start and end (at least 0), and
+  // the trend.
   double in_system_start = 0;
   double in_system_end = 0;
   TrendReport trend;

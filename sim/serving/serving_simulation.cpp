@@ -699,8 +699,10 @@ WindowChoice Cluster::fill_window(Report& r) const {
   r.trend.df = c.trend.df;
   r.trend.lag1 = c.trend.lag1;
   r.trend.p_growth = c.trend.p_growth;
-  r.in_system_start = c.trend.start;
-  r.in_system_end = c.trend.end;
+  // The fitted line estimates a mean count: where it dips below zero (a series rising from an empty
+  // system) the estimate is zero.
+  r.in_system_start = std::max(0.0, c.trend.start);
+  r.in_system_end = std::max(0.0, c.trend.end);
   r.overloaded = c.overloaded;
   return c;
 }
