@@ -1,6 +1,6 @@
 // Cost of costing: one StepPlanner::plan() for DeepSeek-V3 (58 MoE layers x 256 experts) at EP8 to EP256
 // (8 GPUs per node, data-parallel attention), for a decode batch and a mixed prefill batch. The design
-// target is O(layers x (experts + GPUs)); issue 31's bound: EP256 steps at most 1 ms of CPU.
+// target is O(layers x (experts + GPUs)); the target: EP256 steps at most 1 ms of CPU.
 #include <benchmark/benchmark.h>
 
 #include "sim/scenario/profile_io.h"
