@@ -30,17 +30,18 @@ TEST_CASE("the pool refuses what it cannot hold") {
   REQUIRE_FALSE(kv.can_hold(r, 33));
 }
 
-TEST_CASE("a request that arrives with its KV takes no prefix hit; a fresh one with the same prompt does") {
+TEST_CASE("a request that arrives with its KV takes no prefix hit, a fresh one with the same prompt does") {
   KvCacheManager kv(16, 16, /*prefix_caching=*/true);
   // A first request computes a 64-token prompt (4 full blocks named by their hashes) and leaves.
   Request first;
   first.prompt = 64;
-  first.target = 65;
+  first.target = 64;  // a fresh request computes its prompt before it samples its first token
   first.prompt_hashes = {11, 12, 13, 14};
   REQUIRE(kv.lookup_prefix(first) == 0);
   kv.admit(first, 64);
   kv.release(first);
-  // Same prompt, fresh: the three leading blocks that leave a token to compute are a hit.
+  // Same prompt, fresh: the three leading blocks that leave a token to compute are a hit (as vLLM caps a
+  // hit at the prompt less one token: the last one is computed to sample from).
   Request fresh = first;
   fresh.block_ids.clear();
   fresh.blocks = 0;
