@@ -236,8 +236,8 @@ std::pair<GroupBatch, GroupBatch> StepPlanner::split_batch(const GroupBatch& b) 
   return {a, c};
 }
 
-Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, int comm_sms, StepPart part) {
-  const OverlapStage o = moesim::overlap_stage(work, comm, double(comm_sms) / double(s_.cluster.gpu.sms));
+Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, double held_share, StepPart part) {
+  const OverlapStage o = moesim::overlap_stage(work, comm, held_share);
   plan_.parts[part] += o.exposed;
   plan_.comm_hidden += o.hidden;
   plan_.comm_sm_contention += o.contention;
@@ -280,7 +280,7 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     const AllToAllCost c = fabric_.all_to_all(traffic_, mode, {}, {}, a2a_scratch_);
     out.dispatch = c.dispatch;
     out.combine = c.combine;
-    out.comm_sms = comm_sms(c.mode);
+    out.held_share = comm_held_share(c.mode);
     plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
     plan_.dispatch_nic_bytes += c.nic_bytes;
     rank_tokens_max = 0;
@@ -290,22 +290,33 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
   return out;
 }
 
-// SMs the All-to-All kernels hold while they run (deployment.comm_sms overrides): DeepEP V1 normal
-// kernels as configured in its usage example, Buffer.set_num_sms(24) (docs/legacy.md); low-latency
-// kernels with the receive hook move the RDMA traffic "without any SM occupation" (docs/legacy.md,
-// two-micro-batch overlapping); NVLink-domain kernels at the 24 SMs of DeepEP V2's minimum-SM NVLink
-// row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
-int StepPlanner::comm_sms(AllToAllMode mode) const {
-  if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms;
+// The share of the GPU's SM time the All-to-All kernels take from compute while they run, as the
+// overlapped stage's `held_share` (overlap_stage: a stage takes max(comm, work + comm x share)).
+// - DeepEP V1 normal kernels hold 24 SMs throughout, as configured in its usage example,
+//   Buffer.set_num_sms(24) (docs/legacy.md); NVLink-domain kernels the 24 SMs of DeepEP V2's minimum-SM
+//   NVLink row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
+// - Low-latency kernels with the receive hook hold every SM while they send and receive and none while the
+//   data is in flight (SGLang, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert
+//   Parallelism", lmsys.org 2025-05-05, decode TBO breakdown). On one stream the other micro-batch's
+//   compute waits for those phases: of the 0.17 ms a layer's dispatch takes at 128 tokens per GPU (EP72,
+//   H100), DeepEP's unit test spends 0.06 ms occupying SMs (same source, decode detail breakdown), so a
+//   share of 0.06 / 0.17 of the kernel's time. The same share is taken for the combine (no separate
+//   figure is published); both send and receive scale with the routed pairs, as the in-flight time does.
+// deployment.comm_sms overrides: that many SMs held throughout.
+double StepPlanner::comm_held_share(AllToAllMode mode) const {
+  const double sms = s_.cluster.gpu.sms;
+  if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms / sms;
+  constexpr double kLowLatencySmPhases = 0.06 / 0.17;
+  constexpr double kHeldSms = 24;
   switch (mode) {
     case AllToAllMode::kLowLatency:
-      return 0;
+      return kLowLatencySmPhases;
     case AllToAllMode::kHighThroughput:
     case AllToAllMode::kNvlinkDomain:
     case AllToAllMode::kAuto:
-      return 24;
+      return kHeldSms / sms;
   }
-  return 24;
+  return kHeldSms / sms;
 }
 
 Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
@@ -610,10 +621,10 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
     const LayerComm a = layer_comm(layer, std::span<const double>(half_tokens_).first(g), slots);
     const LayerComm b = layer_comm(layer, std::span<const double>(half_tokens_).subspan(g, g), slots);
     if (tiers) stall = loop_->layer_stall(request + a.dispatch, experts_max, *cost_);
-    time = add_overlap_stage(p.pre_b, a.dispatch, a.comm_sms, StepPart::kDispatch) +
-           add_overlap_stage(experts_a, b.dispatch, b.comm_sms, StepPart::kDispatch) +
-           add_overlap_stage(experts_b, a.combine, a.comm_sms, StepPart::kCombine) +
-           add_overlap_stage(p.pre_a, b.combine, b.comm_sms, StepPart::kCombine);
+    time = add_overlap_stage(p.pre_b, a.dispatch, a.held_share, StepPart::kDispatch) +
+           add_overlap_stage(experts_a, b.dispatch, b.held_share, StepPart::kDispatch) +
+           add_overlap_stage(experts_b, a.combine, a.held_share, StepPart::kCombine) +
+           add_overlap_stage(p.pre_a, b.combine, b.held_share, StepPart::kCombine);
     plan_.parts[StepPart::kExperts] += experts_a + experts_b;
   }
   plan_.parts[StepPart::kExpertStall] += stall;

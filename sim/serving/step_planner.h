@@ -143,12 +143,12 @@ class StepPlanner {
   struct LayerComm {
     Duration dispatch;
     Duration combine;
-    int comm_sms = 0;  // SMs the kernels hold while they run
+    double held_share = 0;  // share of the GPU's SM time the kernels hold over their run (comm_held_share)
   };
   [[nodiscard]] LayerComm layer_comm(int layer, std::span<const double> src_tokens, double pairs);
-  [[nodiscard]] int comm_sms(AllToAllMode mode) const;
+  [[nodiscard]] double comm_held_share(AllToAllMode mode) const;
   // Adds one two-batch-overlap stage's exposed and hidden communication to the plan; returns its time.
-  Duration add_overlap_stage(Duration work, Duration comm, int comm_sms, StepPart part);
+  Duration add_overlap_stage(Duration work, Duration comm, double held_share, StepPart part);
   [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
