@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sim/engine/check.h"
@@ -508,11 +509,15 @@ void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int grou
     }
   }
   metrics_.on_kv_transfer(size.wire_bytes, done - now, migration);
+  MOESIM_CHECK(r.kv_in_transit == 0, "a KV cache sent while the request's previous one is on the way");
+  r.kv_in_transit = std::llround(size.wire_bytes);
+  metrics_.on_kv_sent(r.kv_in_transit);
   r.replica = to.index();
   r.group = group;
   r.target = r.computed + 1;  // the next step writes the last sampled token's KV and samples the next
   Replica* dest = &to;
   sim_.schedule_at(done, Phase::kNormal, [this, idx, dest, group, migration] {
+    metrics_.on_kv_received(std::exchange(requests_[idx].kv_in_transit, 0));
     if (!migration) {
       requests_[idx].kv_arrived = sim_.now();
       std::size_t flat = static_cast<std::size_t>(group);
