@@ -758,6 +758,8 @@ void Cluster::fill_steps(Report& r, const WindowTotals& m) const {
       r.gpu_load_imbalance = m.gpu_imbalance / m.batch_tokens;
       r.expert_load_imbalance = m.expert_imbalance / m.batch_tokens;
     }
+    r.rank_load_share = stats_of(m.rank_load_share);
+    r.layer_max_over_mean = stats_of(m.layer_max_over_mean);
     r.nvlink_bytes_per_step = m.nvlink_bytes / n;
     r.nic_bytes_per_step = m.nic_bytes / n;
   }

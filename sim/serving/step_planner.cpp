@@ -72,6 +72,8 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   const auto g = static_cast<std::size_t>(gpus_);
   const auto ranks = static_cast<std::size_t>(ranks_);
   rank_bytes_.resize(ranks);
+  rank_pairs_.resize(ranks);
+  layer_imbalance_.resize(static_cast<std::size_t>(s.model.moe_layers()));
   gpu_tokens_.resize(g);
   busy_s_.resize(g);
   flops_.resize(g);
@@ -500,6 +502,8 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   std::fill(flops_.begin(), flops_.end(), 0.0);
   std::fill(bytes_.begin(), bytes_.end(), 0.0);
   std::fill(rank_bytes_.begin(), rank_bytes_.end(), 0.0);
+  std::fill(rank_pairs_.begin(), rank_pairs_.end(), 0.0);
+  std::fill(layer_imbalance_.begin(), layer_imbalance_.end(), 0.0);
   cost_groups(groups);
 
   std::int64_t& total_tokens = p.total_tokens;
@@ -678,12 +682,14 @@ const StepPlan& StepPlanner::finish_plan() {
       experts_max = max(experts_max, t);
       max_pairs = std::max(max_pairs, cost_->pairs(g));
       rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
+      rank_pairs_[static_cast<std::size_t>(g)] += cost_->pairs(g);
       for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
         busy_s_[static_cast<std::size_t>(i)] += t.seconds();
         flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;
       }
     }
     gpu_imb_sum += max_pairs / mean_pairs_gpu;
+    layer_imbalance_[static_cast<std::size_t>(layer)] = max_pairs / mean_pairs_gpu;
     expert_imb_sum += max_count / mean_pairs_expert;
     const auto li = static_cast<std::size_t>(m.num_dense_layers + layer);
     layer_time_[li] = layer_schedule(layer, p, request, experts_max, tbo, tiers);
