@@ -35,7 +35,7 @@ TEST_CASE("a request that arrives with its KV takes no prefix hit; a fresh one w
   // A first request computes a 64-token prompt (4 full blocks named by their hashes) and leaves.
   Request first;
   first.prompt = 64;
-  first.target = 65;
+  first.target = 64;  // a fresh request computes its prompt before its first token
   first.prompt_hashes = {11, 12, 13, 14};
   REQUIRE(kv.lookup_prefix(first) == 0);
   kv.admit(first, 64);
@@ -57,4 +57,35 @@ TEST_CASE("a request that arrives with its KV takes no prefix hit; a fresh one w
   kv.admit(moved, 71);
   CHECK(moved.computed == 70);
   CHECK(moved.blocks == 5);  // ceil(71 / 16) blocks of its own
+}
+
+TEST_CASE("an admission that reserves a whole prompt names only the blocks it computes") {
+  KvCacheManager kv(16, 16, /*prefix_caching=*/true);
+  Request a;
+  a.prompt = a.target = 100;
+  a.prompt_hashes = {21, 22, 23, 24, 25, 26};  // 6 full blocks of the 100-token prompt
+  REQUIRE(kv.lookup_prefix(a) == 0);
+  // A 32-token first chunk with the whole prompt reserved: ceil(100 / 16) = 7 blocks held.
+  REQUIRE(kv.can_admit(a, 100));
+  kv.admit(a, 32, 100);
+  CHECK(a.blocks == 7);
+  CHECK(kv.free_blocks() == 9);
+  // Only the 2 blocks of the computed chunk carry their hashes: a request with the same prompt hits 32
+  // tokens, not the 4 reserved blocks that hold no KV yet.
+  Request b;
+  b.prompt = b.target = 100;
+  b.prompt_hashes = a.prompt_hashes;
+  CHECK(kv.lookup_prefix(b) == 32);
+  // Growing `a` to the next chunk needs no block and names 2 more.
+  kv.grow(a, 64);
+  CHECK(a.blocks == 7);
+  CHECK(kv.lookup_prefix(b) == 64);
+}
+
+TEST_CASE("an admission watermark keeps blocks free") {
+  KvCacheManager kv(10, 16);
+  Request r;
+  r.prompt = r.target = 64;  // 4 blocks
+  CHECK(kv.can_admit(r, 64, 6));
+  CHECK_FALSE(kv.can_admit(r, 64, 7));
 }
