@@ -11,7 +11,7 @@ std::unique_ptr<Router> make_router(const ScenarioSpec& s) {
 std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_admission) {
   if (d.router == RouterPolicy::kRoundRobin) return std::make_unique<RoundRobinRouter>();
   if (d.router == RouterPolicy::kCacheAware) return std::make_unique<CacheAwareRouter>();
-  if (d.router == RouterPolicy::kKvAware) return std::make_unique<KvAwareRouter>();
+  if (d.router == RouterPolicy::kKvAware) return std::make_unique<KvAwareRouter>(d.max_batch_size);
   if (load_aware_admission) return std::make_unique<LoadAwareRouter>();
   return std::make_unique<LeastLoadedRouter>();
 }
@@ -42,11 +42,7 @@ void LoadIndex::set(std::size_t i, LoadKey key) {
 int KvAwareRouter::route(std::span<const GroupLoad> groups) {
   int best = 0;
   for (std::size_t i = 1; i < groups.size(); ++i) {
-    const GroupLoad& g = groups[i];
-    const GroupLoad& b = groups[static_cast<std::size_t>(best)];
-    if (g.free_kv_blocks > b.free_kv_blocks ||
-        (g.free_kv_blocks == b.free_kv_blocks && g.running + g.waiting < b.running + b.waiting))
-      best = static_cast<int>(i);
+    if (key(groups[i]) < key(groups[static_cast<std::size_t>(best)])) best = static_cast<int>(i);
   }
   return best;
 }

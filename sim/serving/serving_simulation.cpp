@@ -351,7 +351,8 @@ GroupLoad load_of(const AttentionGroup& g, std::int64_t inflight) {
   return GroupLoad{.running = static_cast<std::int64_t>(g.running.size()),
                    .waiting = static_cast<std::int64_t>(g.waiting.size()) + inflight,
                    .busy_s = g.busy_ewma_s,
-                   .free_kv_blocks = g.kv.free_blocks()};
+                   .free_kv_blocks = g.kv.free_blocks(),
+                   .total_kv_blocks = g.kv.total_blocks()};
 }
 }  // namespace
 
