@@ -68,6 +68,7 @@ std::int64_t admit_front(AttentionGroup& g, const WaitingFront& f, std::int64_t 
   const std::int64_t held = reserve.whole_prompt ? std::max(computed, r.target) : computed;
   if (!g.kv.can_admit(r, held, reserve.keep_free)) return 0;
   g.waiting.pop_front();
+  g.waiting_tokens -= r.target - r.computed;
   g.running.push_back(f.idx);
   g.kv.admit(r, computed, held);
   if (r.admitted == Time::never()) r.admitted = now;

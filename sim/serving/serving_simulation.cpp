@@ -352,7 +352,9 @@ GroupLoad load_of(const AttentionGroup& g, std::int64_t inflight) {
                    .waiting = static_cast<std::int64_t>(g.waiting.size()) + inflight,
                    .busy_s = g.busy_ewma_s,
                    .free_kv_blocks = g.kv.free_blocks(),
-                   .total_kv_blocks = g.kv.total_blocks()};
+                   .total_kv_blocks = g.kv.total_blocks(),
+                   .active_kv_blocks = g.kv.used_blocks() + (g.waiting_tokens + g.kv.block_tokens() - 1) /
+                                                                g.kv.block_tokens()};
 }
 }  // namespace
 

@@ -72,6 +72,13 @@ TEST_CASE("when blocks run out the newest running request is preempted and nothi
   REQUIRE(f.group.waiting.front() == new_req);
   REQUIRE(f.group.waiting.size() == 2);  // the waiting prompt was not admitted after the preemption
   REQUIRE(f.group.kv.free_blocks() == 0);
+  REQUIRE(f.group.waiting_tokens == 4 + 17);  // what routers see queued: both requests' tokens to compute
+  // Once the survivor finishes the preempted request is readmitted: only the waiting prompt's 4 remain.
+  f.group.running.clear();
+  f.group.kv.release(f.requests[old_req]);
+  f.form<VllmBatchPolicy>();
+  REQUIRE(f.group.waiting.front() != new_req);
+  REQUIRE(f.group.waiting_tokens == 4);
 }
 
 TEST_CASE("vLLM admits a prompt only when all its blocks and the watermark fit, not just its first chunk") {
