@@ -16,7 +16,7 @@ struct AttentionGroup {
   std::vector<RequestIdx> running;  // in admission order: the newest is preempted first
   KvCacheManager kv;
   std::int64_t waiting_tokens = 0;  // tokens the waiting requests have to compute (what routers weigh)
-  double busy_ewma_s = 0;  // its GPUs' busy time per step, EWMA (load-aware admission)
+  double busy_ewma_s = 0;           // its GPUs' busy time per step, EWMA (load-aware admission)
   // SGLang's estimate of the share of its maximum output a running request will still generate
   // (Scheduler.new_token_ratio; negative until the SGLang policy first forms a step here).
   double new_token_ratio = -1.0;

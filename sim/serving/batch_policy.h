@@ -57,7 +57,7 @@ WaitingFront waiting_front(AttentionGroup& g, RequestTable& requests);
 
 // What an engine's allocator demands of an admission beyond the first chunk's blocks.
 struct AdmitReserve {
-  bool whole_prompt = false;  // allocate the blocks of the whole sequence to compute (r.target) at once
+  bool whole_prompt = false;   // allocate the blocks of the whole sequence to compute (r.target) at once
   std::int64_t keep_free = 0;  // blocks that must stay free after the allocation (a watermark)
 };
 

@@ -50,8 +50,8 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     add_work(batch, r, ScheduledWork{f.idx, tokens, true}, scheduled);
     budget -= tokens;
     // A whole prompt reserves its output; a chunked one only its chunk (it reserves when it completes).
-    rem_total -= static_cast<double>(tokens) +
-                 (tokens == f.left ? static_cast<double>(new_tokens) * ratio : 0.0);
+    rem_total -=
+        static_cast<double>(tokens) + (tokens == f.left ? static_cast<double>(new_tokens) * ratio : 0.0);
   }
   if (batch.tokens() == 0 && !g.running.empty()) decode(g, requests, out, scheduled);
   g.kv.note_peak();

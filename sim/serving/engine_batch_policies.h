@@ -26,7 +26,7 @@ class SglangBatchPolicy final : public BatchPolicy {
   static constexpr double kInitNewTokenRatio = 0.7;
   static constexpr double kMinNewTokenRatio = kInitNewTokenRatio * 0.14;
   static constexpr double kNewTokenRatioDecay = (kInitNewTokenRatio - kMinNewTokenRatio) / 600.0;
-  static constexpr std::int64_t kRetractDecodeSteps = 20;   // global_config.retract_decode_steps
+  static constexpr std::int64_t kRetractDecodeSteps = 20;  // global_config.retract_decode_steps
   static constexpr std::int64_t kClipMaxNewTokens = 4096;  // CLIP_MAX_NEW_TOKENS_ESTIMATION
   SglangBatchPolicy(const DeploymentSpec& d, int draft_tokens) : d_(d), draft_tokens_(draft_tokens) {}
   FormedBatch form(AttentionGroup& g, RequestTable& requests, Time now,

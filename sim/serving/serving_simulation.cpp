@@ -363,8 +363,8 @@ GroupLoad load_of(const AttentionGroup& g, std::int64_t inflight) {
                    .busy_s = g.busy_ewma_s,
                    .free_kv_blocks = g.kv.free_blocks(),
                    .total_kv_blocks = g.kv.total_blocks(),
-                   .active_kv_blocks = g.kv.used_blocks() + (g.waiting_tokens + g.kv.block_tokens() - 1) /
-                                                                g.kv.block_tokens()};
+                   .active_kv_blocks = g.kv.used_blocks() +
+                                       (g.waiting_tokens + g.kv.block_tokens() - 1) / g.kv.block_tokens()};
 }
 }  // namespace
 
@@ -454,8 +454,9 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   if (first.spec.deployment.router == RouterPolicy::kCacheAware) {
     probe.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
   }
-  const std::size_t target = route(
-      entry_pools_, *first.router, first.spec.deployment.router == RouterPolicy::kCacheAware ? &probe : nullptr);
+  const std::size_t target =
+      route(entry_pools_, *first.router,
+            first.spec.deployment.router == RouterPolicy::kCacheAware ? &probe : nullptr);
   const auto [rep, group] = group_at(entry_pools_, target);
   const ServingPool& pool = pools_[static_cast<std::size_t>(rep->pool())];
   if (const auto why = refusal(spec, pool, rep->groups()[static_cast<std::size_t>(group)])) {

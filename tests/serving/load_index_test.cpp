@@ -24,7 +24,8 @@ void check_against_scan(Router& router, std::size_t groups, int changes, std::ui
   for (std::size_t i = 0; i < groups; ++i) index.set(i, router.key(loads[i]));
   for (int c = 0; c < changes; ++c) {
     const auto i = static_cast<std::size_t>(rng() % groups);
-    loads[i] = GroupLoad{.running = draw(3), .waiting = draw(2), .free_kv_blocks = draw(3), .total_kv_blocks = 3};
+    loads[i] =
+        GroupLoad{.running = draw(3), .waiting = draw(2), .free_kv_blocks = draw(3), .total_kv_blocks = 3};
     index.set(i, router.key(loads[i]));
     std::size_t first_min = 0;
     for (std::size_t k = 1; k < groups; ++k) {

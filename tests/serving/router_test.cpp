@@ -51,9 +51,10 @@ TEST_CASE("make_router follows deployment.router and the load-aware admission sw
 TEST_CASE("the cache-aware router weighs the prefill a cached prefix saves against the blocks queued") {
   CacheAwareRouter r;
   // Costs (blocks to prefill + active blocks): 10 - 6 + 20 = 24; 10 - 2 + 10 = 18; 10 - 0 + 9 = 19.
-  std::vector<GroupLoad> g{{.running = 3, .prompt_blocks = 10, .cached_prefix_blocks = 6, .active_kv_blocks = 20},
-                           {.running = 1, .prompt_blocks = 10, .cached_prefix_blocks = 2, .active_kv_blocks = 10},
-                           {.running = 2, .prompt_blocks = 10, .cached_prefix_blocks = 0, .active_kv_blocks = 9}};
+  std::vector<GroupLoad> g{
+      {.running = 3, .prompt_blocks = 10, .cached_prefix_blocks = 6, .active_kv_blocks = 20},
+      {.running = 1, .prompt_blocks = 10, .cached_prefix_blocks = 2, .active_kv_blocks = 10},
+      {.running = 2, .prompt_blocks = 10, .cached_prefix_blocks = 0, .active_kv_blocks = 9}};
   CHECK(r.route(g) == 1);  // the longest prefix does not pay for the queue in front of it
   // With 11 blocks less queued, the prefix wins: 10 - 6 + 9 = 13 < 18.
   g[0].active_kv_blocks = 9;
@@ -74,8 +75,9 @@ TEST_CASE("the KV-aware router picks the least summed share of sequences and KV 
                                  {.running = 30, .free_kv_blocks = 1000, .total_kv_blocks = 1000}};
   REQUIRE(r.route(g) == 0);  // blocks alone would pick the third, sequences alone the second
   // Many sequences weigh against an empty pool: 50/100 + 0 = 0.5 against 5/100 + 300/1000 = 0.35.
-  const std::vector<GroupLoad> seqs{{.running = 40, .waiting = 10, .free_kv_blocks = 1000, .total_kv_blocks = 1000},
-                                    {.running = 5, .free_kv_blocks = 700, .total_kv_blocks = 1000}};
+  const std::vector<GroupLoad> seqs{
+      {.running = 40, .waiting = 10, .free_kv_blocks = 1000, .total_kv_blocks = 1000},
+      {.running = 5, .free_kv_blocks = 700, .total_kv_blocks = 1000}};
   REQUIRE(r.route(seqs) == 1);
   // Equal shares (0.1 + 0.2 = 0.2 + 0.1): the fewer requests.
   const std::vector<GroupLoad> tie{{.running = 20, .free_kv_blocks = 900, .total_kv_blocks = 1000},
