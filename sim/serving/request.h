@@ -29,7 +29,8 @@ struct alignas(64) Request {
   std::int64_t id = 0;
   Time arrival;
   std::int64_t prompt = 0;
-  // Prefix caching only: the chained hashes of the prompt's full KV blocks, the ids of the blocks held (in
+  // Prefix caching only: the chained hashes of the full KV blocks of the prompt (then of the answer, where
+  // the workload keys it: a conversation's next turn repeats it), the ids of the blocks held (in
   // token order) and how many leading ones are named in the cache.
   std::vector<BlockHash> prompt_hashes;
   std::vector<BlockId> block_ids;

@@ -97,7 +97,11 @@ class Cluster final : public ReplicaHost {
   void fill_experts(Report& r, const WindowTotals& m) const;
   void fill_prefix(Report& r) const;
   // Prefix caching: the chained hashes of `spec`'s full prompt KV blocks of `block_tokens` into `out`.
-  void prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out);
+  // The chained hashes of spec's full KV blocks into `out`: its prompt's, then its answer's when the
+  // workload keys answers (conversations), which the cache names as decode computes them (vLLM V1 caches
+  // generated tokens' full blocks, SGLang inserts a finished request's tokens into its radix tree), so a
+  // next turn hits on the previous answer. Returns how many are the prompt's.
+  std::size_t prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out);
   void fill_pools(Report& r, const WindowTotals& m) const;
   // Operations under the planner (deployment.autoscale; operations.h): the instances beyond each pool's
   // initial count start idle; every interval the planner's targets start, cancel or drain instances.
@@ -311,18 +315,23 @@ void Cluster::end_of_arrivals() {
   }
 }
 
-void Cluster::prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out) {
+std::size_t Cluster::prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens,
+                                   std::vector<BlockHash>& out) {
   out.clear();
   const std::int64_t keyed = source_->prefix_block_tokens();
-  if (keyed == 0) return;
-  source_->prompt_block_keys(spec, keys_);
+  if (keyed == 0) return 0;
+  std::int64_t tokens = spec.prompt_tokens + spec.output_tokens;
+  source_->sequence_block_keys(spec, keys_);
+  if (keys_.empty()) {
+    tokens = spec.prompt_tokens;
+    source_->prompt_block_keys(spec, keys_);
+  }
   // A keyed block of `keyed` tokens (512 for Mooncake hash_ids) is `split` KV blocks; each KV block's key
   // is its keyed block's key and its position inside it. Only full KV blocks are cached.
   const std::int64_t block = block_tokens;
   MOESIM_CHECK(keyed % block == 0, "keyed prompt blocks must split into whole KV blocks");
   const std::int64_t split = keyed / block;
-  const std::int64_t n =
-      std::min(spec.prompt_tokens / block, static_cast<std::int64_t>(keys_.size()) * split);
+  const std::int64_t n = std::min(tokens / block, static_cast<std::int64_t>(keys_.size()) * split);
   out.resize(static_cast<std::size_t>(n));
   BlockHash parent = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -330,6 +339,7 @@ void Cluster::prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, 
     const std::uint64_t sub = split == 1 ? key : splitmix64(key ^ static_cast<std::uint64_t>(i % split));
     out[static_cast<std::size_t>(i)] = parent = chain_block_hash(parent, sub);
   }
+  return static_cast<std::size_t>(std::min(n, spec.prompt_tokens / block));
 }
 
 std::pair<Replica*, int> Cluster::group_at(const std::vector<int>& pools, std::size_t i) const {
@@ -352,7 +362,10 @@ GroupLoad load_of(const AttentionGroup& g, std::int64_t inflight) {
   return GroupLoad{.running = static_cast<std::int64_t>(g.running.size()),
                    .waiting = static_cast<std::int64_t>(g.waiting.size()) + inflight,
                    .busy_s = g.busy_ewma_s,
-                   .free_kv_blocks = g.kv.free_blocks()};
+                   .free_kv_blocks = g.kv.free_blocks(),
+                   .total_kv_blocks = g.kv.total_blocks(),
+                   .active_kv_blocks = g.kv.used_blocks() +
+                                       (g.waiting_tokens + g.kv.block_tokens() - 1) / g.kv.block_tokens()};
 }
 }  // namespace
 
@@ -433,12 +446,18 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   // for the cache-aware router each group's cached prefix of them.
   const ServingPool& first = pools_[static_cast<std::size_t>(entry_pools_.front())];
   std::vector<BlockHash> hashes;
+  std::size_t prompt_blocks = 0;
   if (first.spec.deployment.prefix_caching)
-    prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
-  // The first entry pool's router picks among every entry group (one router for the arrivals).
+    prompt_blocks = prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
+  // The first entry pool's router picks among every entry group (one router for the arrivals), probing
+  // the prompt's blocks.
+  std::vector<BlockHash> probe;
+  if (first.spec.deployment.router == RouterPolicy::kCacheAware) {
+    probe.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
+  }
   const std::size_t target =
       route(entry_pools_, *first.router,
-            first.spec.deployment.router == RouterPolicy::kCacheAware ? &hashes : nullptr);
+            first.spec.deployment.router == RouterPolicy::kCacheAware ? &probe : nullptr);
   const auto [rep, group] = group_at(entry_pools_, target);
   const ServingPool& pool = pools_[static_cast<std::size_t>(rep->pool())];
   if (const auto why = refusal(spec, pool, rep->groups()[static_cast<std::size_t>(group)])) {
