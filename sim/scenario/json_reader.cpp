@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -208,7 +209,15 @@ std::string read_file_bounded(const std::string& path, std::size_t max_bytes, st
   std::vector<char> chunk(std::size_t{1} << 16);
   while (in) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    // No JSON text holds a NUL byte (RFC 8259: control characters only escaped): a binary file or a
+    // device is refused at its first one rather than after max_bytes of it.
+    if (const void* nul = std::memchr(chunk.data(), '\0', got); nul != nullptr) {
+      const auto at = text.size() + static_cast<std::size_t>(static_cast<const char*>(nul) - chunk.data());
+      throw InputError(path, "byte " + std::to_string(at + 1) + " is a NUL byte: " + std::string(what) +
+                                 " is not text (a binary file or a device?)");
+    }
+    text.append(chunk.data(), got);
     if (text.size() > max_bytes) {
       throw InputError(path, std::string(what) + " is larger than " + std::to_string(max_bytes >> 20) +
                                  " MiB, more than any real one; is it the right file?");

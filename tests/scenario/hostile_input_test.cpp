@@ -358,3 +358,16 @@ TEST_CASE("a --set path reaches into an array by index, and a bad index names th
     REQUIRE_THROWS_WITH(apply_override(j, bad), Catch::Contains("expected name[index] with a decimal index"));
   }
 }
+
+TEST_CASE("a scenario with a NUL byte is refused at that byte, and /dev/zero at once") {
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / "moesim_nul_scenario.json";
+  {
+    std::ofstream f(p, std::ios::binary);
+    f << "{\"name\": \"x\"";
+    f.put('\0');
+    f << "}\n";
+  }
+  REQUIRE_THROWS_WITH(load_scenario(p.string(), {}), Catch::Contains("byte 13 is a NUL byte"));
+  std::filesystem::remove(p);
+  REQUIRE_THROWS_WITH(load_scenario("/dev/zero", {}), Catch::Contains("/dev/zero: byte 1 is a NUL byte"));
+}
