@@ -256,7 +256,7 @@ TEST_CASE("files are read once: a FIFO scenario validates and a sweep over a FIF
   INFO(s.err);
   REQUIRE(s.code == 0);
   // /dev/zero as a scenario is refused, not read until memory runs out.
-  require_refusal(run_moesim(t, "validate /dev/zero"), "/dev/zero: the JSON file is larger than");
+  require_refusal(run_moesim(t, "validate /dev/zero"), "/dev/zero: byte 1 is a NUL byte");
 }
 
 TEST_CASE("plan reads run.seeds as the other verbs do, and NaN is not a capacity tolerance") {

@@ -271,9 +271,16 @@ TEST_CASE("a trace is read once, so a FIFO works, and a file without newlines is
                       Catch::StartsWith("/dev/null: the trace has no requests"));
   REQUIRE_THROWS_WITH(read_trace(fs::temp_directory_path().string(), "azure_csv", "f"),
                       Catch::Contains("is a folder, not a trace file"));
-  // A JSON file is bounded too (a scenario of /dev/zero).
-  REQUIRE_THROWS_WITH(load_json_file("/dev/zero"),
-                      Catch::StartsWith("/dev/zero: the JSON file is larger than"));
+  // A JSON file is bounded too: a scenario of /dev/zero stops at its first byte (NUL, not text), and a
+  // text larger than the cap at the cap.
+  REQUIRE_THROWS_WITH(load_json_file("/dev/zero"), Catch::StartsWith("/dev/zero: byte 1 is a NUL byte"));
+  const fs::path big = temp_path("big.json");
+  std::ofstream(big) << std::string((std::size_t{3} << 20) - 1, ' ') << "{}";
+  REQUIRE_THROWS_WITH(read_file_bounded(big.string(), std::size_t{2} << 20, "the JSON file"),
+                      Catch::StartsWith(big.string() + ": the JSON file is larger than 2 MiB"));
+  REQUIRE(read_file_bounded(big.string(), std::size_t{4} << 20, "the JSON file").size() ==
+          (std::size_t{3} << 20) + 1);
+  fs::remove(big);
 }
 
 TEST_CASE("a scenario file is read once: the loaders take its document, so a FIFO scenario loads") {
