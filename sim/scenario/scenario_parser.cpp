@@ -13,6 +13,7 @@
 #include "sim/scenario/servegen_reader.h"
 #include "sim/scenario/trace_reader.h"
 #include "sim/serving/memory_plan.h"
+#include "sim/serving/router.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {
@@ -477,21 +478,15 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
                  ": an expert's tensor-parallel group stays inside one NVLink node");
     }
   }
-  const std::string router = d.string("router", "least_loaded");
-  if (router == "least_loaded") {
-    dep.router = RouterPolicy::kLeastLoaded;
-  } else if (router == "round_robin") {
-    dep.router = RouterPolicy::kRoundRobin;
-  } else if (router == "kv_aware") {
-    dep.router = RouterPolicy::kKvAware;
-  } else if (router == "cache_aware") {
-    if (!dep.prefix_caching) {
-      d.fail("router", "cache_aware routes by the groups' prefix caches: set deployment.prefix_caching true");
-    }
-    dep.router = RouterPolicy::kCacheAware;
-  } else {
-    d.fail("router",
-           "unknown router \"" + router + "\" (known: least_loaded, round_robin, kv_aware, cache_aware)");
+  dep.router = d.string("router", "least_loaded");
+  const RouterEntry* router = find_router(dep.router);
+  if (router == nullptr) {
+    std::string known;
+    for (const RouterEntry& e : routers()) known += (known.empty() ? "" : ", ") + std::string(e.name);
+    d.fail("router", "unknown router \"" + dep.router + "\" (known: " + known + ")");
+  }
+  if (router->needs_prefix_caching && !dep.prefix_caching) {
+    d.fail("router", dep.router + " routes by the groups' prefix caches: set deployment.prefix_caching true");
   }
   dep.kv_migration = parse_kv_migration(d);
   return dep;

@@ -1,6 +1,9 @@
 #include "sim/serving/router.h"
 
 #include <algorithm>
+#include <string>
+
+#include "sim/engine/check.h"
 
 namespace moesim {
 
@@ -8,12 +11,41 @@ std::unique_ptr<Router> make_router(const ScenarioSpec& s) {
   return make_router(s.deployment, s.experts.load_aware_admission);
 }
 
+namespace {
+
+template <class R>
+std::unique_ptr<Router> make(const DeploymentSpec& /*d*/) {
+  return std::make_unique<R>();
+}
+
+// The routers a scenario can name; a new router adds its line here.
+constexpr RouterEntry kRouters[] = {
+    {"least_loaded", "the fewest running + waiting requests (vLLM/SGLang DP attention)", false,
+     make<LeastLoadedRouter>},
+    {"round_robin", "each attention group in turn", false, make<RoundRobinRouter>},
+    {"kv_aware", "the least used sequences and KV blocks, as shares (decode pools)", false,
+     [](const DeploymentSpec& d) -> std::unique_ptr<Router> {
+       return std::make_unique<KvAwareRouter>(d.max_batch_size);
+     }},
+    {"cache_aware", "prefill saved by a cached prefix against active KV blocks (Dynamo's KV router)", true,
+     make<CacheAwareRouter>},
+};
+
+}  // namespace
+
+std::span<const RouterEntry> routers() { return kRouters; }
+
+const RouterEntry* find_router(std::string_view name) {
+  for (const RouterEntry& e : kRouters)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
 std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_admission) {
-  if (d.router == RouterPolicy::kRoundRobin) return std::make_unique<RoundRobinRouter>();
-  if (d.router == RouterPolicy::kCacheAware) return std::make_unique<CacheAwareRouter>();
-  if (d.router == RouterPolicy::kKvAware) return std::make_unique<KvAwareRouter>(d.max_batch_size);
-  if (load_aware_admission) return std::make_unique<LoadAwareRouter>();
-  return std::make_unique<LeastLoadedRouter>();
+  if (load_aware_admission && d.router == "least_loaded") return std::make_unique<LoadAwareRouter>();
+  const RouterEntry* e = find_router(d.router);
+  MOESIM_CHECK(e != nullptr, "deployment.router \"" + d.router + "\" is not in the router table");
+  return e->make(d);
 }
 
 void LoadIndex::reset(std::size_t groups) {

@@ -1,11 +1,13 @@
 // Routers (docs/architecture.md "The serving runtime"): a policy that picks the attention group (a DP rank of
-// a replica) for each arriving request from a read-only view of every group's load. A new router is a new
-// file with its class, plus a line in make_router.
+// a replica) for each arriving request from a read-only view of every group's load. A new router is its
+// class (a file of its own) plus its line in kRouters (router.cpp): the scenario parser, the error messages
+// and make_router read that table.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "sim/serving/scenario_spec.h"
@@ -51,6 +53,9 @@ class Router {
   // Index into `groups` of the group that takes the next request. `groups` is not empty.
   virtual int route(std::span<const GroupLoad> groups) = 0;
   [[nodiscard]] virtual RouterView view() const { return RouterView::kLoads; }
+  // True when route() reads the groups' prefix-cache fields (the host probes each group's cache for the
+  // request's prompt blocks; the scenario must turn deployment.prefix_caching on).
+  [[nodiscard]] virtual bool reads_prefix_cache() const { return false; }
   // For a kKey router: the key whose first smallest group route() picks.
   [[nodiscard]] virtual LoadKey key(const GroupLoad& g) const {
     (void)g;
@@ -80,8 +85,20 @@ class LoadIndex {
   std::size_t leaves_ = 1;
 };
 
-// The router the scenario names (deployment.router; experts.admission = gpu_load_aware picks the
-// load-aware least-loaded router).
+// A router a scenario can name: deployment.router = `name`.
+struct RouterEntry {
+  std::string_view name;
+  std::string_view what;              // one line for --help and error messages
+  bool needs_prefix_caching = false;  // its router reads the groups' prefix caches
+  std::unique_ptr<Router> (*make)(const DeploymentSpec& d) = nullptr;
+};
+// Every router, in the order error messages list them.
+[[nodiscard]] std::span<const RouterEntry> routers();
+// The entry named `name`, or nullptr.
+[[nodiscard]] const RouterEntry* find_router(std::string_view name);
+
+// The router the scenario names (deployment.router; experts.admission = gpu_load_aware puts the
+// load-aware router in least_loaded's place).
 std::unique_ptr<Router> make_router(const ScenarioSpec& s);
 // The router of a pool with deployment `d` (a decode pool's: deployment.pools[i].router).
 std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_admission);
@@ -119,6 +136,7 @@ class CacheAwareRouter final : public Router {
  public:
   static constexpr std::int64_t kOverlapScoreWeight = 1;  // --kv-overlap-score-weight default
   int route(std::span<const GroupLoad> groups) override;
+  [[nodiscard]] bool reads_prefix_cache() const override { return true; }
   [[nodiscard]] static std::int64_t cost(const GroupLoad& g) {
     return kOverlapScoreWeight * (g.prompt_blocks - g.cached_prefix_blocks) + g.active_kv_blocks;
   }

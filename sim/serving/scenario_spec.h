@@ -43,10 +43,6 @@ struct ClusterSpec {
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
 };
 
-// kCacheAware: SGLang's cache-aware router (router.h).
-// kKvAware: the group with the most free KV blocks (a decode pool's router; ties to the least loaded).
-enum class RouterPolicy { kRoundRobin, kLeastLoaded, kKvAware, kCacheAware };
-
 // KV migration (the seed's dynamic batch balancing): every `check_every`, when the most loaded instance of
 // a pool holds more than `imbalance_ratio` x the running requests of the least loaded, running decode
 // requests move with their KV cache from the one to the other (deployment.kv_migration).
@@ -72,7 +68,7 @@ struct DeploymentSpec {
   double framework_overhead_bytes = 2.0 * (1ULL << 30);
   std::int64_t max_waiting_requests = 0;  // per attention group; 0 = unlimited
   AllToAllMode all_to_all_mode = AllToAllMode::kHighThroughput;
-  RouterPolicy router = RouterPolicy::kLeastLoaded;
+  std::string router = "least_loaded";  // a router's name in routers() (router.h)
   // Two-micro-batch overlap: the batch runs as two halves so that one half's All-to-All hides behind
   // the other half's compute (DeepSeek's inference overlap), at the cost of smaller GEMMs.
   bool two_batch_overlap = false;

@@ -452,12 +452,9 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   // The first entry pool's router picks among every entry group (one router for the arrivals), probing
   // the prompt's blocks.
   std::vector<BlockHash> probe;
-  if (first.spec.deployment.router == RouterPolicy::kCacheAware) {
-    probe.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
-  }
-  const std::size_t target =
-      route(entry_pools_, *first.router,
-            first.spec.deployment.router == RouterPolicy::kCacheAware ? &probe : nullptr);
+  const bool probes = first.router->reads_prefix_cache();
+  if (probes) probe.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
+  const std::size_t target = route(entry_pools_, *first.router, probes ? &probe : nullptr);
   const auto [rep, group] = group_at(entry_pools_, target);
   const ServingPool& pool = pools_[static_cast<std::size_t>(rep->pool())];
   if (const auto why = refusal(spec, pool, rep->groups()[static_cast<std::size_t>(group)])) {

@@ -203,7 +203,12 @@ TEST_CASE("prefix caching, the cache-aware router and speculative decoding refus
                     "deployment.router: cache_aware routes by the groups' prefix caches: set "
                     "deployment.prefix_caching true"));
   CHECK(load(synthetic(), {"deployment.router=cache_aware", "deployment.prefix_caching=true"})
-            .spec.deployment.router == RouterPolicy::kCacheAware);
+            .spec.deployment.router == "cache_aware");
+  // An unknown router is refused with every name of the router table.
+  CHECK(starts_with(
+      error_of(synthetic(), {"deployment.router=nearest"}),
+      "deployment.router: unknown router \"nearest\" (known: least_loaded, round_robin, kv_aware, "
+      "cache_aware)"));
   // 48-token KV blocks do not split the Mooncake trace's 512-token hash blocks.
   CHECK(starts_with(error_of(trace(), {"deployment.prefix_caching=true", "deployment.kv_block_tokens=48"}),
                     "deployment.kv_block_tokens: 48 does not divide the trace's 512-token hash blocks"));

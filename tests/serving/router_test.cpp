@@ -40,9 +40,9 @@ TEST_CASE("the load-aware router weighs each queue by its GPUs' busy time relati
 
 TEST_CASE("make_router follows deployment.router and the load-aware admission switch") {
   ScenarioSpec s;
-  s.deployment.router = RouterPolicy::kRoundRobin;
+  s.deployment.router = "round_robin";
   REQUIRE(dynamic_cast<RoundRobinRouter*>(make_router(s).get()) != nullptr);
-  s.deployment.router = RouterPolicy::kLeastLoaded;
+  s.deployment.router = "least_loaded";
   REQUIRE(dynamic_cast<LeastLoadedRouter*>(make_router(s).get()) != nullptr);
   s.experts.load_aware_admission = true;
   REQUIRE(dynamic_cast<LoadAwareRouter*>(make_router(s).get()) != nullptr);
@@ -87,11 +87,32 @@ TEST_CASE("the KV-aware router picks the least summed share of sequences and KV 
 
 TEST_CASE("the scenario's router names pick their policies") {
   DeploymentSpec d;
-  d.router = RouterPolicy::kKvAware;
+  d.router = "kv_aware";
   // Shares with 256 sequences a group: 0 + 9/10 against 5/256 + 8/10.
   const std::vector<GroupLoad> g{{.running = 0, .free_kv_blocks = 1, .total_kv_blocks = 10},
                                  {.running = 5, .free_kv_blocks = 2, .total_kv_blocks = 10}};
   REQUIRE(make_router(d, false)->route(g) == 1);
-  d.router = RouterPolicy::kLeastLoaded;
+  d.router = "least_loaded";
   REQUIRE(make_router(d, false)->route(g) == 0);
+}
+
+TEST_CASE("every router of the table builds, and says what it reads as its entry does") {
+  REQUIRE(routers().size() >= 4);
+  for (const RouterEntry& e : routers()) {
+    INFO(e.name);
+    DeploymentSpec d;
+    d.router = std::string(e.name);
+    const std::unique_ptr<Router> r = make_router(d, false);
+    REQUIRE(r != nullptr);
+    CHECK(r->reads_prefix_cache() == e.needs_prefix_caching);
+    CHECK(find_router(e.name) == &e);
+    CHECK_FALSE(e.what.empty());
+  }
+  CHECK(find_router("no_such_router") == nullptr);
+  // The load-aware admission takes least_loaded's place only.
+  DeploymentSpec d;
+  d.router = "least_loaded";
+  CHECK(dynamic_cast<LoadAwareRouter*>(make_router(d, true).get()) != nullptr);
+  d.router = "round_robin";
+  CHECK(dynamic_cast<RoundRobinRouter*>(make_router(d, true).get()) != nullptr);
 }
