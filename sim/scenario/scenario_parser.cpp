@@ -12,6 +12,7 @@
 #include "sim/scenario/production_parser.h"
 #include "sim/scenario/servegen_reader.h"
 #include "sim/scenario/trace_reader.h"
+#include "sim/serving/batch_policy.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/router.h"
 #include "workloads/expert_popularity.h"
@@ -437,16 +438,12 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   const std::string own_scheduler = *kind == EngineKind::kSglang   ? "sglang"
                                     : *kind == EngineKind::kTrtllm ? "trtllm"
                                                                    : "vllm";
-  const std::string scheduler = d.string("scheduler", own_scheduler);
-  if (scheduler == "vllm") {
-    dep.scheduler = SchedulerKind::kVllm;
-  } else if (scheduler == "sglang") {
-    dep.scheduler = SchedulerKind::kSglang;
-  } else if (scheduler == "trtllm") {
-    dep.scheduler = SchedulerKind::kTrtllm;
-  } else {
+  dep.scheduler = d.string("scheduler", own_scheduler);
+  if (find_scheduler(dep.scheduler) == nullptr) {
+    std::string known;
+    for (const SchedulerEntry& e : schedulers()) known += (known.empty() ? "" : ", ") + std::string(e.name);
     d.fail("scheduler",
-           "unknown scheduler \"" + scheduler + "\" (known: vllm, sglang, trtllm; docs/engines.md)");
+           "unknown scheduler \"" + dep.scheduler + "\" (known: " + known + "; docs/engines.md)");
   }
   if (auto pp = d.optional_object("pipeline")) {
     dep.pipeline_stages = pp->positive_int("stages", 1);

@@ -1,22 +1,42 @@
 #include "sim/serving/batch_policy.h"
 
 #include <algorithm>
+#include <string>
 
+#include "sim/engine/check.h"
 #include "sim/serving/engine_batch_policies.h"
 
 namespace moesim {
 
+namespace {
+
+template <class P>
+std::unique_ptr<BatchPolicy> make(const DeploymentSpec& d, int draft_tokens) {
+  return std::make_unique<P>(d, draft_tokens);
+}
+
+// The schedulers a scenario can name; a new one adds its line here.
+constexpr SchedulerEntry kSchedulers[] = {
+    {"vllm", "vLLM's continuous batching: whole-sequence admission, last-in preempted",
+     make<VllmBatchPolicy>},
+    {"sglang", "SGLang's new_token_ratio admission and decode retraction", make<SglangBatchPolicy>},
+    {"trtllm", "TensorRT-LLM's guaranteed-no-evict capacity scheduler", make<TrtllmBatchPolicy>},
+};
+
+}  // namespace
+
+std::span<const SchedulerEntry> schedulers() { return kSchedulers; }
+
+const SchedulerEntry* find_scheduler(std::string_view name) {
+  for (const SchedulerEntry& e : kSchedulers)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
 std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d, const SpeculativeSpec* speculative) {
-  const int k = speculative ? speculative->draft_tokens : 0;
-  switch (d.scheduler) {
-    case SchedulerKind::kSglang:
-      return std::make_unique<SglangBatchPolicy>(d, k);
-    case SchedulerKind::kTrtllm:
-      return std::make_unique<TrtllmBatchPolicy>(d, k);
-    case SchedulerKind::kVllm:
-      break;
-  }
-  return std::make_unique<VllmBatchPolicy>(d, k);
+  const SchedulerEntry* e = find_scheduler(d.scheduler);
+  MOESIM_CHECK(e != nullptr, "deployment.scheduler \"" + d.scheduler + "\" is not in the scheduler table");
+  return e->make(d, speculative ? speculative->draft_tokens : 0);
 }
 
 void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<ScheduledWork>& scheduled) {

@@ -1,11 +1,14 @@
 // Batch policies (docs/architecture.md "The serving runtime"): each step, a policy picks one attention
 // group's work from its queues and KV state: which running requests continue, which waiting ones are
 // admitted, how many tokens of each prefill, whom to preempt. One implementation per engine's rules; a new
-// policy is a new file plus a line in make_batch_policy.
+// policy is its class (a file of its own) plus its line in kSchedulers (batch_policy.cpp), which the
+// scenario parser (deployment.scheduler), its error messages and make_batch_policy read.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "sim/serving/attention_group.h"
@@ -69,9 +72,19 @@ struct AdmitReserve {
 std::int64_t admit_front(AttentionGroup& g, const WaitingFront& f, std::int64_t budget, bool chunked_prefill,
                          Time now, AdmitReserve reserve = {});
 
-// The scheduler (deployment.scheduler, by default the engine's own): sglang -> SglangBatchPolicy, trtllm ->
-// TrtllmBatchPolicy, vllm -> VllmBatchPolicy (docs/engines.md). `speculative` when
-// deployment.speculative is set: each decode sequence then verifies its drafts.
+// A scheduler a scenario can name: deployment.scheduler = `name` (by default the engine's own).
+struct SchedulerEntry {
+  std::string_view name;
+  std::string_view what;  // one line for error messages
+  std::unique_ptr<BatchPolicy> (*make)(const DeploymentSpec& d, int draft_tokens) = nullptr;
+};
+// Every scheduler, in the order error messages list them.
+[[nodiscard]] std::span<const SchedulerEntry> schedulers();
+// The entry named `name`, or nullptr.
+[[nodiscard]] const SchedulerEntry* find_scheduler(std::string_view name);
+
+// The scheduler the deployment names (docs/engines.md). `speculative` when deployment.speculative is set:
+// each decode sequence then verifies its drafts.
 std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d,
                                                const SpeculativeSpec* speculative = nullptr);
 

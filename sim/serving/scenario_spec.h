@@ -53,8 +53,6 @@ struct KvMigrationSpec {
   [[nodiscard]] bool enabled() const { return imbalance_ratio > 0; }
 };
 
-enum class SchedulerKind : std::uint8_t { kVllm, kSglang, kTrtllm };
-
 struct DeploymentSpec {
   int ep_size = 8;                         // GPUs per replica; experts are spread over them
   int attention_dp = 8;                    // data-parallel attention groups per replica
@@ -82,7 +80,7 @@ struct DeploymentSpec {
   // The scheduler (batch policy) that forms each step's batch: vLLM's, SGLang's or TensorRT-LLM's rules
   // (deployment.scheduler; by default the engine's own, vLLM's for the PyTorch profiles). Apart from
   // `engine`, so that one engine's scheduler can run with another's kernels.
-  SchedulerKind scheduler = SchedulerKind::kVllm;
+  std::string scheduler = "vllm";  // a scheduler's name in schedulers() (batch_policy.h)
   // Pipeline parallelism: the layers are split into consecutive stages, each on its own EP group of
   // ep_size GPUs; a step's batch flows through them as `pipeline_microbatches` micro-batches.
   int pipeline_stages = 1;

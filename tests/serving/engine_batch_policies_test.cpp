@@ -173,16 +173,24 @@ TEST_CASE("TensorRT-LLM reserves a decoding request's whole output, its generate
 
 TEST_CASE("the deployment's scheduler picks the batch policy") {
   DeploymentSpec d;
-  d.scheduler = SchedulerKind::kSglang;
+  d.scheduler = "sglang";
   CHECK(dynamic_cast<SglangBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
-  d.scheduler = SchedulerKind::kTrtllm;
+  d.scheduler = "trtllm";
   CHECK(dynamic_cast<TrtllmBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
-  d.scheduler = SchedulerKind::kVllm;
+  d.scheduler = "vllm";
   CHECK(dynamic_cast<VllmBatchPolicy*>(make_batch_policy(d).get()) != nullptr);
+  // Every entry of the table builds and is found by its name.
+  for (const SchedulerEntry& e : schedulers()) {
+    INFO(e.name);
+    d.scheduler = std::string(e.name);
+    CHECK(make_batch_policy(d) != nullptr);
+    CHECK(find_scheduler(e.name) == &e);
+  }
+  CHECK(find_scheduler("orca") == nullptr);
 }
 
 TEST_CASE("deployment.scheduler picks the batch policy apart from the engine's kernels") {
-  const std::string path = std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json";
+  static const std::string path = std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json";
   const auto policy_of = [&](std::vector<std::string> sets) {
     const LoadedScenario sc = load_scenario(path, sets);
     return make_batch_policy(sc.spec.deployment);
