@@ -7,6 +7,7 @@
 
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/experts_parser.h"
+#include "sim/scenario/faults_parser.h"
 #include "sim/scenario/fabric_parser.h"
 #include "sim/scenario/keyed_trace_reader.h"
 #include "sim/scenario/production_parser.h"
@@ -928,6 +929,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     }
     r.finish();
   }
+  if (auto f = root.optional_object("faults")) s.faults = parse_faults(*f, s);
   root.finish();
   check_consistency(s);
   // Per pool (a pool's view holds no trace rows: the rules on a trace's lengths do not apply to it).

@@ -63,7 +63,7 @@ void check_conservation(const MetricsRecorder& metrics, const RequestTable& requ
                                      .finished = metrics.finished,
                                      .dropped = metrics.dropped,
                                      .dropped_by = metrics.dropped_by,
-                                     .failed = 0,
+                                     .failed = metrics.failed,
                                      .in_flight = static_cast<std::int64_t>(requests.live())});
   std::vector<BlockId> ids;
   for (const auto& rep : replicas) {

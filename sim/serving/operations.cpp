@@ -25,10 +25,16 @@ Duration loader_time(const ScenarioSpec& s, Tier tier, std::int64_t bytes, int f
 ScaleUpCost scale_up_cost(const ScenarioSpec& s, const Fabric& fabric, double bytes_per_gpu, int first_gpu,
                           int gpus, int peer_first_gpu) {
   const AutoscaleSpec& a = s.autoscale;
-  ScaleUpCost c{.weights = Duration::zero(), .fixed = a.engine_start + a.cuda_graph_capture};
+  return load_cost(s, fabric, a.weights_from, a.engine_start + a.cuda_graph_capture, bytes_per_gpu, first_gpu,
+                   gpus, peer_first_gpu);
+}
+
+ScaleUpCost load_cost(const ScenarioSpec& s, const Fabric& fabric, WeightSource source, Duration fixed,
+                      double bytes_per_gpu, int first_gpu, int gpus, int peer_first_gpu) {
+  ScaleUpCost c{.weights = Duration::zero(), .fixed = fixed};
   const auto bytes = static_cast<std::int64_t>(std::llround(bytes_per_gpu));
   const int per_node = s.cluster.gpus_per_node;
-  switch (a.weights_from) {
+  switch (source) {
     case WeightSource::kNvme:
       c.weights = loader_time(s, Tier::kNvme, bytes, first_gpu, gpus);
       break;

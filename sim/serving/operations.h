@@ -39,6 +39,10 @@ struct ScaleUpCost {
 // then the fixed costs s.autoscale.engine_start + cuda_graph_capture.
 [[nodiscard]] ScaleUpCost scale_up_cost(const ScenarioSpec& s, const Fabric& fabric, double bytes_per_gpu,
                                         int first_gpu, int gpus, int peer_first_gpu);
+// The same over the path `from` with fixed costs `fixed` (a restart after a failure: faults.h).
+[[nodiscard]] ScaleUpCost load_cost(const ScenarioSpec& s, const Fabric& fabric, WeightSource from,
+                                    Duration fixed, double bytes_per_gpu, int first_gpu, int gpus,
+                                    int peer_first_gpu);
 
 // Routes among the groups that take requests (GroupLoad::accepting) with the pool's own router, which sees
 // only those; the index it returns is into the full span. Used only under the planner, so that runs
