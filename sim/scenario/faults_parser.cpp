@@ -53,9 +53,9 @@ void parse_mtbf(JsonReader& r, FaultsSpec& f) {
   f.link_mtbf_s = m->bounded("link_hours", 0.0, 0.0, kMaxHours) * 3600.0;
   f.link_bandwidth_factor = m->fraction("link_bandwidth_factor", 0.5);
   f.link_duration = Duration::from_seconds(m->bounded("link_duration_s", 300.0, 1e-6, kMaxSeconds));
+  m->finish();
   if (f.gpu_mtbf_s <= 0 && f.node_mtbf_s <= 0 && f.link_mtbf_s <= 0)
     m->fail("", "give at least one of gpu_hours, node_hours, link_hours");
-  m->finish();
 }
 
 }  // namespace
