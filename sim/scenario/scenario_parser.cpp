@@ -511,7 +511,10 @@ AutoscalePoolSpec parse_autoscale_pool(JsonReader& r, const PoolSpec& pool) {
   p.max_instances = r.int_in("max_instances", pool.instances, 1, pool.instances);
   p.min_instances = r.int_in("min_instances", 1, 1, p.max_instances);
   p.initial_instances = r.int_in("initial_instances", p.min_instances, p.min_instances, p.max_instances);
-  p.capacity_req_per_s = r.positive("capacity_req_per_s");
+  if (r.has("capacity_req_per_s") == r.has("capacity_tokens_per_s"))
+    r.fail("", "give capacity_req_per_s or capacity_tokens_per_s (one instance's capacity within the SLA)");
+  if (r.has("capacity_req_per_s")) p.capacity_req_per_s = r.positive("capacity_req_per_s");
+  if (r.has("capacity_tokens_per_s")) p.capacity_tokens_per_s = r.positive("capacity_tokens_per_s");
   r.finish();
   return p;
 }

@@ -165,6 +165,9 @@ struct AutoscalePoolSpec {
   int max_instances = 1;
   int initial_instances = 1;
   double capacity_req_per_s = 0;
+  // Or per instance in tokens per second of the pool's role (prefill: prompt, decode: output, both: prompt
+  // + output), sized into requests by the tokens per request the pool observes finishing.
+  double capacity_tokens_per_s = 0;
 };
 
 struct AutoscaleSpec {

@@ -1042,7 +1042,9 @@ void Cluster::on_request_finished(const Request& r, Time now) {
 // Each pool's first initial_instances instances are active, the rest idle (no GPUs held).
 void Cluster::start_autoscaling() {
   autoscaler_ = std::make_unique<Autoscaler>(s_.autoscale.predictor, pools_.size());
-  ops_ = std::make_unique<OperationsLog>(s_, pools_.size());
+  std::vector<PoolRole> roles;
+  for (const ServingPool& p : pools_) roles.push_back(p.spec.role);
+  ops_ = std::make_unique<OperationsLog>(s_, std::move(roles));
   state_.assign(replicas_.size(), InstanceState::kActive);
   generation_.assign(replicas_.size(), 0);
   state_since_.assign(replicas_.size(), Time{});
@@ -1107,6 +1109,8 @@ PoolObservation Cluster::observe_pool(std::size_t pool, double arrival_rate) con
                     .max_instances = a.max_instances,
                     .gpus_per_instance = p.spec.deployment.gpus_per_instance(),
                     .capacity_req_per_s = a.capacity_req_per_s,
+                    .capacity_tokens_per_s = a.capacity_tokens_per_s,
+                    .tokens_per_request = ops_->pool_tokens_per_request(pool),
                     .arrival_rate_per_s = arrival_rate,
                     .ttft_p_s = ops_->pool_ttft_s(pool),
                     .tpot_p_s = ops_->pool_tpot_s(pool)};
