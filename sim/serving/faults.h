@@ -87,9 +87,10 @@ class FaultTracker {
   // A request finished at `now`: its latencies count for recovery when within a recovery window.
   void on_finished(const Request& r, Time now);
 
+  // Records failure `e` of `replica` (-1: none) with its outcome: "continued", "restarted", "restarting",
+  // "idle" or "degraded link"; a continued or restarted one opens a recovery window (sla_window).
   FaultRecord& record(const FaultEvent& e, int replica, const char* outcome);
-  FaultRecord& last_record() { return report_.records.back(); }
-  // A restart of the instance hit by the last record starting at `failure` ends at `recovered`.
+  // The restart of record `record` (an index) ended at `recovered`: its window closes sla_window later.
   void on_recovered(std::size_t record, Time recovered);
   [[nodiscard]] std::size_t records() const { return report_.records.size(); }
 
