@@ -35,14 +35,15 @@ FaultEvent parse_event(JsonReader& r, const ScenarioSpec& s) {
 
 WeightSource parse_source(JsonReader& r, const ScenarioSpec& s) {
   const std::string from = r.string("weights_from");
-  for (const WeightSource w :
-       {WeightSource::kNvme, WeightSource::kHostDram, WeightSource::kPeerNvlink, WeightSource::kPeerNetwork}) {
+  for (const WeightSource w : {WeightSource::kNvme, WeightSource::kHostDram, WeightSource::kPeerNvlink,
+                               WeightSource::kPeerNetwork}) {
     if (from != to_string(w)) continue;
     if (w == WeightSource::kPeerNvlink && s.cluster.gpus_per_node < 2)
       r.fail("weights_from", "peer_nvlink needs two GPUs in an NVLink domain");
     return w;
   }
-  r.fail("weights_from", "unknown source \"" + from + "\" (known: nvme, host_dram, peer_nvlink, peer_network)");
+  r.fail("weights_from",
+         "unknown source \"" + from + "\" (known: nvme, host_dram, peer_nvlink, peer_network)");
 }
 
 void parse_mtbf(JsonReader& r, FaultsSpec& f) {
@@ -115,8 +116,9 @@ FaultsSpec parse_faults(JsonReader& r, const ScenarioSpec& s) {
   bool migration = s.deployment.kv_migration.enabled();
   for (const PoolSpec& p : s.pools) migration = migration || p.deployment.kv_migration.enabled();
   if (migration)
-    r.fail("", "failures are not modelled with deployment.kv_migration (a migration could land on a failed "
-               "instance); remove one of them");
+    r.fail("",
+           "failures are not modelled with deployment.kv_migration (a migration could land on a failed "
+           "instance); remove one of them");
   r.finish();
   return f;
 }

@@ -7,8 +7,8 @@
 
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/experts_parser.h"
-#include "sim/scenario/faults_parser.h"
 #include "sim/scenario/fabric_parser.h"
+#include "sim/scenario/faults_parser.h"
 #include "sim/scenario/keyed_trace_reader.h"
 #include "sim/scenario/production_parser.h"
 #include "sim/scenario/servegen_reader.h"

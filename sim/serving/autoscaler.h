@@ -67,10 +67,11 @@ inline constexpr double kKvPressureShare = 0.9;
 [[nodiscard]] double instance_capacity_req_per_s(const PoolObservation& p);
 
 // The instances pool `p` needs for `predicted_rate` requests per second, within [min, max] (the budget
-// aside); with no capacity known yet (tokens per request unobserved) the instances it runs and loads. Dynamo's SLA planner (docs.nvidia.com/dynamo, v0.9 "Planner Design", steps 2 and 4) divides the
-// predicted load by an instance's throughput at the SLA and corrects that throughput by the ratio of the
-// observed to the expected latency; here the throughput is the scenario's capacity_req_per_s and the
-// correction the ratio of the observed percentile to its SLA limit when it is over (never below 1):
+// aside); with no capacity known yet (tokens per request unobserved) the instances it runs and loads.
+// Dynamo's SLA planner (docs.nvidia.com/dynamo, v0.9 "Planner Design", steps 2 and 4) divides the predicted
+// load by an instance's throughput at the SLA and corrects that throughput by the ratio of the observed to
+// the expected latency; here the throughput is the scenario's capacity_req_per_s and the correction the ratio
+// of the observed percentile to its SLA limit when it is over (never below 1):
 //   need = ceil((predicted x correction + queued / interval) / capacity)
 // The queue term serves the backlog within one interval. A pool over its SLA or its KV pressure share does
 // not shrink below the instances it runs and loads.

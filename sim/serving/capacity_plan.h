@@ -87,9 +87,9 @@ struct NMinusOne {
   double output_tokens = 0;
   bool decode_within_tpot = true;  // false: no costed decode batch meets the SLA's TPOT (the smallest used)
   double all_up_req_per_s = 0;
-  bool gpu_covered = false;                // redundant copies cover any one GPU of the instance
-  double gpu_lost_req_per_s = 0;           // covered, or after the re-shard
-  double gpu_lost_restart_req_per_s = 0;   // while the instance restarts (the same when covered)
+  bool gpu_covered = false;               // redundant copies cover any one GPU of the instance
+  double gpu_lost_req_per_s = 0;          // covered, or after the re-shard
+  double gpu_lost_restart_req_per_s = 0;  // while the instance restarts (the same when covered)
   bool node_covered = false;
   double node_lost_req_per_s = 0;
   double node_lost_restart_req_per_s = 0;

@@ -99,11 +99,12 @@ void add_n_minus_one(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMod
   const std::vector<PoolSpec> specs = s.pool_specs();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const PoolSpec& ps = specs[i];
-    const std::string label =
-        s.disaggregated() ? std::to_string(i) + " " + to_string(ps.role) + " EP" + std::to_string(ps.deployment.ep_size)
-                          : "";
+    const std::string label = s.disaggregated() ? std::to_string(i) + " " + to_string(ps.role) + " EP" +
+                                                      std::to_string(ps.deployment.ep_size)
+                                                : "";
     const DeploymentSpec& d = ps.deployment;
-    PoolRate r{.role = ps.role, .instances = ps.instances, .ranks = d.attention_dp, .gpus = d.gpus_per_instance()};
+    PoolRate r{
+        .role = ps.role, .instances = ps.instances, .ranks = d.attention_dp, .gpus = d.gpus_per_instance()};
     // Per instance: the best decode row within the TPOT (else the smallest batch), and the prefill row.
     double decode = 0, smallest = 0, prefill = 0;
     bool within = false;

@@ -167,7 +167,8 @@ std::string format_plan_table(const CapacityPlan& p) {
             n.output_tokens, n.decode_within_tpot ? "within" : "NOT within");
     o << sf("  all GPUs up:    %9.2f req/s\n", n.all_up_req_per_s);
     o << sf("  one GPU lost:   %9.2f req/s (%s; %.2f req/s while it restarts)\n", n.gpu_lost_req_per_s,
-            n.gpu_covered ? "redundant experts cover it" : "not covered: re-shard", n.gpu_lost_restart_req_per_s);
+            n.gpu_covered ? "redundant experts cover it" : "not covered: re-shard",
+            n.gpu_lost_restart_req_per_s);
     o << sf("  one node lost:  %9.2f req/s (%s; %.2f req/s while it restarts)\n", n.node_lost_req_per_s,
             n.node_covered ? "redundant experts cover it" : "its instances out or re-sharded",
             n.node_lost_restart_req_per_s);

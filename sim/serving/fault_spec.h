@@ -22,7 +22,7 @@ struct FaultEvent {
   FaultKind kind = FaultKind::kGpu;
   int target = 0;  // GPU index of the cluster, or node index (node and link)
   Time at;
-  Duration duration;             // kLink: how long the NIC stays degraded
+  Duration duration;            // kLink: how long the NIC stays degraded
   double bandwidth_factor = 1;  // kLink: the share of its bandwidth the NIC keeps, in (0, 1]
 };
 
@@ -45,8 +45,8 @@ struct FaultsSpec {
   double link_bandwidth_factor = 0.5;
   InFlightPolicy in_flight = InFlightPolicy::kRecompute;
   RecoveryPolicy recovery = RecoveryPolicy::kReshard;
-  Duration detection;    // from the failure to the restart's start (health check, NCCL timeout)
-  Duration replacement;  // kReplace: for spare GPUs to join
+  Duration detection;            // from the failure to the restart's start (health check, NCCL timeout)
+  Duration replacement;          // kReplace: for spare GPUs to join
   bool reload_from_set = false;  // the reload's path and fixed costs given here (else deployment.autoscale's)
   int weights_from = 0;          // a WeightSource (scenario_spec.h), as an int to keep this header alone
   Duration engine_start, cuda_graph_capture;
@@ -66,8 +66,8 @@ struct FaultRecord {
   std::string kind;  // gpu, node, link
   int target = 0;
   double at_s = 0;
-  int replica = -1;      // the instance hit (-1: none running there, or a link)
-  std::string outcome;   // "continued" (redundant experts cover it), "restarted", "idle", "degraded link"
+  int replica = -1;        // the instance hit (-1: none running there, or a link)
+  std::string outcome;     // "continued" (redundant experts cover it), "restarted", "idle", "degraded link"
   double recovered_s = 0;  // when the instance took requests again (continued: at_s)
   std::int64_t requests_hit = 0;
 };

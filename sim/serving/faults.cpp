@@ -17,7 +17,8 @@ bool experts_covered(const Placement& p, std::span<const char> lost) {
   for (int l = 0; l < p.layers(); ++l) {
     for (int e = 0; e < p.experts(); ++e) {
       bool kept = false;
-      for (const int slot : p.slots_of(l, e)) kept = kept || lost[static_cast<std::size_t>(p.gpu_of_slot(slot))] == 0;
+      for (const int slot : p.slots_of(l, e))
+        kept = kept || lost[static_cast<std::size_t>(p.gpu_of_slot(slot))] == 0;
       if (!kept) return false;
     }
   }
@@ -92,8 +93,9 @@ void FaultSchedule::draw(Process& p, Time after) {
     p.pending = std::nullopt;
     return;
   }
-  const auto which = static_cast<int>(std::min<std::uint64_t>(
-      static_cast<std::uint64_t>(p.rng.uniform() * p.components), static_cast<std::uint64_t>(p.components - 1)));
+  const auto which =
+      static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(p.rng.uniform() * p.components),
+                                               static_cast<std::uint64_t>(p.components - 1)));
   FaultEvent e;
   e.kind = p.kind;
   e.target = which;

@@ -23,12 +23,12 @@ namespace moesim {
 // and the EP group can go on without the lost ranks. O(layers x slots).
 [[nodiscard]] bool experts_covered(const Placement& p, std::span<const char> lost);
 
-// Moves copies so that no GPU holds two copies of one expert where a swap can avoid it (faults.spread_copies):
-// EPLB packs replicas by load alone and can put an expert's copies on one GPU (with equal loads it puts
-// both copies of every expert together), which then covers nothing. For each GPU with a duplicate, the
-// first other GPU (in index order from the next) that holds a slot of an expert the first lacks and lacks
-// the duplicate swaps that slot for it. Slots per GPU are kept; GPU loads move by the swapped experts'
-// load differences. Deterministic; O(layers x slots^2) at placement time, not per step.
+// Moves copies so that no GPU holds two copies of one expert where a swap can avoid it
+// (faults.spread_copies): EPLB packs replicas by load alone and can put an expert's copies on one GPU (with
+// equal loads it puts both copies of every expert together), which then covers nothing. For each GPU with a
+// duplicate, the first other GPU (in index order from the next) that holds a slot of an expert the first
+// lacks and lacks the duplicate swaps that slot for it. Slots per GPU are kept; GPU loads move by the swapped
+// experts' load differences. Deterministic; O(layers x slots^2) at placement time, not per step.
 void spread_copies(Placement& p);
 
 // The failures of a run in time order: the scenario's events merged with draws from the MTBFs. Each kind
@@ -81,7 +81,9 @@ class FaultTracker {
   void set_up(int replica, bool replaced, Time now);
 
   // The requests the cluster evicted and what became of them.
-  void on_recomputed(const Request& r) { ++report_.requests_recomputed, report_.tokens_recomputed += r.computed; }
+  void on_recomputed(const Request& r) {
+    ++report_.requests_recomputed, report_.tokens_recomputed += r.computed;
+  }
   void on_failed(const Request& r) { ++report_.requests_failed, report_.tokens_lost += r.computed; }
   [[nodiscard]] std::int64_t failed() const { return report_.requests_failed; }
   // A request finished at `now`: its latencies count for recovery when within a recovery window.

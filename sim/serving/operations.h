@@ -89,7 +89,7 @@ class OperationsLog {
   std::vector<LatencyHistogram> pool_ttft_, pool_tpot_;
   std::vector<PoolRole> roles_;
   std::vector<double> pool_tokens_, pool_requests_;  // this interval
-  std::vector<double> tokens_per_request_;         // of the last interval with any
+  std::vector<double> tokens_per_request_;           // of the last interval with any
   std::int64_t finished_ = 0;
   std::int64_t violations_ = 0;
   int gpus_ = 0;

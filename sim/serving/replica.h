@@ -134,8 +134,8 @@ class Replica {
   bool busy_ = false;
   bool decide_pending_ = false;
   int first_gpu_;
-  int migrate_ = 0;                  // requests asked to leave at the next step boundary
-  std::vector<char> evict_;          // per group: its requests leave at the next step boundary
+  int migrate_ = 0;          // requests asked to leave at the next step boundary
+  std::vector<char> evict_;  // per group: its requests leave at the next step boundary
   bool halted_ = false;
   std::vector<RequestIdx> handoff_;  // prefilled in the last step, for the host
   double nic_busy_share_ = 0;

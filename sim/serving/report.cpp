@@ -308,8 +308,8 @@ std::string format_summary(const Report& r) {
   }
   if (r.faults.enabled) {
     const FaultsReport& f = r.faults;
-    o << "Failures     " << f.failures << " (" << f.continued << " covered by redundant experts, " << f.restarts
-      << " restarts, " << f.recovery << "); availability " << fmt("%.4f", f.availability)
+    o << "Failures     " << f.failures << " (" << f.continued << " covered by redundant experts, "
+      << f.restarts << " restarts, " << f.recovery << "); availability " << fmt("%.4f", f.availability)
       << ", recovery mean " << fmt("%.1f", f.recovery_mean_s) << " s, max " << fmt("%.1f", f.recovery_max_s)
       << " s; in-flight " << f.in_flight << ": " << f.requests_recomputed << " recomputed ("
       << f.tokens_recomputed << " tokens), " << f.requests_failed << " failed (" << f.tokens_lost

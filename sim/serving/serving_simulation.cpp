@@ -1323,7 +1323,8 @@ void Cluster::start_faults() {
 void Cluster::on_fault(const FaultEvent& e) {
   if (metrics_.arrivals_ended() && all_out()) return;
   if (const std::optional<FaultEvent> next = fault_schedule_->next())
-    fault_tick_ = sim_.schedule_at(std::max(next->at, sim_.now()), Phase::kNormal, [this, n = *next] { on_fault(n); });
+    fault_tick_ =
+        sim_.schedule_at(std::max(next->at, sim_.now()), Phase::kNormal, [this, n = *next] { on_fault(n); });
   if (e.kind == FaultKind::kLink) {
     degrade_nic(e);
     return;
@@ -1383,7 +1384,8 @@ void Cluster::fail_ranks(const FaultEvent& e, int replica, const std::vector<int
       rep.evict(g);
     }
     faults_->record(e, replica, "continued").requests_hit = hit;
-    if (std::none_of(degraded_since_.begin(), degraded_since_.end(), [&](const auto& x) { return x.first == replica; }))
+    if (std::none_of(degraded_since_.begin(), degraded_since_.end(),
+                     [&](const auto& x) { return x.first == replica; }))
       degraded_since_.emplace_back(replica, sim_.now());
     return;
   }
@@ -1403,13 +1405,15 @@ void Cluster::restart_instance(int replica, std::size_t record) {
   const Replica& rep = *replicas_[static_cast<std::size_t>(replica)];
   const ServingPool& p = pools_[static_cast<std::size_t>(rep.pool())];
   const bool replace = f.recovery == RecoveryPolicy::kReplace;
-  const WeightSource from = f.reload_from_set ? static_cast<WeightSource>(f.weights_from) : s_.autoscale.weights_from;
+  const WeightSource from =
+      f.reload_from_set ? static_cast<WeightSource>(f.weights_from) : s_.autoscale.weights_from;
   const Duration fixed = f.reload_from_set ? f.engine_start + f.cuda_graph_capture
                                            : s_.autoscale.engine_start + s_.autoscale.cuda_graph_capture;
   int peer = -1;  // another instance of the pool taking requests, else any other
   for (const bool up_only : {true, false}) {
     for (int k = p.first_replica; k < p.first_replica + p.spec.instances && peer < 0; ++k) {
-      if (k != replica && (!up_only || !faults_->down(k))) peer = replicas_[static_cast<std::size_t>(k)]->first_gpu();
+      if (k != replica && (!up_only || !faults_->down(k)))
+        peer = replicas_[static_cast<std::size_t>(k)]->first_gpu();
     }
   }
   const ScaleUpCost c = load_cost(s_, models_.fabric(), from, fixed, p.memory.weights_per_gpu.total(),
@@ -1430,12 +1434,14 @@ void Cluster::restart_instance(int replica, std::size_t record) {
 void Cluster::on_restarted(int replica, std::size_t record, bool replaced) {
   faults_->set_up(replica, replaced, sim_.now());
   faults_->on_recovered(record, sim_.now());
-  if (replaced) std::erase_if(degraded_since_, [&](const auto& x) {
-    if (x.first != replica) return false;
-    span(replica, "degraded: ranks lost", x.second, sim_.now());
-    return true;
-  });
-  if (!replaced && std::none_of(degraded_since_.begin(), degraded_since_.end(), [&](const auto& x) { return x.first == replica; }))
+  if (replaced)
+    std::erase_if(degraded_since_, [&](const auto& x) {
+      if (x.first != replica) return false;
+      span(replica, "degraded: ranks lost", x.second, sim_.now());
+      return true;
+    });
+  if (!replaced && std::none_of(degraded_since_.begin(), degraded_since_.end(),
+                                [&](const auto& x) { return x.first == replica; }))
     degraded_since_.emplace_back(replica, sim_.now());
   replicas_[static_cast<std::size_t>(replica)]->resume();
   on_loads_changed(replica);
@@ -1446,7 +1452,8 @@ void Cluster::on_restarted(int replica, std::size_t record, bool replaced) {
 void Cluster::degrade_nic(const FaultEvent& e) {
   const auto node = static_cast<std::size_t>(e.target);
   const Time until = sim_.now() + e.duration;
-  nic_share_[node] = sim_.now() < nic_until_[node] ? std::min(nic_share_[node], e.bandwidth_factor) : e.bandwidth_factor;
+  nic_share_[node] =
+      sim_.now() < nic_until_[node] ? std::min(nic_share_[node], e.bandwidth_factor) : e.bandwidth_factor;
   nic_until_[node] = std::max(nic_until_[node], until);
   int on_node = -1;  // the first instance with a GPU on the node: the trace's track
   for (const auto& rep : replicas_) {
@@ -1496,7 +1503,8 @@ void Cluster::reroute(RequestIdx idx) {
   }
   const ServingPool& first = pools_[static_cast<std::size_t>(entry_pools_.front())];
   const bool cache_aware = first.spec.deployment.router == RouterPolicy::kCacheAware;
-  const std::size_t target = route(entry_pools_, *first.router, cache_aware ? &requests_[idx].prompt_hashes : nullptr);
+  const std::size_t target =
+      route(entry_pools_, *first.router, cache_aware ? &requests_[idx].prompt_hashes : nullptr);
   const auto [rep, group] = group_at(entry_pools_, target);
   Request& r = requests_[idx];
   r.replica = rep->index();
@@ -1544,7 +1552,8 @@ Report Cluster::run() {
   }
   // Every request finishes or is dropped, unless run.max_drain_s cut the drain short.
   for (const auto& [k, since] : degraded_since_) span(k, "degraded: ranks lost", since, sim_.now());
-  MOESIM_CHECK(all_out() || s_.run.max_drain > Duration::zero(), "every request must finish, fail or be dropped");
+  MOESIM_CHECK(all_out() || s_.run.max_drain > Duration::zero(),
+               "every request must finish, fail or be dropped");
   check_conservation(metrics_, requests_, replicas_);  // requests and KV blocks balance
   return build_report();
 }

@@ -1,10 +1,11 @@
 // The faults section: given failures, MTBFs and the policies parse into FaultsSpec, and bad keys are
 // refused with their JSON path.
+#include "sim/scenario/faults_parser.h"
+
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
-#include "sim/scenario/faults_parser.h"
 #include "sim/scenario/scenario_parser.h"
 
 using namespace moesim;
@@ -91,7 +92,8 @@ TEST_CASE("bad fault keys are refused naming their JSON path") {
   CHECK(starts_with(error_of({"faults.mtbf={\"gpu_hours\": -1}"}), "faults.mtbf.gpu_hours"));
   CHECK(starts_with(error_of({"faults.detect=1"}), "faults.detect: unknown key"));
   CHECK(starts_with(error_of({"faults.spread_copies=true"}), "faults.spread_copies: applies to EPLB"));
-  CHECK(starts_with(error_of({"faults.weights_from=\"peer_network\""}), "faults.weights_from: a reload from"));
+  CHECK(
+      starts_with(error_of({"faults.weights_from=\"peer_network\""}), "faults.weights_from: a reload from"));
   CHECK(starts_with(error_of({"faults={}"}), "faults: give events or mtbf"));
   CHECK(error_of({}).empty());
 }

@@ -37,10 +37,13 @@ TEST_CASE("an autoscaled pool's capacity is in requests or in tokens per second,
   REQUIRE(s.autoscale.pools.size() == 1);
   CHECK(s.autoscale.pools[0].capacity_tokens_per_s == 5000);
   CHECK(s.autoscale.pools[0].capacity_req_per_s == 0);
-  const std::string both = error_of(autoscaled(Json{{"capacity_tokens_per_s", 5000}, {"capacity_req_per_s", 2}}));
-  CHECK(both.rfind("deployment.autoscale.pools[0]: give capacity_req_per_s or capacity_tokens_per_s", 0) == 0);
+  const std::string both =
+      error_of(autoscaled(Json{{"capacity_tokens_per_s", 5000}, {"capacity_req_per_s", 2}}));
+  CHECK(both.rfind("deployment.autoscale.pools[0]: give capacity_req_per_s or capacity_tokens_per_s", 0) ==
+        0);
   const std::string neither = error_of(autoscaled(Json{{"min_instances", 1}}));
-  CHECK(neither.rfind("deployment.autoscale.pools[0]: give capacity_req_per_s or capacity_tokens_per_s", 0) == 0);
-  CHECK(error_of(autoscaled(Json{{"capacity_tokens_per_s", -1}})).rfind(
-            "deployment.autoscale.pools[0].capacity_tokens_per_s", 0) == 0);
+  CHECK(neither.rfind("deployment.autoscale.pools[0]: give capacity_req_per_s or capacity_tokens_per_s", 0) ==
+        0);
+  CHECK(error_of(autoscaled(Json{{"capacity_tokens_per_s", -1}}))
+            .rfind("deployment.autoscale.pools[0].capacity_tokens_per_s", 0) == 0);
 }

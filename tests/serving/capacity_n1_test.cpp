@@ -44,7 +44,8 @@ double instance_rate(const CapacityPlan& p, int gpus) {
   double decode = 0, prefill = 0;
   for (const ThroughputRow& t : p.throughput) {
     if (t.phase == "prefill") prefill = t.tokens_per_s_per_gpu * gpus;
-    if (t.phase == "decode" && t.ms_per_token <= 100) decode = std::max(decode, t.tokens_per_s_per_gpu * gpus);
+    if (t.phase == "decode" && t.ms_per_token <= 100)
+      decode = std::max(decode, t.tokens_per_s_per_gpu * gpus);
   }
   REQUIRE(decode > 0);
   REQUIRE(prefill > 0);
@@ -53,7 +54,9 @@ double instance_rate(const CapacityPlan& p, int gpus) {
 
 }  // namespace
 
-TEST_CASE("at N-1 an EP32 instance without redundant experts is down while it re-shards, then keeps 31 of 32 ranks") {
+TEST_CASE(
+    "at N-1 an EP32 instance without redundant experts is down while it re-shards, then keeps 31 of 32 "
+    "ranks") {
   const ScenarioSpec s = toy(4, 32, false);
   const RooflineCostModel gpu(s.cluster.gpu);
   const CapacityPlan p = plan_capacity(s, gpu, PlanOptions{});

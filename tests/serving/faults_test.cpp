@@ -49,7 +49,8 @@ TEST_CASE("a lost GPU is covered when each of its experts has a copy on another 
 TEST_CASE("spreading copies leaves no GPU with two copies of an expert and keeps every copy") {
   // EPLB with equal loads: experts 0..7 then their replicas, packed in order: GPU g gets expert g twice.
   const std::vector<double> weight(8, 1.0);
-  Placement p = eplb_placement(weight, 1, 8, EplbSpec{.physical_slots = 16, .groups = 1, .nodes = 1, .gpus = 8});
+  Placement p =
+      eplb_placement(weight, 1, 8, EplbSpec{.physical_slots = 16, .groups = 1, .nodes = 1, .gpus = 8});
   for (int g = 0; g < 8; ++g) {
     CHECK(p.phy2log(0)[static_cast<std::size_t>(2 * g)] == p.phy2log(0)[static_cast<std::size_t>(2 * g + 1)]);
   }
@@ -175,7 +176,8 @@ TEST_CASE("one GPU lost in an EP32 group with one redundant slot per GPU: the ru
   // The placement the run builds (uniform popularity): EPLB over 64 slots. Whether it covers GPU 5 is
   // decided here from the placement, independently of the run.
   const std::vector<double> weight(static_cast<std::size_t>(2 * 32), 1.0);
-  Placement p = eplb_placement(weight, 2, 32, EplbSpec{.physical_slots = 64, .groups = 1, .nodes = 4, .gpus = 32});
+  Placement p =
+      eplb_placement(weight, 2, 32, EplbSpec{.physical_slots = 64, .groups = 1, .nodes = 4, .gpus = 32});
   std::vector<char> lost(32, 0);
   lost[5] = 1;
   // EPLB alone packs both copies of each expert on one GPU (equal loads, lowest index first): no cover.
@@ -280,8 +282,9 @@ TEST_CASE("a degraded NIC slows the All-to-All across nodes and nothing inside o
     j["cluster"]["nodes"] = nodes;
     if (nodes == 1) j["cluster"]["gpus_per_node"] = 8;
     const double factor = degraded ? 0.25 : 1.0;
-    j["faults"] = Json{{"events", Json::array({Json{{"at_s", 0}, {"link_node", 0}, {"bandwidth_factor", factor},
-                                                    {"duration_s", 1000}}})}};
+    j["faults"] = Json{
+        {"events", Json::array({Json{
+                       {"at_s", 0}, {"link_node", 0}, {"bandwidth_factor", factor}, {"duration_s", 1000}}})}};
     const LoadedScenario sc = parse_scenario(j, "");
     const RooflineCostModel gpu(sc.spec.cluster.gpu);
     return simulate(sc.spec, gpu);
