@@ -55,6 +55,17 @@ void PrefixedSource::prompt_block_keys(const RequestSpec& r, std::vector<std::ui
   prefix_block_keys(r, spec_.block_tokens, spec_.system_prompt_tokens, system_salt_, conversation_salt_, out);
 }
 
+void PrefixedSource::sequence_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const {
+  if (!spec_.conversations) {
+    out.clear();
+    return;
+  }
+  RequestSpec whole = r;
+  whole.prompt_tokens = r.prompt_tokens + r.output_tokens;
+  whole.prefix_blocks = blocks_of(whole.prompt_tokens);
+  prompt_block_keys(whole, out);
+}
+
 SystemPromptSource::SystemPromptSource(std::unique_ptr<RequestSource> trace,
                                        std::int64_t system_prompt_tokens, std::int64_t block_tokens,
                                        const RandomStreams& streams)

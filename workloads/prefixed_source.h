@@ -75,6 +75,8 @@ class PrefixedSource final : public RequestSource {
   [[nodiscard]] bool exhausted() const override;
   [[nodiscard]] std::int64_t prefix_block_tokens() const override { return spec_.block_tokens; }
   void prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const override;
+  // In conversations a turn's answer opens the next turn's prompt after its own: keyed as that prompt is.
+  void sequence_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const override;
 
  private:
   struct Turn {

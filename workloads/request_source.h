@@ -76,6 +76,13 @@ class RequestSource {
     (void)r;
     out.clear();
   }
+  // The keys of the blocks of r's prompt followed by its answer, when a later prompt can repeat that answer
+  // (a conversation's next turn): what an engine that caches generated tokens names. Empty (the default)
+  // when the answer has no identity here.
+  virtual void sequence_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const {
+    (void)r;
+    out.clear();
+  }
 };
 
 // Limits of a synthetic run: whichever of the two ends first (0 = unlimited).

@@ -20,6 +20,9 @@ Json step_shares(const Report& r) {
 Json latency(const LatencyStats& l) {
   return Json{{"mean_s", l.mean}, {"p50_s", l.p50}, {"p95_s", l.p95}, {"p99_s", l.p99}, {"max_s", l.max}};
 }
+Json ratios(const LatencyStats& l) {
+  return Json{{"mean", l.mean}, {"p50", l.p50}, {"p95", l.p95}, {"p99", l.p99}, {"max", l.max}};
+}
 Json gpu_stats(const GpuStats& g) {
   return Json{{"busy", g.busy}, {"compute_util", g.compute_util}, {"hbm_bw_util", g.hbm_bw_util}};
 }
@@ -230,7 +233,10 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
         {"nvlink_bytes_per_step", r.nvlink_bytes_per_step},
         {"nic_bytes_per_step", r.nic_bytes_per_step}}},
       {"expert_load",
-       {{"gpu_max_over_mean", r.gpu_load_imbalance}, {"expert_max_over_mean", r.expert_load_imbalance}}},
+       {{"gpu_max_over_mean", r.gpu_load_imbalance},
+        {"expert_max_over_mean", r.expert_load_imbalance},
+        {"rank_share_of_mean", ratios(r.rank_load_share)},
+        {"layer_max_over_mean", ratios(r.layer_max_over_mean)}}},
       {"gpu", {{"mean", gpu_stats(r.gpu_mean)}, {"per_gpu", gpus}}},
       {"memory_per_gpu",
        {{"hbm_bytes", r.memory.hbm},

@@ -296,6 +296,32 @@ void apply_override(Json& j, std::string_view assignment) {
     if (!node->is_object()) {
       throw InputError("--set " + path, walked + " is inside a value that is not an object");
     }
+    // `name[i]`: entry i of the array `name` (deployment.pools[1].instances=3); the entry must exist.
+    if (const auto open = key.find('['); open != std::string::npos) {
+      const std::string name = key.substr(0, open);
+      const std::string digits = key.substr(open + 1, key.size() - open - 2);
+      if (name.empty() || key.back() != ']' || digits.empty() || digits.size() > 6 ||
+          !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        throw InputError("--set " + path, walked + ": expected name[index] with a decimal index");
+      }
+      const auto it = node->find(name);
+      if (it == node->end() || !it->is_array()) {
+        throw InputError("--set " + path, walked + ": " + name + " is not an array in the scenario");
+      }
+      const std::size_t i = std::stoul(digits);
+      if (i >= it->size()) {
+        throw InputError("--set " + path, walked + ": " + name + " has " + std::to_string(it->size()) +
+                                              " entries (indices from 0)");
+      }
+      Json& entry = (*it)[i];
+      if (dot == std::string::npos) {
+        entry = value;
+        return;
+      }
+      node = &entry;
+      start = dot + 1;
+      continue;
+    }
     if (dot == std::string::npos) {
       (*node)[key] = value;
       return;

@@ -15,7 +15,11 @@ struct AttentionGroup {
   std::deque<RequestIdx> waiting;
   std::vector<RequestIdx> running;  // in admission order: the newest is preempted first
   KvCacheManager kv;
-  double busy_ewma_s = 0;  // its GPUs' busy time per step, EWMA (load-aware admission)
+  std::int64_t waiting_tokens = 0;  // tokens the waiting requests have to compute (what routers weigh)
+  double busy_ewma_s = 0;           // its GPUs' busy time per step, EWMA (load-aware admission)
+  // SGLang's estimate of the share of its maximum output a running request will still generate
+  // (Scheduler.new_token_ratio; negative until the SGLang policy first forms a step here).
+  double new_token_ratio = -1.0;
 
   // vLLM's recompute preemption: drop the KV cache, keep the generated tokens, requeue at the front.
   // The caller has removed `victim` from `running`.
@@ -26,6 +30,7 @@ struct AttentionGroup {
     v.target = v.prompt + v.generated;
     ++v.preemptions;
     waiting.push_front(victim);
+    waiting_tokens += v.target;
   }
 };
 

@@ -60,14 +60,17 @@ WaitingFront waiting_front(AttentionGroup& g, RequestTable& requests) {
 }
 
 std::int64_t admit_front(AttentionGroup& g, const WaitingFront& f, std::int64_t budget, bool chunked_prefill,
-                         Time now) {
+                         Time now, AdmitReserve reserve) {
   Request& r = *f.r;
   if (!chunked_prefill && f.left > budget) return 0;
   const std::int64_t tokens = std::min(f.left, budget);
-  if (!g.kv.can_admit(r, r.computed + f.hit + tokens)) return 0;
+  const std::int64_t computed = r.computed + f.hit + tokens;
+  const std::int64_t held = reserve.whole_prompt ? std::max(computed, r.target) : computed;
+  if (!g.kv.can_admit(r, held, reserve.keep_free)) return 0;
   g.waiting.pop_front();
+  g.waiting_tokens -= r.target - r.computed;
   g.running.push_back(f.idx);
-  g.kv.admit(r, r.computed + f.hit + tokens);
+  g.kv.admit(r, computed, held);
   if (r.admitted == Time::never()) r.admitted = now;
   return tokens;
 }
@@ -104,12 +107,16 @@ FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Tim
     preempted = preempted || out.preemptions != before;
     add(idx, tokens, prefill);
   }
-  // Then admit waiting requests while sequences, tokens and blocks allow (not after a preemption).
+  // Then admit waiting requests while sequences, tokens and blocks allow (not after a preemption): the
+  // whole sequence's blocks and the watermark must fit.
+  const AdmitReserve reserve{
+      .whole_prompt = true,
+      .keep_free = static_cast<std::int64_t>(kWatermark * static_cast<double>(g.kv.total_blocks()))};
   while (!preempted && !g.waiting.empty() && budget > 0 &&
          static_cast<int>(g.running.size()) < d_.max_batch_size) {
     // Prefix caching: the cached leading blocks are not recomputed (0 hit tokens without it).
     const WaitingFront f = waiting_front(g, requests);
-    const std::int64_t tokens = admit_front(g, f, budget, d_.chunked_prefill, now);
+    const std::int64_t tokens = admit_front(g, f, budget, d_.chunked_prefill, now, reserve);
     if (tokens == 0) break;
     add(f.idx, tokens, true);
   }

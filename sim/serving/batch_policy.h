@@ -55,12 +55,19 @@ struct WaitingFront {
 };
 WaitingFront waiting_front(AttentionGroup& g, RequestTable& requests);
 
+// What an engine's allocator demands of an admission beyond the first chunk's blocks.
+struct AdmitReserve {
+  bool whole_prompt = false;   // allocate the blocks of the whole sequence to compute (r.target) at once
+  std::int64_t keep_free = 0;  // blocks that must stay free after the allocation (a watermark)
+};
+
 // Every policy's admission once its own gates have passed: a prefill chunk of up to `budget` tokens,
-// refused when chunked prefill is off and the prompt is longer than the budget or when its blocks do not
-// fit; else `f` moves to running with its blocks (its cached head pinned) and the time of its first
-// admission. Returns the chunk's tokens (0: not admitted). Call add_work next.
+// refused when chunked prefill is off and the prompt is longer than the budget or when its blocks (all
+// of them under `reserve.whole_prompt`) and `reserve.keep_free` do not fit; else `f` moves to running
+// with its blocks (its cached head pinned) and the time of its first admission. Returns the chunk's
+// tokens (0: not admitted). Call add_work next.
 std::int64_t admit_front(AttentionGroup& g, const WaitingFront& f, std::int64_t budget, bool chunked_prefill,
-                         Time now);
+                         Time now, AdmitReserve reserve = {});
 
 // The scheduler (deployment.scheduler, by default the engine's own): sglang -> SglangBatchPolicy, trtllm ->
 // TrtllmBatchPolicy, vllm -> VllmBatchPolicy (docs/engines.md). `speculative` when
@@ -68,14 +75,23 @@ std::int64_t admit_front(AttentionGroup& g, const WaitingFront& f, std::int64_t 
 std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d,
                                                const SpeculativeSpec* speculative = nullptr);
 
-// vLLM's continuous batching (vllm/core/scheduler.py, V0 default with chunked prefill): running requests
-// first, oldest first, each one decode token or the next prefill chunk within the step's token budget;
-// the newest running requests are preempted (recompute) when blocks run out; then waiting requests are
-// admitted first come first served while sequences, tokens and blocks allow (not after a preemption).
+// vLLM's continuous batching (vllm/core/scheduler.py, V0 default with chunked prefill; V1's
+// vllm/v1/core/sched/scheduler.py keeps the same order): running requests first, oldest first, each one
+// decode token or the next prefill chunk within the step's token budget; when blocks run out the last
+// running request (the newest admitted, which the loop reaches last) is preempted and recomputed
+// (`self.running.pop()`), and the request itself when it is the last; then waiting requests are admitted
+// first come first served while sequences, tokens and blocks allow, none after a preemption in the step.
+// Admission reserves what the allocator reserves: the blocks of the whole sequence to compute (prompt
+// plus any generated tokens of a preempted request) less its prefix-cache hit, with a watermark of 1% of
+// the pool left free (V0 BlockSpaceManager.can_allocate with watermark 0.01 allocates the whole prompt at
+// admission even when its prefill is chunked; V1's KVCacheManager.allocate_slots checks the same with
+// full_sequence_must_fit, scheduler_reserve_full_isl). Without it a chunk-sized admission is preempted
+// as soon as the running requests' decode grows into its blocks, which thrashes a pool near full.
 // Under speculative decoding a decode sequence takes k + 1 tokens of the budget and of KV slots (vLLM's
 // num_lookahead_slots) and verifies k drafts.
 class VllmBatchPolicy final : public BatchPolicy {
  public:
+  static constexpr double kWatermark = 0.01;  // BlockSpaceManager(watermark=0.01); Vidur's default too
   explicit VllmBatchPolicy(const DeploymentSpec& d, int draft_tokens = 0)
       : d_(d), draft_tokens_(draft_tokens) {}
   FormedBatch form(AttentionGroup& g, RequestTable& requests, Time now,

@@ -31,6 +31,14 @@ void check_kv_ledger(const KvPoolLedger& l) {
                    " held by its requests = " + std::to_string(l.available + l.held));
 }
 
+void check_kv_transfer_ledger(const KvTransferLedger& l) {
+  MOESIM_CHECK(l.sent == l.received + l.in_transit && l.bytes_sent == l.bytes_received + l.bytes_in_transit,
+               "conservation: " + std::to_string(l.sent) + " KV caches sent (" +
+                   std::to_string(l.bytes_sent) + " B) but " + std::to_string(l.received) + " received (" +
+                   std::to_string(l.bytes_received) + " B) + " + std::to_string(l.in_transit) +
+                   " on the way (" + std::to_string(l.bytes_in_transit) + " B)");
+}
+
 namespace {
 
 // Distinct blocks held by the group's requests (prefix caching shares a cached block between requests;
@@ -65,6 +73,15 @@ void check_conservation(const MetricsRecorder& metrics, const RequestTable& requ
                                      .dropped_by = metrics.dropped_by,
                                      .failed = metrics.failed,
                                      .in_flight = static_cast<std::int64_t>(requests.live())});
+  KvTransferLedger t{.sent = metrics.kv_sent,
+                     .received = metrics.kv_received,
+                     .bytes_sent = metrics.kv_bytes_sent,
+                     .bytes_received = metrics.kv_bytes_received};
+  for (const Request& r : requests.slots()) {
+    t.in_transit += r.kv_in_transit > 0 ? 1 : 0;
+    t.bytes_in_transit += r.kv_in_transit;
+  }
+  check_kv_transfer_ledger(t);
   std::vector<BlockId> ids;
   for (const auto& rep : replicas) {
     for (std::size_t g = 0; g < rep->groups().size(); ++g) {

@@ -37,11 +37,23 @@ struct KvPoolLedger {
   std::int64_t held = 0;
 };
 
+// KV caches moved between instances (PD hand-offs, migrations): sent = received + on the way, in caches and
+// in bytes; on the way is counted from the requests (Request::kv_in_transit), not from the counters.
+struct KvTransferLedger {
+  std::int64_t sent = 0;
+  std::int64_t received = 0;
+  std::int64_t in_transit = 0;
+  std::int64_t bytes_sent = 0;
+  std::int64_t bytes_received = 0;
+  std::int64_t bytes_in_transit = 0;
+};
+
 // Throw InternalError naming the balance that does not hold and its terms.
 void check_request_ledger(const RequestLedger& l);
 void check_kv_ledger(const KvPoolLedger& l);
+void check_kv_transfer_ledger(const KvTransferLedger& l);
 
-// Both, from a run's state at its end (Cluster::run): the recorder's counts, the requests still in the
+// All three, from a run's state at its end (Cluster::run): the recorder's counts, the requests still in the
 // table, and every group of every replica.
 void check_conservation(const MetricsRecorder& metrics, const RequestTable& requests,
                         std::span<const std::unique_ptr<Replica>> replicas);

@@ -18,12 +18,15 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   GroupBatch& batch = out.batch;
   const std::int64_t bt = g.kv.block_tokens();
   std::int64_t budget = d_.max_batched_tokens;
+  // An idle scheduler (or one never run) starts from the initial ratio.
+  if (g.running.empty() || g.new_token_ratio < 0) g.new_token_ratio = kInitNewTokenRatio;
+  const double ratio = g.new_token_ratio;
   // Prefill batch. The reserve for running requests' remaining output, in tokens (PrefillAdder's
   // rem_total_token_offset).
   double reserve = 0;
   for (const RequestIdx idx : g.running) {
     const Request& r = requests[idx];
-    reserve += static_cast<double>(std::min(r.output - r.generated, kClipMaxNewTokens)) * kNewTokenRatio;
+    reserve += static_cast<double>(std::min(r.output - r.generated, kClipMaxNewTokens)) * ratio;
   }
   double rem_total = static_cast<double>(g.kv.free_blocks() * bt) - reserve;
   // The request being chunked continues first (its blocks were accounted for when it was admitted).
@@ -47,14 +50,16 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     add_work(batch, r, ScheduledWork{f.idx, tokens, true}, scheduled);
     budget -= tokens;
     // A whole prompt reserves its output; a chunked one only its chunk (it reserves when it completes).
-    rem_total -= static_cast<double>(tokens) +
-                 (tokens == f.left ? static_cast<double>(new_tokens) * kNewTokenRatio : 0.0);
+    rem_total -=
+        static_cast<double>(tokens) + (tokens == f.left ? static_cast<double>(new_tokens) * ratio : 0.0);
   }
-  if (batch.tokens() > 0) {
-    g.kv.note_peak();
-    return out;
-  }
-  // Decode batch: retract until every running request's next tokens fit.
+  if (batch.tokens() == 0 && !g.running.empty()) decode(g, requests, out, scheduled);
+  g.kv.note_peak();
+  return out;
+}
+
+void SglangBatchPolicy::decode(AttentionGroup& g, RequestTable& requests, FormedBatch& out,
+                               std::vector<ScheduledWork>& scheduled) const {
   const std::int64_t step = 1 + draft_tokens_;
   auto short_of_blocks = [&] {
     std::int64_t need = 0;
@@ -64,17 +69,33 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     }
     return need > g.kv.free_blocks();
   };
-  while (g.running.size() > 1 && short_of_blocks()) {
-    auto victim = g.running.begin();
-    for (auto it = g.running.begin(); it != g.running.end(); ++it) {
-      const Request& a = requests[*it];
-      const Request& v = requests[*victim];
-      if (a.generated < v.generated || (a.generated == v.generated && a.prompt > v.prompt)) victim = it;
+  // check_decode_mem failed: retract at least one, then until 20 steps of each request left fit.
+  if (g.running.size() > 1 && short_of_blocks()) {
+    const auto headroom = [&] {
+      return g.kv.free_blocks() * g.kv.block_tokens() >=
+             static_cast<std::int64_t>(g.running.size()) * kRetractDecodeSteps;
+    };
+    do {
+      auto victim = g.running.begin();
+      for (auto it = g.running.begin(); it != g.running.end(); ++it) {
+        const Request& a = requests[*it];
+        const Request& v = requests[*victim];
+        if (a.generated < v.generated || (a.generated == v.generated && a.prompt > v.prompt)) victim = it;
+      }
+      const RequestIdx v = *victim;
+      g.running.erase(victim);
+      g.preempt(requests, v);
+      ++out.preemptions;
+    } while (g.running.size() > 1 && (!headroom() || short_of_blocks()));
+    // The estimate the retraction teaches: what the requests left generated so far, plus 20 steps each.
+    double decoded = 0, max_new = 0;
+    for (const RequestIdx idx : g.running) {
+      decoded += static_cast<double>(requests[idx].generated + kRetractDecodeSteps);
+      max_new += static_cast<double>(requests[idx].output);
     }
-    const RequestIdx v = *victim;
-    g.running.erase(victim);
-    g.preempt(requests, v);
-    ++out.preemptions;
+    g.new_token_ratio = max_new > 0 ? std::min(1.0, decoded / max_new) : kInitNewTokenRatio;
+  } else {
+    g.new_token_ratio = std::max(g.new_token_ratio - kNewTokenRatioDecay, kMinNewTokenRatio);
   }
   for (std::size_t i = 0; i < g.running.size(); ++i) {
     const RequestIdx idx = g.running[i];
@@ -82,10 +103,8 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     if (r.in_prefill()) continue;                     // a chunked prompt the pool could not grow this step
     if (!g.kv.can_hold(r, r.computed + step)) break;  // one request that alone outgrows the pool waits
     g.kv.grow(r, r.computed + step);
-    add_work(batch, r, ScheduledWork{idx, step, false}, scheduled);
+    add_work(out.batch, r, ScheduledWork{idx, step, false}, scheduled);
   }
-  g.kv.note_peak();
-  return out;
 }
 
 FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Time now,
@@ -95,10 +114,10 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   const std::int64_t bt = g.kv.block_tokens();
   std::int64_t budget = d_.max_batched_tokens;
   const std::int64_t step = 1 + draft_tokens_;
-  // Blocks a request may still need to finish: its prompt, its remaining output and the verify lookahead.
+  // Blocks a request may still need to finish: those of its prompt and whole output and the verify
+  // lookahead, less those it holds (its generated tokens are in both).
   auto to_finish = [&](const Request& r, std::int64_t held) {
-    return std::max<std::int64_t>(0,
-                                  blocks_for(r.target + (r.output - r.generated) + draft_tokens_, bt) - held);
+    return std::max<std::int64_t>(0, blocks_for(r.prompt + r.output + draft_tokens_, bt) - held);
   };
   std::int64_t reserved = 0;
   for (const RequestIdx idx : g.running) reserved += to_finish(requests[idx], requests[idx].blocks);

@@ -6,25 +6,36 @@
 
 namespace moesim {
 
-// SGLang's scheduler (python/sglang/srt/managers/scheduler.py get_next_batch_to_run and
-// get_new_batch_prefill; schedule_policy.py PrefillAdder), default flags (no mixed chunk): prefill first.
-// A step is either a prefill batch or a decode batch. The prefill batch continues the request being
-// chunked, then admits waiting requests first come first served within chunked_prefill_size tokens
-// (max_batched_tokens; only the last admitted is chunked) and max_running_requests (max_batch_size), and
-// only while the KV pool, less a reserve of min(remaining output, 4096) x new_token_ratio tokens for every
-// running request, holds the request's input plus its remaining output (new_token_ratio 0.7:
-// SGLANG_INIT_NEW_TOKEN_RATIO; its decay towards 0.14 over 600 decode steps is not modelled). With no
-// prefill to run, every running request decodes; when blocks run out, requests are retracted (recompute)
-// fewest output tokens first, longest prompt on ties (ScheduleBatch.retract_decode).
+// SGLang's scheduler (python/sglang/srt/managers/scheduler.py get_next_batch_to_run,
+// get_new_batch_prefill and update_running_batch; schedule_policy.py PrefillAdder; schedule_batch.py
+// retract_decode), default flags (no mixed chunk): prefill first. A step is either a prefill batch or a
+// decode batch. The prefill batch continues the request being chunked, then admits waiting requests first
+// come first served within chunked_prefill_size tokens (max_batched_tokens; only the last admitted is
+// chunked) and max_running_requests (max_batch_size), and only while the KV pool, less a reserve of
+// min(remaining output, 4096) x new_token_ratio tokens for every running request, holds the request's
+// input plus its remaining output. With no prefill to run, every running request decodes. When the pool
+// cannot take one more token of each, requests are retracted (recompute) fewest output tokens first,
+// longest prompt on ties, at least one and until the pool holds retract_decode_steps (20) tokens of each
+// one left; new_token_ratio then becomes (tokens they generated + 20 each) / their maximum outputs, at
+// most 1. Each decode batch without a retraction lowers it by (0.7 - 0.098) / 600 down to 0.098
+// (SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14, decay over
+// SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600), and an idle scheduler starts again from 0.7. The ratio is
+// each attention group's own (one scheduler per data-parallel rank).
 class SglangBatchPolicy final : public BatchPolicy {
  public:
-  static constexpr double kNewTokenRatio = 0.7;
+  static constexpr double kInitNewTokenRatio = 0.7;
+  static constexpr double kMinNewTokenRatio = kInitNewTokenRatio * 0.14;
+  static constexpr double kNewTokenRatioDecay = (kInitNewTokenRatio - kMinNewTokenRatio) / 600.0;
+  static constexpr std::int64_t kRetractDecodeSteps = 20;  // global_config.retract_decode_steps
   static constexpr std::int64_t kClipMaxNewTokens = 4096;  // CLIP_MAX_NEW_TOKENS_ESTIMATION
   SglangBatchPolicy(const DeploymentSpec& d, int draft_tokens) : d_(d), draft_tokens_(draft_tokens) {}
   FormedBatch form(AttentionGroup& g, RequestTable& requests, Time now,
                    std::vector<ScheduledWork>& scheduled) override;
 
  private:
+  // The decode batch: retracts while the pool is short (updating g.new_token_ratio), then decodes.
+  void decode(AttentionGroup& g, RequestTable& requests, FormedBatch& out,
+              std::vector<ScheduledWork>& scheduled) const;
   DeploymentSpec d_;
   int draft_tokens_;
 };

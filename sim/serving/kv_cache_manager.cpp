@@ -14,8 +14,8 @@ KvCacheManager::KvCacheManager(std::int64_t blocks, std::int64_t block_tokens, b
   }
 }
 
-void KvCacheManager::grow(Request& r, std::int64_t computed) {
-  const std::int64_t need = blocks_needed(r, computed);
+void KvCacheManager::grow(Request& r, std::int64_t computed, std::int64_t reserve) {
+  const std::int64_t need = blocks_needed(r, std::max(computed, reserve));
   MOESIM_CHECK(need <= free_blocks(), "KV blocks allocated beyond the pool");
   r.blocks += need;
   if (!cache_) {
@@ -58,14 +58,14 @@ std::int64_t KvCacheManager::lookup_prefix(const Request& r) {
   return static_cast<std::int64_t>(hit_.size()) * block_tokens_;
 }
 
-bool KvCacheManager::can_admit(const Request& r, std::int64_t computed) const {
-  if (!cache_) return can_hold(r, computed);
+bool KvCacheManager::can_admit(const Request& r, std::int64_t computed, std::int64_t keep_free) const {
+  if (!cache_) return blocks_needed(r, computed) + keep_free <= free_blocks();
   const std::int64_t need = std::max<std::int64_t>(
       0, (computed + block_tokens_ - 1) / block_tokens_ - static_cast<std::int64_t>(hit_.size()));
-  return need <= free_blocks() - hit_evictable_;
+  return need + keep_free <= free_blocks() - hit_evictable_;
 }
 
-void KvCacheManager::admit(Request& r, std::int64_t computed) {
+void KvCacheManager::admit(Request& r, std::int64_t computed, std::int64_t reserve) {
   if (cache_) {
     MOESIM_CHECK(r.blocks == 0 && r.block_ids.empty(), "admission of a request that holds KV blocks");
     cache_->acquire(hit_);
@@ -85,7 +85,7 @@ void KvCacheManager::admit(Request& r, std::int64_t computed) {
     hit_.clear();
     hit_evictable_ = 0;
   }
-  grow(r, computed);
+  grow(r, computed, reserve);
 }
 
 PrefixCacheStats KvCacheManager::prefix_stats() const {

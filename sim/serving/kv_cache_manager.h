@@ -52,18 +52,24 @@ class KvCacheManager {
     return blocks_needed(r, computed) <= free_blocks();
   }
   // Grows `r` to `computed` tokens. Precondition: can_hold(r, computed).
-  void grow(Request& r, std::int64_t computed);
+  void grow(Request& r, std::int64_t computed) { grow(r, computed, computed); }
+  // Grows `r` to hold `reserve` >= `computed` tokens, of which `computed` are scheduled (their full prompt
+  // blocks are named in the prefix cache; the rest stay anonymous until computed). Precondition:
+  // can_hold(r, reserve).
+  void grow(Request& r, std::int64_t computed, std::int64_t reserve);
   // Returns every block of `r` to the pool (cached prompt blocks stay cached, unpinned).
   void release(Request& r);
 
   // Admission of a waiting request (r.blocks == 0), in three calls: lookup_prefix gives the prompt tokens
   // found cached (0 without prefix caching; at most target - 1, a whole number of blocks: the last token
   // is always computed, as in vLLM); can_admit says whether the blocks to reach `computed` tokens fit once
-  // the hit blocks are pinned; admit pins them, counts the lookup, sets r.computed past the hit and grows
-  // `r` to `computed`. `computed` counts the hit tokens too.
+  // the hit blocks are pinned, leaving `keep_free` blocks free (an admission watermark); admit pins them,
+  // counts the lookup, sets r.computed past the hit and grows `r` to `computed`, holding blocks for
+  // `reserve` tokens when that is more (an engine that allocates a whole prompt at admission). `computed`
+  // and `reserve` count the hit tokens too.
   [[nodiscard]] std::int64_t lookup_prefix(const Request& r);
-  [[nodiscard]] bool can_admit(const Request& r, std::int64_t computed) const;
-  void admit(Request& r, std::int64_t computed);
+  [[nodiscard]] bool can_admit(const Request& r, std::int64_t computed, std::int64_t keep_free = 0) const;
+  void admit(Request& r, std::int64_t computed, std::int64_t reserve = 0);
 
   // Leading prompt blocks of `hashes` cached here (a router's probe; counts nothing).
   [[nodiscard]] int cached_prefix_blocks(const std::vector<BlockHash>& hashes) const {

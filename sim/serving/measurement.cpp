@@ -57,7 +57,9 @@ void WindowTotals::merge(const WindowTotals& o) {
                       {&prefill_queue, &o.prefill_queue},
                       {&prefill, &o.prefill},
                       {&kv_transfer, &o.kv_transfer},
-                      {&decode_queue, &o.decode_queue}})
+                      {&decode_queue, &o.decode_queue},
+                      {&rank_load_share, &o.rank_load_share},
+                      {&layer_max_over_mean, &o.layer_max_over_mean}})
     h->merge(*g);
   steps += o.steps;
   step_s += o.step_s;

@@ -45,7 +45,10 @@ struct WindowTotals {
   double comm_hidden_s = 0;
   double comm_sm_contention_s = 0;
   double batch_tokens = 0;
-  double gpu_imbalance = 0;     // weighted by each step's tokens
+  double gpu_imbalance = 0;  // weighted by each step's tokens
+  // Expert load as distributions: each rank's routed pairs over the step's mean per rank (a sample per
+  // rank and step), and each MoE layer's largest rank over the mean (a sample per layer and step).
+  LatencyHistogram rank_load_share, layer_max_over_mean;
   double expert_imbalance = 0;  // weighted by each step's tokens
   double nvlink_bytes = 0;
   double nic_bytes = 0;

@@ -98,11 +98,26 @@ void MetricsRecorder::add_step(WindowTotals& w, const StepRecord& rec) const {
   pool.tokens += static_cast<double>(plan.tokens);
 }
 
+// The step's per-rank loads as shares of their mean and its per-layer max/mean (LatencyHistogram's log
+// buckets resolve a ratio to 1.2%; an idle rank's zero share lands in its lowest bucket).
+void MetricsRecorder::add_expert_load(WindowTotals& w, const StepPlanner& planner) const {
+  const std::span<const double> pairs = planner.rank_pairs();
+  if (pairs.empty()) return;
+  double sum = 0;
+  for (const double p : pairs) sum += p;
+  if (sum <= 0) return;
+  const double mean = sum / static_cast<double>(pairs.size());
+  for (const double p : pairs) w.rank_load_share.add(p / mean);
+  for (const double x : planner.layer_imbalance()) w.layer_max_over_mean.add(x);
+}
+
 void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner, Time start) {
   const double total_s = rec.plan->total.seconds();
   ++steps;
   step_s += total_s;
-  add_step(series_.at(start.seconds()), rec);
+  WindowTotals& w = series_.at(start.seconds());
+  add_step(w, rec);
+  add_expert_load(w, planner);
   std::int64_t& was = replica_waiting_[static_cast<std::size_t>(rec.replica)];
   waiting_ += rec.waiting - was;
   was = rec.waiting;

@@ -38,6 +38,15 @@ class MetricsRecorder {
   // A KV cache of `bytes` (on the wire) moved between instances in `took`: prefill -> decode, or a
   // migration between instances of a pool. Counted over the whole run.
   void on_kv_transfer(double bytes, Duration took, bool migration);
+  // The KV-transfer ledger (conservation): every cache sent is received or still on the way.
+  void on_kv_sent(std::int64_t bytes) {
+    ++kv_sent;
+    kv_bytes_sent += bytes;
+  }
+  void on_kv_received(std::int64_t bytes) {
+    ++kv_received;
+    kv_bytes_received += bytes;
+  }
   // The run stopped at `now` (steps still running are cut there).
   void on_run_end(Time now) { series_.end_run(now.seconds()); }
 
@@ -58,6 +67,10 @@ class MetricsRecorder {
   std::int64_t output_tokens_asked = 0;
   std::int64_t steps = 0;
   double step_s = 0;
+  std::int64_t kv_sent = 0;
+  std::int64_t kv_received = 0;
+  std::int64_t kv_bytes_sent = 0;
+  std::int64_t kv_bytes_received = 0;
   std::int64_t kv_transfers = 0;
   double kv_transfer_bytes = 0;
   double kv_transfer_s = 0;
@@ -69,6 +82,7 @@ class MetricsRecorder {
 
  private:
   void add_step(WindowTotals& w, const StepRecord& rec) const;
+  void add_expert_load(WindowTotals& w, const StepPlanner& planner) const;
   void add_finished(WindowTotals& w, const Request& r, double ttft_s, double tpot_s, double queueing_s,
                     double e2e_s) const;
   std::vector<int> replica_slot_;  // per replica: its first GPU slot

@@ -23,7 +23,10 @@ Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> pla
 }
 
 void Replica::enqueue(int group, RequestIdx idx, bool front) {
-  auto& waiting = groups_[static_cast<std::size_t>(group)].waiting;
+  AttentionGroup& g = groups_[static_cast<std::size_t>(group)];
+  auto& waiting = g.waiting;
+  const Request& r = ctx_.requests[idx];
+  g.waiting_tokens += r.target - r.computed;
   if (front) {
     waiting.push_front(idx);
   } else {
@@ -88,6 +91,7 @@ void Replica::evict_now(Time now) {
     out.insert(out.end(), group.waiting.begin(), group.waiting.end());
     group.running.clear();
     group.waiting.clear();
+    group.waiting_tokens = 0;
     for (const RequestIdx idx : out) {
       Request& r = ctx_.requests[idx];
       group.kv.release(r);

@@ -272,6 +272,13 @@ std::string format_summary(const Report& r) {
   o << "\n";
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
     << fmt("%.2f", r.expert_load_imbalance) << "\n";
+  if (r.rank_load_share.max > 0) {
+    const LatencyStats& g = r.rank_load_share;
+    const LatencyStats& l = r.layer_max_over_mean;
+    o << "             per GPU share of the mean P50 " << fmt("%.2f", g.p50) << ", P95 " << fmt("%.2f", g.p95)
+      << ", P99 " << fmt("%.2f", g.p99) << ", max " << fmt("%.2f", g.max) << "; layer max/mean P50 "
+      << fmt("%.2f", l.p50) << ", P99 " << fmt("%.2f", l.p99) << "\n";
+  }
   if (r.experts.enabled) o << format_experts(r);
   if (r.speculative.enabled) {
     const SpeculativeReport& x = r.speculative;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "sim/engine/time.h"
@@ -28,7 +29,8 @@ struct alignas(64) Request {
   std::int64_t id = 0;
   Time arrival;
   std::int64_t prompt = 0;
-  // Prefix caching only: the chained hashes of the prompt's full KV blocks, the ids of the blocks held (in
+  // Prefix caching only: the chained hashes of the full KV blocks of the prompt (then of the answer, where
+  // the workload keys it: a conversation's next turn repeats it), the ids of the blocks held (in
   // token order) and how many leading ones are named in the cache.
   std::vector<BlockHash> prompt_hashes;
   std::vector<BlockId> block_ids;
@@ -41,7 +43,8 @@ struct alignas(64) Request {
   Time prefill_admitted = Time::never();
   Time prefill_done;
   Time kv_arrived;
-  int prefill_replica = -1;  // the prefill instance it came from (-1: prefilled where it decodes)
+  int prefill_replica = -1;        // the prefill instance it came from (-1: prefilled where it decodes)
+  std::int64_t kv_in_transit = 0;  // bytes of its KV cache sent and not yet received (hand-off, migration)
   [[nodiscard]] bool in_prefill() const { return computed < target; }
 };
 static_assert(offsetof(Request, measured) < 64, "the fields of a step fit the first cache line");
@@ -63,6 +66,8 @@ class RequestTable {
   [[nodiscard]] std::size_t live() const { return requests_.size() - free_.size(); }
   [[nodiscard]] Request& operator[](RequestIdx i) { return requests_[i]; }
   [[nodiscard]] const Request& operator[](RequestIdx i) const { return requests_[i]; }
+  // Every slot, released ones included (a released slot keeps its last request's fields).
+  [[nodiscard]] std::span<const Request> slots() const { return requests_; }
   // A hint that request i is about to be read or written: its fields a step touches (counts and times).
   void prefetch(RequestIdx i) const {
     __builtin_prefetch(&requests_[i]);  // the fields a step uses (Request's first cache line)

@@ -11,7 +11,7 @@ std::unique_ptr<Router> make_router(const ScenarioSpec& s) {
 std::unique_ptr<Router> make_router(const DeploymentSpec& d, bool load_aware_admission) {
   if (d.router == RouterPolicy::kRoundRobin) return std::make_unique<RoundRobinRouter>();
   if (d.router == RouterPolicy::kCacheAware) return std::make_unique<CacheAwareRouter>();
-  if (d.router == RouterPolicy::kKvAware) return std::make_unique<KvAwareRouter>();
+  if (d.router == RouterPolicy::kKvAware) return std::make_unique<KvAwareRouter>(d.max_batch_size);
   if (load_aware_admission) return std::make_unique<LoadAwareRouter>();
   return std::make_unique<LeastLoadedRouter>();
 }
@@ -42,11 +42,7 @@ void LoadIndex::set(std::size_t i, LoadKey key) {
 int KvAwareRouter::route(std::span<const GroupLoad> groups) {
   int best = 0;
   for (std::size_t i = 1; i < groups.size(); ++i) {
-    const GroupLoad& g = groups[i];
-    const GroupLoad& b = groups[static_cast<std::size_t>(best)];
-    if (g.free_kv_blocks > b.free_kv_blocks ||
-        (g.free_kv_blocks == b.free_kv_blocks && g.running + g.waiting < b.running + b.waiting))
-      best = static_cast<int>(i);
+    if (key(groups[i]) < key(groups[static_cast<std::size_t>(best)])) best = static_cast<int>(i);
   }
   return best;
 }
@@ -69,38 +65,13 @@ int LeastLoadedRouter::route(std::span<const GroupLoad> groups) {
 }
 
 int CacheAwareRouter::route(std::span<const GroupLoad> groups) {
-  std::int64_t min_load = 0;
-  std::int64_t max_load = 0;
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    const std::int64_t load = groups[i].running + groups[i].waiting;
-    min_load = i == 0 ? load : std::min(min_load, load);
-    max_load = i == 0 ? load : std::max(max_load, load);
-  }
-  const bool imbalanced =
-      max_load - min_load > kBalanceAbsThreshold &&
-      static_cast<double>(max_load) > kBalanceRelThreshold * static_cast<double>(min_load);
-  if (imbalanced) return LeastLoadedRouter().route(groups);
-  // Longest cached prefix, ties to the least loaded.
   int best = 0;
   for (std::size_t i = 1; i < groups.size(); ++i) {
     const GroupLoad& g = groups[i];
     const GroupLoad& b = groups[static_cast<std::size_t>(best)];
-    if (g.cached_prefix_blocks > b.cached_prefix_blocks ||
-        (g.cached_prefix_blocks == b.cached_prefix_blocks && g.running + g.waiting < b.running + b.waiting))
-      best = static_cast<int>(i);
-  }
-  const GroupLoad& hit = groups[static_cast<std::size_t>(best)];
-  if (hit.prompt_blocks > 0 && static_cast<double>(hit.cached_prefix_blocks) >
-                                   kCacheThreshold * static_cast<double>(hit.prompt_blocks))
-    return best;
-  // Below the threshold: the group with the fewest cached blocks, ties to the least loaded.
-  best = 0;
-  for (std::size_t i = 1; i < groups.size(); ++i) {
-    const GroupLoad& g = groups[i];
-    const GroupLoad& b = groups[static_cast<std::size_t>(best)];
-    if (g.cached_blocks < b.cached_blocks ||
-        (g.cached_blocks == b.cached_blocks && g.running + g.waiting < b.running + b.waiting))
-      best = static_cast<int>(i);
+    const std::int64_t cg = cost(g);
+    const std::int64_t cb = cost(b);
+    if (cg < cb || (cg == cb && g.running + g.waiting < b.running + b.waiting)) best = static_cast<int>(i);
   }
   return best;
 }

@@ -77,9 +77,9 @@ struct DeploymentSpec {
   // Two-micro-batch overlap: the batch runs as two halves so that one half's All-to-All hides behind
   // the other half's compute (DeepSeek's inference overlap), at the cost of smaller GEMMs.
   bool two_batch_overlap = false;
-  // SMs the All-to-All kernels hold while they run beside the other micro-batch's compute; -1: by
-  // All-to-All mode (StepPlanner::comm_sms: 24 for DeepEP normal and NVLink kernels, 0 for low-latency
-  // kernels with the receive hook).
+  // SMs the All-to-All kernels hold throughout while they run beside the other micro-batch's compute; -1:
+  // by All-to-All mode (StepPlanner::comm_held_share: 24 SMs for DeepEP normal and NVLink kernels; every SM
+  // for 0.06/0.17 of the time for low-latency kernels with the receive hook).
   int comm_sms = -1;
   // The serving engine whose kernels a layer runs (grouped or looped experts, fused small kernels);
   // docs/engines.md.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sim/engine/check.h"
@@ -100,7 +101,11 @@ class Cluster final : public ReplicaHost {
   void fill_experts(Report& r, const WindowTotals& m) const;
   void fill_prefix(Report& r) const;
   // Prefix caching: the chained hashes of `spec`'s full prompt KV blocks of `block_tokens` into `out`.
-  void prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out);
+  // The chained hashes of spec's full KV blocks into `out`: its prompt's, then its answer's when the
+  // workload keys answers (conversations), which the cache names as decode computes them (vLLM V1 caches
+  // generated tokens' full blocks, SGLang inserts a finished request's tokens into its radix tree), so a
+  // next turn hits on the previous answer. Returns how many are the prompt's.
+  std::size_t prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out);
   void fill_pools(Report& r, const WindowTotals& m) const;
   // Operations under the planner (deployment.autoscale; operations.h): the instances beyond each pool's
   // initial count start idle; every interval the planner's targets start, cancel or drain instances.
@@ -347,18 +352,23 @@ void Cluster::end_of_arrivals() {
   }
 }
 
-void Cluster::prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, std::vector<BlockHash>& out) {
+std::size_t Cluster::prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens,
+                                   std::vector<BlockHash>& out) {
   out.clear();
   const std::int64_t keyed = source_->prefix_block_tokens();
-  if (keyed == 0) return;
-  source_->prompt_block_keys(spec, keys_);
+  if (keyed == 0) return 0;
+  std::int64_t tokens = spec.prompt_tokens + spec.output_tokens;
+  source_->sequence_block_keys(spec, keys_);
+  if (keys_.empty()) {
+    tokens = spec.prompt_tokens;
+    source_->prompt_block_keys(spec, keys_);
+  }
   // A keyed block of `keyed` tokens (512 for Mooncake hash_ids) is `split` KV blocks; each KV block's key
   // is its keyed block's key and its position inside it. Only full KV blocks are cached.
   const std::int64_t block = block_tokens;
   MOESIM_CHECK(keyed % block == 0, "keyed prompt blocks must split into whole KV blocks");
   const std::int64_t split = keyed / block;
-  const std::int64_t n =
-      std::min(spec.prompt_tokens / block, static_cast<std::int64_t>(keys_.size()) * split);
+  const std::int64_t n = std::min(tokens / block, static_cast<std::int64_t>(keys_.size()) * split);
   out.resize(static_cast<std::size_t>(n));
   BlockHash parent = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -366,6 +376,7 @@ void Cluster::prompt_hashes(const RequestSpec& spec, std::int64_t block_tokens, 
     const std::uint64_t sub = split == 1 ? key : splitmix64(key ^ static_cast<std::uint64_t>(i % split));
     out[static_cast<std::size_t>(i)] = parent = chain_block_hash(parent, sub);
   }
+  return static_cast<std::size_t>(std::min(n, spec.prompt_tokens / block));
 }
 
 std::pair<Replica*, int> Cluster::group_at(const std::vector<int>& pools, std::size_t i) const {
@@ -388,7 +399,10 @@ GroupLoad load_of(const AttentionGroup& g, std::int64_t inflight) {
   return GroupLoad{.running = static_cast<std::int64_t>(g.running.size()),
                    .waiting = static_cast<std::int64_t>(g.waiting.size()) + inflight,
                    .busy_s = g.busy_ewma_s,
-                   .free_kv_blocks = g.kv.free_blocks()};
+                   .free_kv_blocks = g.kv.free_blocks(),
+                   .total_kv_blocks = g.kv.total_blocks(),
+                   .active_kv_blocks = g.kv.used_blocks() +
+                                       (g.waiting_tokens + g.kv.block_tokens() - 1) / g.kv.block_tokens()};
 }
 }  // namespace
 
@@ -470,8 +484,9 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   // for the cache-aware router each group's cached prefix of them.
   const ServingPool& first = pools_[static_cast<std::size_t>(entry_pools_.front())];
   std::vector<BlockHash> hashes;
+  std::size_t prompt_blocks = 0;
   if (first.spec.deployment.prefix_caching)
-    prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
+    prompt_blocks = prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
   if (faults_ && !any_accepting(entry_pools_)) {  // every entry instance down: it waits for one
     const RequestIdx idx = requests_.add();
     Request& r = requests_[idx];
@@ -486,10 +501,15 @@ void Cluster::on_arrival(const RequestSpec& spec) {
     pull_arrival();
     return;
   }
-  // The first entry pool's router picks among every entry group (one router for the arrivals).
+  // The first entry pool's router picks among every entry group (one router for the arrivals), probing
+  // the prompt's blocks.
+  std::vector<BlockHash> probe;
+  if (first.spec.deployment.router == RouterPolicy::kCacheAware) {
+    probe.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
+  }
   const std::size_t target =
       route(entry_pools_, *first.router,
-            first.spec.deployment.router == RouterPolicy::kCacheAware ? &hashes : nullptr);
+            first.spec.deployment.router == RouterPolicy::kCacheAware ? &probe : nullptr);
   const auto [rep, group] = group_at(entry_pools_, target);
   const ServingPool& pool = pools_[static_cast<std::size_t>(rep->pool())];
   if (const auto why = refusal(spec, pool, rep->groups()[static_cast<std::size_t>(group)])) {
@@ -576,11 +596,15 @@ void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int grou
     }
   }
   metrics_.on_kv_transfer(size.wire_bytes, done - now, migration);
+  MOESIM_CHECK(r.kv_in_transit == 0, "a KV cache sent while the request's previous one is on the way");
+  r.kv_in_transit = std::llround(size.wire_bytes);
+  metrics_.on_kv_sent(r.kv_in_transit);
   r.replica = to.index();
   r.group = group;
   r.target = r.computed + 1;  // the next step writes the last sampled token's KV and samples the next
   Replica* dest = &to;
   sim_.schedule_at(done, Phase::kNormal, [this, idx, dest, group, migration] {
+    metrics_.on_kv_received(std::exchange(requests_[idx].kv_in_transit, 0));
     if (!migration) {
       requests_[idx].kv_arrived = sim_.now();
       std::size_t flat = static_cast<std::size_t>(group);
@@ -838,6 +862,8 @@ void Cluster::fill_steps(Report& r, const WindowTotals& m) const {
       r.gpu_load_imbalance = m.gpu_imbalance / m.batch_tokens;
       r.expert_load_imbalance = m.expert_imbalance / m.batch_tokens;
     }
+    r.rank_load_share = stats_of(m.rank_load_share);
+    r.layer_max_over_mean = stats_of(m.layer_max_over_mean);
     r.nvlink_bytes_per_step = m.nvlink_bytes / n;
     r.nic_bytes_per_step = m.nic_bytes / n;
   }
@@ -1503,8 +1529,15 @@ void Cluster::reroute(RequestIdx idx) {
   }
   const ServingPool& first = pools_[static_cast<std::size_t>(entry_pools_.front())];
   const bool cache_aware = first.spec.deployment.router == RouterPolicy::kCacheAware;
-  const std::size_t target =
-      route(entry_pools_, *first.router, cache_aware ? &requests_[idx].prompt_hashes : nullptr);
+  // The cache-aware router probes the prompt's blocks (the hashes may go on into the answer's).
+  std::vector<BlockHash> probe;
+  if (cache_aware) {
+    const Request& q = requests_[idx];
+    const auto n = std::min(q.prompt_hashes.size(),
+                            static_cast<std::size_t>(q.prompt / first.spec.deployment.kv_block_tokens));
+    probe.assign(q.prompt_hashes.begin(), q.prompt_hashes.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  const std::size_t target = route(entry_pools_, *first.router, cache_aware ? &probe : nullptr);
   const auto [rep, group] = group_at(entry_pools_, target);
   Request& r = requests_[idx];
   r.replica = rep->index();

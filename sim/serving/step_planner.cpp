@@ -72,6 +72,8 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   const auto g = static_cast<std::size_t>(gpus_);
   const auto ranks = static_cast<std::size_t>(ranks_);
   rank_bytes_.resize(ranks);
+  rank_pairs_.resize(ranks);
+  layer_imbalance_.resize(static_cast<std::size_t>(s.model.moe_layers()));
   gpu_tokens_.resize(g);
   busy_s_.resize(g);
   flops_.resize(g);
@@ -236,8 +238,8 @@ std::pair<GroupBatch, GroupBatch> StepPlanner::split_batch(const GroupBatch& b) 
   return {a, c};
 }
 
-Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, int comm_sms, StepPart part) {
-  const OverlapStage o = moesim::overlap_stage(work, comm, double(comm_sms) / double(s_.cluster.gpu.sms));
+Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, double held_share, StepPart part) {
+  const OverlapStage o = moesim::overlap_stage(work, comm, held_share);
   plan_.parts[part] += o.exposed;
   plan_.comm_hidden += o.hidden;
   plan_.comm_sm_contention += o.contention;
@@ -280,7 +282,7 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     const AllToAllCost c = fabric_.all_to_all(traffic_, mode, {}, {}, a2a_scratch_);
     out.dispatch = c.dispatch;
     out.combine = c.combine;
-    out.comm_sms = comm_sms(c.mode);
+    out.held_share = comm_held_share(c.mode);
     plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
     plan_.dispatch_nic_bytes += c.nic_bytes;
     rank_tokens_max = 0;
@@ -290,22 +292,33 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
   return out;
 }
 
-// SMs the All-to-All kernels hold while they run (deployment.comm_sms overrides): DeepEP V1 normal
-// kernels as configured in its usage example, Buffer.set_num_sms(24) (docs/legacy.md); low-latency
-// kernels with the receive hook move the RDMA traffic "without any SM occupation" (docs/legacy.md,
-// two-micro-batch overlapping); NVLink-domain kernels at the 24 SMs of DeepEP V2's minimum-SM NVLink
-// row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
-int StepPlanner::comm_sms(AllToAllMode mode) const {
-  if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms;
+// The share of the GPU's SM time the All-to-All kernels take from compute while they run, as the
+// overlapped stage's `held_share` (overlap_stage: a stage takes max(comm, work + comm x share)).
+// - DeepEP V1 normal kernels hold 24 SMs throughout, as configured in its usage example,
+//   Buffer.set_num_sms(24) (docs/legacy.md); NVLink-domain kernels the 24 SMs of DeepEP V2's minimum-SM
+//   NVLink row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
+// - Low-latency kernels with the receive hook hold every SM while they send and receive and none while the
+//   data is in flight (SGLang, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert
+//   Parallelism", lmsys.org 2025-05-05, decode TBO breakdown). On one stream the other micro-batch's
+//   compute waits for those phases: of the 0.17 ms a layer's dispatch takes at 128 tokens per GPU (EP72,
+//   H100), DeepEP's unit test spends 0.06 ms occupying SMs (same source, decode detail breakdown), so a
+//   share of 0.06 / 0.17 of the kernel's time. The same share is taken for the combine (no separate
+//   figure is published); both send and receive scale with the routed pairs, as the in-flight time does.
+// deployment.comm_sms overrides: that many SMs held throughout.
+double StepPlanner::comm_held_share(AllToAllMode mode) const {
+  const double sms = s_.cluster.gpu.sms;
+  if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms / sms;
+  constexpr double kLowLatencySmPhases = 0.06 / 0.17;
+  constexpr double kHeldSms = 24;
   switch (mode) {
     case AllToAllMode::kLowLatency:
-      return 0;
+      return kLowLatencySmPhases;
     case AllToAllMode::kHighThroughput:
     case AllToAllMode::kNvlinkDomain:
     case AllToAllMode::kAuto:
-      return 24;
+      return kHeldSms / sms;
   }
-  return 24;
+  return kHeldSms / sms;
 }
 
 Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
@@ -489,6 +502,8 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   std::fill(flops_.begin(), flops_.end(), 0.0);
   std::fill(bytes_.begin(), bytes_.end(), 0.0);
   std::fill(rank_bytes_.begin(), rank_bytes_.end(), 0.0);
+  std::fill(rank_pairs_.begin(), rank_pairs_.end(), 0.0);
+  std::fill(layer_imbalance_.begin(), layer_imbalance_.end(), 0.0);
   cost_groups(groups);
 
   std::int64_t& total_tokens = p.total_tokens;
@@ -610,10 +625,10 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
     const LayerComm a = layer_comm(layer, std::span<const double>(half_tokens_).first(g), slots);
     const LayerComm b = layer_comm(layer, std::span<const double>(half_tokens_).subspan(g, g), slots);
     if (tiers) stall = loop_->layer_stall(request + a.dispatch, experts_max, *cost_);
-    time = add_overlap_stage(p.pre_b, a.dispatch, a.comm_sms, StepPart::kDispatch) +
-           add_overlap_stage(experts_a, b.dispatch, b.comm_sms, StepPart::kDispatch) +
-           add_overlap_stage(experts_b, a.combine, a.comm_sms, StepPart::kCombine) +
-           add_overlap_stage(p.pre_a, b.combine, b.comm_sms, StepPart::kCombine);
+    time = add_overlap_stage(p.pre_b, a.dispatch, a.held_share, StepPart::kDispatch) +
+           add_overlap_stage(experts_a, b.dispatch, b.held_share, StepPart::kDispatch) +
+           add_overlap_stage(experts_b, a.combine, a.held_share, StepPart::kCombine) +
+           add_overlap_stage(p.pre_a, b.combine, b.held_share, StepPart::kCombine);
     plan_.parts[StepPart::kExperts] += experts_a + experts_b;
   }
   plan_.parts[StepPart::kExpertStall] += stall;
@@ -667,12 +682,14 @@ const StepPlan& StepPlanner::finish_plan() {
       experts_max = max(experts_max, t);
       max_pairs = std::max(max_pairs, cost_->pairs(g));
       rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
+      rank_pairs_[static_cast<std::size_t>(g)] += cost_->pairs(g);
       for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
         busy_s_[static_cast<std::size_t>(i)] += t.seconds();
         flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;
       }
     }
     gpu_imb_sum += max_pairs / mean_pairs_gpu;
+    layer_imbalance_[static_cast<std::size_t>(layer)] = max_pairs / mean_pairs_gpu;
     expert_imb_sum += max_count / mean_pairs_expert;
     const auto li = static_cast<std::size_t>(m.num_dense_layers + layer);
     layer_time_[li] = layer_schedule(layer, p, request, experts_max, tbo, tiers);

@@ -118,6 +118,10 @@ class StepPlanner {
   [[nodiscard]] std::span<const double> gpu_busy_s() const { return busy_s_; }
   [[nodiscard]] std::span<const double> gpu_flops() const { return flops_; }
   [[nodiscard]] std::span<const double> gpu_bytes() const { return bytes_; }
+  // The last plan's routed (token, expert) pairs per expert-parallel rank, summed over the MoE layers, and
+  // per MoE layer the largest rank's pairs over the mean (all zero for an empty step).
+  [[nodiscard]] std::span<const double> rank_pairs() const { return rank_pairs_; }
+  [[nodiscard]] std::span<const double> layer_imbalance() const { return layer_imbalance_; }
   [[nodiscard]] int gpus() const { return gpus_; }
   // Other traffic on each GPU's NIC path during the next step (AllToAllTraffic::nic_out_shared); empty
   // spans: none. Call before begin_plan.
@@ -143,12 +147,12 @@ class StepPlanner {
   struct LayerComm {
     Duration dispatch;
     Duration combine;
-    int comm_sms = 0;  // SMs the kernels hold while they run
+    double held_share = 0;  // share of the GPU's SM time the kernels hold over their run (comm_held_share)
   };
   [[nodiscard]] LayerComm layer_comm(int layer, std::span<const double> src_tokens, double pairs);
-  [[nodiscard]] int comm_sms(AllToAllMode mode) const;
+  [[nodiscard]] double comm_held_share(AllToAllMode mode) const;
   // Adds one two-batch-overlap stage's exposed and hidden communication to the plan; returns its time.
-  Duration add_overlap_stage(Duration work, Duration comm, int comm_sms, StepPart part);
+  Duration add_overlap_stage(Duration work, Duration comm, double held_share, StepPart part);
   [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
@@ -216,7 +220,9 @@ class StepPlanner {
     int full_layer = -1;        // binned routing: the layer drawn expert by expert this step
   };
   PendingPlan pending_;
-  std::vector<double> rank_bytes_;  // per expert-parallel rank: expert weight bytes read this step
+  std::vector<double> rank_bytes_;       // per expert-parallel rank: expert weight bytes read this step
+  std::vector<double> rank_pairs_;       // per expert-parallel rank: routed pairs this step (all layers)
+  std::vector<double> layer_imbalance_;  // per MoE layer: max over mean routed pairs per rank this step
   std::vector<double> gpu_tokens_;
   std::vector<Duration> pre_moe_;      // per group: attention + shared + gate (+ all-reduce), one layer
   std::vector<Duration> small_moe_;    // per group: small kernels of one MoE layer

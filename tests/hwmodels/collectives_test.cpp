@@ -126,7 +126,7 @@ TEST_CASE("the custom NVLink all-reduce: one round of reads for one-shot, two fo
 }
 
 TEST_CASE(
-    "engines pick the all-reduce kernel by vLLM's rule; the PyTorch profiles and other cases use NCCL") {
+    "engines pick the all-reduce kernel by vLLM's rule, the PyTorch profiles and other cases use NCCL") {
   const EngineProfile vllm = engine_profile(EngineKind::kVllm);
   constexpr double kKiB = 1024;
   CHECK(all_reduce_kernel(vllm, 4 * kMiB, 2, true) == AllReduceKernel::kOneShot);

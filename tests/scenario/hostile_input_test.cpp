@@ -337,3 +337,24 @@ TEST_CASE("a speculative draft model's weights are in the memory plan, so a 1T d
   big["deployment"].erase("speculative");
   CHECK(fits_error(big).empty());
 }
+
+TEST_CASE("a --set path reaches into an array by index, and a bad index names the path") {
+  Json j = Json::parse(R"({"deployment": {"pools": [{"role": "prefill", "instances": 2},
+                                                    {"role": "decode", "instances": 1}]}})");
+  apply_override(j, "deployment.pools[0].instances=3");
+  apply_override(j, "deployment.pools[1].attention={\"dp\": 8}");
+  CHECK(j["deployment"]["pools"][0]["instances"] == 3);
+  CHECK(j["deployment"]["pools"][1]["attention"]["dp"] == 8);
+  CHECK(j["deployment"]["pools"][1]["role"] == "decode");
+  apply_override(j, "deployment.pools[1]={\"role\": \"decode\", \"instances\": 4}");  // a whole entry
+  CHECK(j["deployment"]["pools"][1]["instances"] == 4);
+  REQUIRE_THROWS_WITH(apply_override(j, "deployment.pools[2].instances=1"),
+                      Catch::Contains("deployment.pools[2]: pools has 2 entries (indices from 0)"));
+  REQUIRE_THROWS_WITH(apply_override(j, "deployment.ep[0]=1"),
+                      Catch::Contains("deployment.ep[0]: ep is not an array in the scenario"));
+  for (const char* bad : {"deployment.pools[x].instances=1", "deployment.pools[].instances=1",
+                          "deployment.pools[1.instances=1", "deployment.[1].instances=1"}) {
+    INFO(bad);
+    REQUIRE_THROWS_WITH(apply_override(j, bad), Catch::Contains("expected name[index] with a decimal index"));
+  }
+}

@@ -248,7 +248,7 @@ TEST_CASE("leaving one expert or GEMM shape out, the rest predict it within 10% 
 }
 
 TEST_CASE(
-    "the committed H200 profile composes Mixtral-8x7B steps: decode median <= 5%, max <= 10%; prefill "
+    "the committed H200 profile composes Mixtral-8x7B steps: decode median <= 5%, max <= 10%, prefill "
     "max <= 15%") {
   const auto profile = find_profile("h200-sxm");
   REQUIRE(profile.has_value());

@@ -40,6 +40,27 @@ TEST_CASE("the KV ledger balances only when every block is free, cached or held"
   REQUIRE_THROWS_AS(check_kv_ledger(KvPoolLedger{.total = 100, .available = 61, .held = 40}), InternalError);
 }
 
+TEST_CASE("the KV-transfer ledger balances only when every cache sent is received or on the way") {
+  // 5 caches of 1,000 B sent: 3 received, 2 on the way.
+  KvTransferLedger l{.sent = 5,
+                     .received = 3,
+                     .in_transit = 2,
+                     .bytes_sent = 5000,
+                     .bytes_received = 3000,
+                     .bytes_in_transit = 2000};
+  REQUIRE_NOTHROW(check_kv_transfer_ledger(l));
+  // A transfer whose arrival was lost (neither received nor on the way).
+  KvTransferLedger lost = l;
+  lost.in_transit = 1;
+  lost.bytes_in_transit = 1000;
+  REQUIRE_THROWS_WITH(check_kv_transfer_ledger(lost),
+                      Catch::Contains("5 KV caches sent (5000 B) but 3 received (3000 B) + 1 on the way"));
+  // Bytes that changed on the way.
+  KvTransferLedger bytes = l;
+  bytes.bytes_received = 2999;
+  REQUIRE_THROWS_AS(check_kv_transfer_ledger(bytes), InternalError);
+}
+
 namespace {
 
 // The toy model of scenarios/tiny (2 layers, 4 experts, hidden 1024; a token's KV is 8 KiB) on H100s.

@@ -98,7 +98,7 @@ TEST_CASE("every request finishes or is dropped and output tokens equal tokens a
   }
 }
 
-TEST_CASE("the same seed gives the same report and fingerprint; another seed does not") {
+TEST_CASE("the same seed gives the same report and fingerprint, another seed does not") {
   const Report a = run(tiny("tiny_poisson_ep4.json"));
   const Report b = run(tiny("tiny_poisson_ep4.json"));
   REQUIRE(a.fingerprint == b.fingerprint);

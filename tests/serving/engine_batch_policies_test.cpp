@@ -3,6 +3,7 @@
 #include "sim/serving/engine_batch_policies.h"
 
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,20 +74,48 @@ TEST_CASE("SGLang holds a new request back when the pool less the output reserve
   CHECK(g.form<SglangBatchPolicy>().batch.prefill_tokens == 50);
 }
 
-TEST_CASE("SGLang retracts the running request with the fewest output tokens when decode blocks run out") {
+TEST_CASE("SGLang retracts the running requests with the fewest output tokens until 20 steps of each fit") {
   // Three requests of 16 computed tokens hold a block each; the next token needs a second block each.
-  // 4 blocks: 1 free for 3 needed. Retract the one with 1 output token (the others have 3 and 2): its block
-  // frees, 2 free for 2 needed.
+  // 4 blocks: 1 free for 3 needed. Retract the one with 1 output token (the others have 3 and 2): 2 blocks
+  // free = 32 tokens < 2 x 20. Retract the one with 2: 3 blocks = 48 tokens >= 1 x 20. One decodes.
   Fixture f(4);
-  const RequestIdx a = f.decoding(16, 10, 3);
+  const RequestIdx a = f.decoding(16, 100, 3);
   const RequestIdx b = f.decoding(16, 10, 1);
   const RequestIdx c = f.decoding(16, 10, 2);
   const FormedBatch out = f.form<SglangBatchPolicy>();
-  CHECK(out.preemptions == 1);
-  CHECK(out.batch.decode_seqs == 2);
-  REQUIRE(f.group.waiting.size() == 1);
-  CHECK(f.group.waiting.front() == b);
-  CHECK(f.group.running == std::vector<RequestIdx>{a, c});
+  CHECK(out.preemptions == 2);
+  CHECK(out.batch.decode_seqs == 1);
+  REQUIRE(f.group.waiting.size() == 2);
+  CHECK(f.group.waiting[0] == c);  // each retracted request goes to the queue's front
+  CHECK(f.group.waiting[1] == b);
+  CHECK(f.group.running == std::vector<RequestIdx>{a});
+  // The new estimate: (3 generated + 20) / 100 maximum output.
+  CHECK(f.group.new_token_ratio == Approx(0.23));
+}
+
+TEST_CASE("SGLang's new-token ratio decays each decode batch, resets when idle and sets the reserve") {
+  Fixture f(100);
+  f.decoding(20);
+  // A decode batch without retraction: 0.7 - (0.7 - 0.7 x 0.14) / 600.
+  f.form<SglangBatchPolicy>();
+  CHECK(f.group.new_token_ratio == Approx(0.7 - 0.7 * 0.86 / 600.0));
+  // It never falls under 0.7 x 0.14 = 0.098.
+  f.group.new_token_ratio = 0.0985;
+  f.form<SglangBatchPolicy>();
+  CHECK(f.group.new_token_ratio == Approx(0.098));
+  // An idle scheduler starts again from 0.7.
+  Fixture idle(100);
+  idle.group.new_token_ratio = 0.2;
+  idle.form<SglangBatchPolicy>();
+  CHECK(idle.group.new_token_ratio == Approx(0.7));
+  // The reserve follows the ratio: the request that 0.7 holds back (90 >= 96 - 12.6, the test above) is
+  // admitted at 0.098: 96 - (10 - 1) x 0.098 x 2 = 94.24 > 90.
+  Fixture g(10);
+  g.decoding(20);
+  g.decoding(30);
+  g.waiting(70, 20);
+  g.group.new_token_ratio = 0.098;
+  CHECK(g.form<SglangBatchPolicy>().batch.prefill_tokens == 50);
 }
 
 TEST_CASE("TensorRT-LLM batches generation steps and a context chunk within max_num_tokens") {
@@ -120,6 +149,26 @@ TEST_CASE("TensorRT-LLM admits a request only when its prompt and whole output f
   b = g.form<TrtllmBatchPolicy>();
   CHECK(b.batch.prefill_tokens == 16);
   CHECK(g.group.waiting.empty());
+}
+
+TEST_CASE("TensorRT-LLM reserves a decoding request's whole output, its generated tokens included") {
+  // 10 blocks. A request with a 20-token prompt has 50 of its 100 tokens out: 69 computed, 5 blocks held;
+  // it may need ceil((20 + 100) / 16) = 8, so 3 more are reserved. Free 5, so 2 blocks are left to admit.
+  auto fixture = [] {
+    auto f = std::make_unique<Fixture>(10);
+    const RequestIdx i = f->decoding(20, 100, 50);
+    Request& r = f->requests[i];
+    r.computed = 69;
+    f->group.kv.grow(r, 69);
+    return f;
+  };
+  auto f = fixture();
+  f->waiting(16, 16);  // ceil(32 / 16) = 2 <= 2: admitted
+  CHECK(f->form<TrtllmBatchPolicy>().batch.prefill_tokens == 16);
+  auto g = fixture();
+  g->waiting(16, 17);  // 3 > 2: waits
+  CHECK(g->form<TrtllmBatchPolicy>().batch.prefill_tokens == 0);
+  CHECK(g->group.waiting.size() == 1);
 }
 
 TEST_CASE("the deployment's scheduler picks the batch policy") {

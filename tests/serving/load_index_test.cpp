@@ -24,7 +24,8 @@ void check_against_scan(Router& router, std::size_t groups, int changes, std::ui
   for (std::size_t i = 0; i < groups; ++i) index.set(i, router.key(loads[i]));
   for (int c = 0; c < changes; ++c) {
     const auto i = static_cast<std::size_t>(rng() % groups);
-    loads[i] = GroupLoad{.running = draw(3), .waiting = draw(2), .free_kv_blocks = draw(3)};
+    loads[i] =
+        GroupLoad{.running = draw(3), .waiting = draw(2), .free_kv_blocks = draw(3), .total_kv_blocks = 3};
     index.set(i, router.key(loads[i]));
     std::size_t first_min = 0;
     for (std::size_t k = 1; k < groups; ++k) {
@@ -46,7 +47,7 @@ TEST_CASE("the load index picks what the least-loaded router's scan picks, ties 
 
 TEST_CASE(
     "the load index picks what the KV-aware router's scan picks, ties to the least loaded, then the first") {
-  KvAwareRouter router;
+  KvAwareRouter router(4);
   REQUIRE(router.view() == RouterView::kKey);
   for (const std::size_t groups : {1UL, 2UL, 5UL, 33UL, 72UL, 1000UL})
     check_against_scan(router, groups, 3000, 97 + groups);

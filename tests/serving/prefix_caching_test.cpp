@@ -135,10 +135,10 @@ TEST_CASE("a system prompt shared by every request is computed once when request
   CHECK_FALSE(run(j).prefix_cache.enabled);
 }
 
-TEST_CASE("a conversation's next turn finds the full blocks of its previous turn's prompt") {
+TEST_CASE("a conversation's next turn finds the full blocks of its previous turn's prompt and answer") {
   Json j = tiny_model();
   j["workload"] = Json::parse(R"({"arrival": {"kind": "poisson", "rate_per_s": 0.02},
-      "prompt_tokens": {"kind": "fixed", "tokens": 40}, "output_tokens": {"kind": "fixed", "tokens": 5},
+      "prompt_tokens": {"kind": "fixed", "tokens": 40}, "output_tokens": {"kind": "fixed", "tokens": 20},
       "prefix": {"conversation": {"turns_mean": 3, "think_time_s": 200}}})");
   j["deployment"]["prefix_caching"] = true;
   j["run"] = Json{{"requests", 30}, {"seed", 5}};
@@ -146,23 +146,30 @@ TEST_CASE("a conversation's next turn finds the full blocks of its previous turn
   const Report r = run(j);
   REQUIRE(r.requests_finished == 30);
   // The same requests, from the same source and seed; arrivals tens of seconds apart are served alone.
-  // A follow-up's prompt extends its previous turn's prompt, whose full 16-token blocks were cached; it
+  // A follow-up's prompt extends its previous turn's prompt and answer. The previous turn computed the KV
+  // of its prompt and of all its answer but the last token (the last sampled token is never fed back), and
+  // its full 16-token blocks stay cached, generated ones included (vLLM V1, SGLang); the follow-up
   // computes at least its last token.
   PrefixedSource src(*sc.spec.production.prefix, sc.spec.workload.arrivals, sc.spec.workload.prompt,
                      sc.spec.workload.output, RunLimits{.max_requests = 30}, RandomStreams(5));
-  std::map<std::uint32_t, std::int64_t> last_prompt;
+  std::map<std::uint32_t, std::int64_t> last_computed;
   std::int64_t expected = 0;
+  std::int64_t prompt_only = 0;  // what caching the prompts alone would hit
+  std::map<std::uint32_t, std::int64_t> last_prompt;
   std::int64_t follow_ups = 0;
   while (const auto q = src.next()) {
-    const auto it = last_prompt.find(q->prefix_ref);
-    if (it != last_prompt.end()) {
+    const auto it = last_computed.find(q->prefix_ref);
+    if (it != last_computed.end()) {
       expected += std::min(it->second / 16, (q->prompt_tokens - 1) / 16) * 16;
+      prompt_only += std::min(last_prompt[q->prefix_ref] / 16, (q->prompt_tokens - 1) / 16) * 16;
       ++follow_ups;
     }
+    last_computed[q->prefix_ref] = q->prompt_tokens + q->output_tokens - 1;
     last_prompt[q->prefix_ref] = q->prompt_tokens;
   }
   REQUIRE(follow_ups > 5);
   CHECK(r.prefix_cache.hit_tokens == expected);
+  CHECK(expected > prompt_only);  // the answers' blocks add hits
 }
 
 TEST_CASE("prefix caching off leaves a trace replay's results unchanged by the hash ids") {

@@ -48,42 +48,49 @@ TEST_CASE("make_router follows deployment.router and the load-aware admission sw
   REQUIRE(dynamic_cast<LoadAwareRouter*>(make_router(s).get()) != nullptr);
 }
 
-TEST_CASE("the cache-aware router follows the longest cached prefix while loads are balanced") {
+TEST_CASE("the cache-aware router weighs the prefill a cached prefix saves against the blocks queued") {
   CacheAwareRouter r;
-  // Loads 3, 1, 2 (balanced: spread 2 <= 32). Group 0 holds 6 of the prompt's 10 blocks (> half).
+  // Costs (blocks to prefill + active blocks): 10 - 6 + 20 = 24; 10 - 2 + 10 = 18; 10 - 0 + 9 = 19.
   std::vector<GroupLoad> g{
-      {.running = 3, .prompt_blocks = 10, .cached_prefix_blocks = 6, .cached_blocks = 50},
-      {.running = 1, .prompt_blocks = 10, .cached_prefix_blocks = 2, .cached_blocks = 10},
-      {.running = 2, .prompt_blocks = 10, .cached_prefix_blocks = 0, .cached_blocks = 5}};
+      {.running = 3, .prompt_blocks = 10, .cached_prefix_blocks = 6, .active_kv_blocks = 20},
+      {.running = 1, .prompt_blocks = 10, .cached_prefix_blocks = 2, .active_kv_blocks = 10},
+      {.running = 2, .prompt_blocks = 10, .cached_prefix_blocks = 0, .active_kv_blocks = 9}};
+  CHECK(r.route(g) == 1);  // the longest prefix does not pay for the queue in front of it
+  // With 11 blocks less queued, the prefix wins: 10 - 6 + 9 = 13 < 18.
+  g[0].active_kv_blocks = 9;
   CHECK(r.route(g) == 0);
-  // 5 of 10 is not above the 0.5 threshold: the group caching the fewest blocks (2) takes it.
-  g[0].cached_prefix_blocks = 5;
+  // Equal costs (13): the fewer requests.
+  g[2].active_kv_blocks = 3;  // 10 - 0 + 3 = 13
+  CHECK(r.route(g) == 2);     // 2 requests against 3
+  // Nothing cached anywhere: the fewest active blocks, as a least-loaded router in blocks.
+  for (GroupLoad& x : g) x.cached_prefix_blocks = 0;
   CHECK(r.route(g) == 2);
-  // Imbalanced (spread 40 > 32 and 41 > 1.1 x 1): the least loaded, whatever it caches.
-  g[0].cached_prefix_blocks = 10;
-  g[0].running = 41;
-  CHECK(r.route(g) == 1);
-  // A spread over 32 that stays within 1.1 x the minimum is balanced: the cache decides again.
-  for (GroupLoad& x : g) x.running += 400;
-  CHECK(r.route(g) == 0);
 }
 
-TEST_CASE("the KV-aware router picks the most free KV blocks, the least loaded on ties, the first after") {
-  KvAwareRouter r;
-  const std::vector<GroupLoad> g{{.running = 1, .free_kv_blocks = 100},
-                                 {.running = 9, .free_kv_blocks = 300},
-                                 {.running = 0, .free_kv_blocks = 200}};
-  REQUIRE(r.route(g) == 1);  // most room, however busy
-  const std::vector<GroupLoad> tie{{.running = 2, .waiting = 1, .free_kv_blocks = 50},
-                                   {.running = 1, .waiting = 1, .free_kv_blocks = 50},
-                                   {.running = 2, .free_kv_blocks = 50}};
-  REQUIRE(r.route(tie) == 1);  // loads 3, 2, 2: the first of the least loaded
+TEST_CASE("the KV-aware router picks the least summed share of sequences and KV blocks") {
+  KvAwareRouter r(100);  // 100 sequences a group
+  // Shares: 10/100 + 100/1000 = 0.2; 2/100 + 500/1000 = 0.52; 30/100 + 0/1000 = 0.3.
+  const std::vector<GroupLoad> g{{.running = 10, .free_kv_blocks = 900, .total_kv_blocks = 1000},
+                                 {.running = 2, .free_kv_blocks = 500, .total_kv_blocks = 1000},
+                                 {.running = 30, .free_kv_blocks = 1000, .total_kv_blocks = 1000}};
+  REQUIRE(r.route(g) == 0);  // blocks alone would pick the third, sequences alone the second
+  // Many sequences weigh against an empty pool: 50/100 + 0 = 0.5 against 5/100 + 300/1000 = 0.35.
+  const std::vector<GroupLoad> seqs{
+      {.running = 40, .waiting = 10, .free_kv_blocks = 1000, .total_kv_blocks = 1000},
+      {.running = 5, .free_kv_blocks = 700, .total_kv_blocks = 1000}};
+  REQUIRE(r.route(seqs) == 1);
+  // Equal shares (0.1 + 0.2 = 0.2 + 0.1): the fewer requests.
+  const std::vector<GroupLoad> tie{{.running = 20, .free_kv_blocks = 900, .total_kv_blocks = 1000},
+                                   {.running = 10, .free_kv_blocks = 800, .total_kv_blocks = 1000}};
+  REQUIRE(r.route(tie) == 1);
 }
 
 TEST_CASE("the scenario's router names pick their policies") {
   DeploymentSpec d;
   d.router = RouterPolicy::kKvAware;
-  const std::vector<GroupLoad> g{{.running = 0, .free_kv_blocks = 1}, {.running = 5, .free_kv_blocks = 2}};
+  // Shares with 256 sequences a group: 0 + 9/10 against 5/256 + 8/10.
+  const std::vector<GroupLoad> g{{.running = 0, .free_kv_blocks = 1, .total_kv_blocks = 10},
+                                 {.running = 5, .free_kv_blocks = 2, .total_kv_blocks = 10}};
   REQUIRE(make_router(d, false)->route(g) == 1);
   d.router = RouterPolicy::kLeastLoaded;
   REQUIRE(make_router(d, false)->route(g) == 0);

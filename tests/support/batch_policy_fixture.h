@@ -37,6 +37,7 @@ struct BatchPolicyFixture {
     r.prompt = r.target = prompt;
     r.output = output;
     group.waiting.push_back(i);
+    group.waiting_tokens += prompt;
     return i;
   }
   // One step formed by `Policy` (no speculative drafts) at t = 5 ms.
