@@ -72,7 +72,8 @@ struct ThroughputRow {
 
 // Capacity at N-1: the request rate the deployment holds with every GPU up, with one GPU lost and with one
 // node lost (capacity_plan_n1.cpp), from the throughput rows: per instance, the decode tokens/s at the
-// largest costed batch within the SLA's TPOT and the prefill tokens/s; a colocated instance serves
+// largest costed batch within the SLA's TPOT (colocated: and within the sequences its KV pools hold at the
+// context length) and the prefill tokens/s; a colocated instance serves
 // 1 / (prompt / prefill rate + output / decode rate) requests per second (its GPUs alternate the phases),
 // a prefill pool prefill rate / prompt, a decode pool decode rate / output; disaggregated, the deployment
 // holds the smaller of its prefill and decode pools' sums. A lost GPU takes its attention rank (1 of

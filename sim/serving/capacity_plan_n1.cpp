@@ -113,6 +113,10 @@ void add_n_minus_one(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostMod
       const double per_instance = t.tokens_per_s_per_gpu * r.gpus;
       if (t.phase == "prefill") prefill = per_instance;
       if (t.phase != "decode") continue;
+      // A colocated deployment's decode batch is bounded by what its KV pools hold at the context length.
+      if (!s.disaggregated() && plan.attention_groups > 0 &&
+          t.batch > plan.deployed_concurrency / plan.attention_groups)
+        continue;
       if (smallest == 0) smallest = per_instance;
       if (t.ms_per_token <= tpot_ms && per_instance > decode) {
         decode = per_instance;

@@ -39,12 +39,13 @@ ScenarioSpec toy(int nodes, int ep, bool redundant) {
 }
 
 // One instance's requests per second from the plan's rows: 1 / (prompt / prefill + output / decode), the
-// decode rate at the largest costed batch within the TPOT.
+// decode rate at the largest costed batch within the TPOT and the KV pools.
 double instance_rate(const CapacityPlan& p, int gpus) {
   double decode = 0, prefill = 0;
   for (const ThroughputRow& t : p.throughput) {
     if (t.phase == "prefill") prefill = t.tokens_per_s_per_gpu * gpus;
-    if (t.phase == "decode" && t.ms_per_token <= 100)
+    const bool fits = t.batch <= p.deployed_concurrency / p.attention_groups;  // the KV pools hold it
+    if (t.phase == "decode" && t.ms_per_token <= 100 && fits)
       decode = std::max(decode, t.tokens_per_s_per_gpu * gpus);
   }
   REQUIRE(decode > 0);
