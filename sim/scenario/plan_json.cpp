@@ -126,6 +126,19 @@ Json plan_to_json(const CapacityPlan& p, const Json& scenario_echo) {
             return a;
           }()},
          {"scenario", scenario_echo}};
+  if (const NMinusOne& n = p.n_minus_one; n.computed) {
+    j["n_minus_one"] = Json{{"prompt_tokens", n.prompt_tokens},
+                            {"output_tokens", n.output_tokens},
+                            {"decode_within_tpot", n.decode_within_tpot},
+                            {"all_up_req_per_s", n.all_up_req_per_s},
+                            {"gpu_covered", n.gpu_covered},
+                            {"gpu_lost_req_per_s", n.gpu_lost_req_per_s},
+                            {"gpu_lost_restart_req_per_s", n.gpu_lost_restart_req_per_s},
+                            {"node_covered", n.node_covered},
+                            {"node_lost_req_per_s", n.node_lost_req_per_s},
+                            {"node_lost_restart_req_per_s", n.node_lost_restart_req_per_s},
+                            {"assumption", n.assumption}};
+  }
   if (p.simulated) {
     Json by_batch = Json::array();
     for (const SimulatedBatch& b : p.simulated->by_batch) {

@@ -110,6 +110,38 @@ Json operations_json(const OperationsReport& o) {
               {"intervals", rows}};
 }
 
+// Failures: the policies, the tally, availability, recovery and the SLA during it, and each failure.
+Json faults_json(const FaultsReport& f) {
+  Json records = Json::array();
+  for (const FaultRecord& x : f.records) {
+    records.push_back(Json{{"kind", x.kind},
+                           {"target", x.target},
+                           {"at_s", x.at_s},
+                           {"replica", x.replica},
+                           {"outcome", x.outcome},
+                           {"recovered_s", x.recovered_s},
+                           {"requests_hit", x.requests_hit}});
+  }
+  return Json{{"in_flight", f.in_flight},
+              {"recovery", f.recovery},
+              {"failures", f.failures},
+              {"continued", f.continued},
+              {"restarts", f.restarts},
+              {"requests_recomputed", f.requests_recomputed},
+              {"requests_failed", f.requests_failed},
+              {"tokens_recomputed", f.tokens_recomputed},
+              {"tokens_lost", f.tokens_lost},
+              {"availability", f.availability},
+              {"recovery_mean_s", f.recovery_mean_s},
+              {"recovery_max_s", f.recovery_max_s},
+              {"during_recovery",
+               {{"finished", f.recovery_finished},
+                {"ttft_p_s", f.recovery_ttft_p_s},
+                {"tpot_p_s", f.recovery_tpot_p_s},
+                {"sla_violations", f.recovery_sla_violations}}},
+              {"events", records}};
+}
+
 }  // namespace
 
 Json report_to_json(const Report& r, const Json& scenario_echo) {
@@ -285,6 +317,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
         {"requests", r.migration.count}, {"bytes", r.migration.bytes}, {"transfer_s", r.migration.seconds}};
   }
   if (r.operations.enabled) out["operations"] = operations_json(r.operations);
+  if (r.faults.enabled) out["faults"] = faults_json(r.faults);
   return out;
 }
 

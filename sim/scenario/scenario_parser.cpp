@@ -8,6 +8,7 @@
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/experts_parser.h"
 #include "sim/scenario/fabric_parser.h"
+#include "sim/scenario/faults_parser.h"
 #include "sim/scenario/keyed_trace_reader.h"
 #include "sim/scenario/production_parser.h"
 #include "sim/scenario/servegen_reader.h"
@@ -528,7 +529,10 @@ AutoscalePoolSpec parse_autoscale_pool(JsonReader& r, const PoolSpec& pool) {
   p.max_instances = r.int_in("max_instances", pool.instances, 1, pool.instances);
   p.min_instances = r.int_in("min_instances", 1, 1, p.max_instances);
   p.initial_instances = r.int_in("initial_instances", p.min_instances, p.min_instances, p.max_instances);
-  p.capacity_req_per_s = r.positive("capacity_req_per_s");
+  if (r.has("capacity_req_per_s") == r.has("capacity_tokens_per_s"))
+    r.fail("", "give capacity_req_per_s or capacity_tokens_per_s (one instance's capacity within the SLA)");
+  if (r.has("capacity_req_per_s")) p.capacity_req_per_s = r.positive("capacity_req_per_s");
+  if (r.has("capacity_tokens_per_s")) p.capacity_tokens_per_s = r.positive("capacity_tokens_per_s");
   r.finish();
   return p;
 }
@@ -946,6 +950,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     }
     r.finish();
   }
+  if (auto f = root.optional_object("faults")) s.faults = parse_faults(*f, s);
   root.finish();
   check_consistency(s);
   // Per pool (a pool's view holds no trace rows: the rules on a trace's lengths do not apply to it).

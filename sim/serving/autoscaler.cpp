@@ -54,12 +54,20 @@ double sla_ratio(const PoolObservation& p, const AutoscaleView& v) {
 
 }  // namespace
 
+double instance_capacity_req_per_s(const PoolObservation& p) {
+  if (p.capacity_req_per_s > 0) return p.capacity_req_per_s;
+  return p.tokens_per_request > 0 ? p.capacity_tokens_per_s / p.tokens_per_request : 0.0;
+}
+
 int instances_needed(const PoolObservation& p, double predicted_rate, const AutoscaleView& v) {
-  MOESIM_CHECK(p.capacity_req_per_s > 0 && v.interval_s > 0, "a pool's capacity and the interval are > 0");
+  MOESIM_CHECK((p.capacity_req_per_s > 0 || p.capacity_tokens_per_s > 0) && v.interval_s > 0,
+               "a pool's capacity and the interval are > 0");
+  const double capacity = instance_capacity_req_per_s(p);
+  if (capacity <= 0) return std::clamp(p.active + p.loading, p.min_instances, p.max_instances);
   const double correction = sla_ratio(p, v);
   const double rate = predicted_rate * correction + static_cast<double>(p.queued) / v.interval_s;
   // A hair below an integer is that integer: rates are sums of counts over an interval.
-  auto need = static_cast<int>(std::ceil(rate / p.capacity_req_per_s - 1e-9));
+  auto need = static_cast<int>(std::ceil(rate / capacity - 1e-9));
   const bool pressure = correction > 1 || p.kv_used_share > kKvPressureShare;
   if (pressure) need = std::max(need, p.active + p.loading);
   return std::clamp(need, p.min_instances, p.max_instances);

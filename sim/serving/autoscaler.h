@@ -38,7 +38,11 @@ struct PoolObservation {
   int min_instances = 1;
   int max_instances = 1;
   int gpus_per_instance = 1;
-  double capacity_req_per_s = 0;  // per instance within the SLA
+  double capacity_req_per_s = 0;  // per instance within the SLA; 0: from capacity_tokens_per_s
+  // Per instance within the SLA in the tokens of the pool's role (prefill: prompt, decode: output, both:
+  // prompt + output), over the mean tokens of the requests it finished lately (0: none yet).
+  double capacity_tokens_per_s = 0;
+  double tokens_per_request = 0;
   double arrival_rate_per_s = 0;  // observed over the interval (a decode pool: prefilled requests)
   std::int64_t queued = 0;        // waiting for a batch in its active instances at the end
   double ttft_p_s = 0;            // the SLA percentile of TTFT over the interval (0: none finished)
@@ -57,11 +61,17 @@ struct AutoscaleView {
 // Above this share of its KV pool used, a pool is under pressure (it may be about to preempt).
 inline constexpr double kKvPressureShare = 0.9;
 
+// One instance's requests per second within the SLA: capacity_req_per_s, or capacity_tokens_per_s over the
+// observed tokens per request (a request rate sized from lengths that change through the day); 0 when
+// neither is known yet.
+[[nodiscard]] double instance_capacity_req_per_s(const PoolObservation& p);
+
 // The instances pool `p` needs for `predicted_rate` requests per second, within [min, max] (the budget
-// aside). Dynamo's SLA planner (docs.nvidia.com/dynamo, v0.9 "Planner Design", steps 2 and 4) divides the
-// predicted load by an instance's throughput at the SLA and corrects that throughput by the ratio of the
-// observed to the expected latency; here the throughput is the scenario's capacity_req_per_s and the
-// correction the ratio of the observed percentile to its SLA limit when it is over (never below 1):
+// aside); with no capacity known yet (tokens per request unobserved) the instances it runs and loads.
+// Dynamo's SLA planner (docs.nvidia.com/dynamo, v0.9 "Planner Design", steps 2 and 4) divides the predicted
+// load by an instance's throughput at the SLA and corrects that throughput by the ratio of the observed to
+// the expected latency; here the throughput is the scenario's capacity_req_per_s and the correction the ratio
+// of the observed percentile to its SLA limit when it is over (never below 1):
 //   need = ceil((predicted x correction + queued / interval) / capacity)
 // The queue term serves the backlog within one interval. A pool over its SLA or its KV pressure share does
 // not shrink below the instances it runs and loads.

@@ -415,6 +415,7 @@ CapacityPlan plan_capacity(const ScenarioSpec& s, const ScenarioSpec& reviewed, 
   // "fits" from.
   CapacityPlan plan = plan_capacity_memory(reviewed, o, deployed_memory_plan(reviewed, gpu));
   add_throughput(plan, s, gpu, o);
+  add_n_minus_one(plan, s, gpu);
   return plan;
 }
 

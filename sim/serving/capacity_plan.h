@@ -70,6 +70,33 @@ struct ThroughputRow {
   std::string regime;               // "memory-bound" or "compute-bound"
 };
 
+// Capacity at N-1: the request rate the deployment holds with every GPU up, with one GPU lost and with one
+// node lost (capacity_plan_n1.cpp), from the throughput rows: per instance, the decode tokens/s at the
+// largest costed batch within the SLA's TPOT (colocated: and within the sequences its KV pools hold at the
+// context length) and the prefill tokens/s; a colocated instance serves
+// 1 / (prompt / prefill rate + output / decode rate) requests per second (its GPUs alternate the phases),
+// a prefill pool prefill rate / prompt, a decode pool decode rate / output; disaggregated, the deployment
+// holds the smaller of its prefill and decode pools' sums. A lost GPU takes its attention rank (1 of
+// attention_dp) away; when the instance's placement has a copy of each expert elsewhere for every GPU it
+// could lose, the instance goes on with the other ranks; else it is down until it re-shards onto the rest
+// (faults.recovery "reshard"), then serves with them. A lost node takes the instances inside it (down until
+// the node is replaced) or, for an instance across nodes, the node's ranks, covered or re-sharded as above.
+// The worst pool is the one to lose the GPU or node.
+struct NMinusOne {
+  bool computed = false;
+  double prompt_tokens = 0;  // means the rates assume
+  double output_tokens = 0;
+  bool decode_within_tpot = true;  // false: no costed decode batch meets the SLA's TPOT (the smallest used)
+  double all_up_req_per_s = 0;
+  bool gpu_covered = false;               // redundant copies cover any one GPU of the instance
+  double gpu_lost_req_per_s = 0;          // covered, or after the re-shard
+  double gpu_lost_restart_req_per_s = 0;  // while the instance restarts (the same when covered)
+  bool node_covered = false;
+  double node_lost_req_per_s = 0;
+  double node_lost_restart_req_per_s = 0;
+  std::string assumption;
+};
+
 struct SimulatedBatch {
   int max_batch_size = 0;
   Report report;
@@ -132,6 +159,7 @@ struct CapacityPlan {
     MemoryPlan memory;
   };
   std::vector<PoolMemory> pools;
+  NMinusOne n_minus_one;
 
   [[nodiscard]] const PrecisionRow& row(const std::string& label) const;
 };
@@ -148,6 +176,9 @@ CapacityPlan plan_capacity(const ScenarioSpec& s, const GpuCostModel& gpu, const
 // the prefill row from the prefill pools (both from a `both` pool).
 CapacityPlan plan_capacity(const ScenarioSpec& s, const ScenarioSpec& reviewed, const GpuCostModel& gpu,
                            const PlanOptions& o);
+
+// Fills plan.n_minus_one from plan.throughput (NMinusOne says how).
+void add_n_minus_one(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu);
 
 // Runs the scenario as configured and once per max_batch_size in `batch_sizes`; fills plan.simulated.
 void add_simulation(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu,

@@ -162,6 +162,18 @@ std::string format_plan_table(const CapacityPlan& p) {
     }
     o << sf("  one request alone: %.1f ms per output token\n\n", p.single_request_ms_per_token);
   }
+  if (const NMinusOne& n = p.n_minus_one; n.computed) {
+    o << sf("Capacity at N-1 (prompt %.0f, output %.0f tokens; decode %s the TPOT)\n", n.prompt_tokens,
+            n.output_tokens, n.decode_within_tpot ? "within" : "NOT within");
+    o << sf("  all GPUs up:    %9.2f req/s\n", n.all_up_req_per_s);
+    o << sf("  one GPU lost:   %9.2f req/s (%s; %.2f req/s while it restarts)\n", n.gpu_lost_req_per_s,
+            n.gpu_covered ? "redundant experts cover it" : "not covered: re-shard",
+            n.gpu_lost_restart_req_per_s);
+    o << sf("  one node lost:  %9.2f req/s (%s; %.2f req/s while it restarts)\n", n.node_lost_req_per_s,
+            n.node_covered ? "redundant experts cover it" : "its instances out or re-sharded",
+            n.node_lost_restart_req_per_s);
+    o << "  assumes: " << n.assumption << "\n\n";
+  }
 
   if (p.simulated) {
     const Report& r = p.simulated->report;

@@ -71,7 +71,7 @@ void check_conservation(const MetricsRecorder& metrics, const RequestTable& requ
                                      .finished = metrics.finished,
                                      .dropped = metrics.dropped,
                                      .dropped_by = metrics.dropped_by,
-                                     .failed = 0,
+                                     .failed = metrics.failed,
                                      .in_flight = static_cast<std::int64_t>(requests.live())});
   KvTransferLedger t{.sent = metrics.kv_sent,
                      .received = metrics.kv_received,

@@ -23,7 +23,7 @@ struct RequestLedger {
   std::int64_t finished = 0;
   std::int64_t dropped = 0;
   std::array<std::int64_t, kDropReasons> dropped_by{};
-  std::int64_t failed = 0;     // no mechanism fails a request today: always 0, kept in the balance
+  std::int64_t failed = 0;     // lost with a failed instance (faults.in_flight "fail")
   std::int64_t in_flight = 0;  // still in the request table (waiting, running, or its KV on the way)
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/engine/check.h"
+#include "sim/serving/faults.h"
 #include "sim/serving/step_planner.h"
 
 namespace moesim {
@@ -53,6 +54,7 @@ ExpertLoop::ExpertLoop(const ScenarioSpec& s, const Fabric& fabric,
                                            .groups = x.eplb_groups,
                                            .nodes = nodes_,
                                            .gpus = ranks_});
+      if (s_.faults.spread_copies) spread_copies(placement_);
       break;
     case PlacementPolicy::kCoactivation:
       MOESIM_CHECK(coact_ != nullptr, "co-activation placement needs a co-activation model");
@@ -225,6 +227,7 @@ void ExpertLoop::rebalance(StepPlan& plan) {
         flat_probs(layers, experts, [&](int l) { return stats_->load(l); }), layers, experts,
         EplbSpec{
             .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = ranks_});
+    if (s_.faults.spread_copies) spread_copies(next);
   } else if (x.placement == PlacementPolicy::kCoactivation && coact_ != nullptr) {
     std::vector<double> affinity(static_cast<std::size_t>(experts) * static_cast<std::size_t>(experts));
     for (int l = 0; l < layers; ++l) {

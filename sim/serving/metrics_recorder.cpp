@@ -44,7 +44,7 @@ void MetricsRecorder::on_arrival(Time now) {
   ++arrived;
   last_arrival_ = now;
   ++series_.at(now.seconds()).arrivals;
-  series_.in_system(now.seconds(), arrived - finished - dropped);
+  series_.in_system(now.seconds(), arrived - finished - dropped - failed);
 }
 
 void MetricsRecorder::on_arrivals_end(Time now) { series_.end_arrivals(now.seconds()); }
@@ -52,7 +52,7 @@ void MetricsRecorder::on_arrivals_end(Time now) { series_.end_arrivals(now.secon
 void MetricsRecorder::on_drop(const RequestSpec& spec, std::int64_t id, DropReason why) {
   ++dropped;
   ++dropped_by[static_cast<std::size_t>(why)];
-  series_.in_system(last_arrival_.seconds(), arrived - finished - dropped);
+  series_.in_system(last_arrival_.seconds(), arrived - finished - dropped - failed);
   if (observer_ == nullptr) return;
   observer_->on_request(RequestRecord{.id = id,
                                       .arrival_s = spec.arrival.seconds(),
@@ -179,9 +179,14 @@ void MetricsRecorder::add_finished(WindowTotals& w, const Request& r, double ttf
   }
 }
 
+void MetricsRecorder::on_failed(Time now) {
+  ++failed;
+  series_.in_system(now.seconds(), arrived - finished - dropped - failed);
+}
+
 void MetricsRecorder::on_finished(const Request& r, Time now) {
   ++finished;
-  series_.in_system(now.seconds(), arrived - finished - dropped);
+  series_.in_system(now.seconds(), arrived - finished - dropped - failed);
   const double ttft_s = (r.first_token - r.arrival).seconds();
   const double e2e_s = (now - r.arrival).seconds();
   const double tpot_s =

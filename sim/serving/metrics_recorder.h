@@ -33,6 +33,8 @@ class MetricsRecorder {
   void on_token(const Request& r, Time now);
   void on_prompt_done(const Request& r, Time now) { series_.at(now.seconds()).prompt_tokens += r.prompt; }
   void on_finished(const Request& r, Time now);
+  // A request failed with its instance (faults.in_flight "fail"): out of the system, not finished.
+  void on_failed(Time now);
   // A KV cache of `bytes` (on the wire) moved between instances in `took`: prefill -> decode, or a
   // migration between instances of a pool. Counted over the whole run.
   void on_kv_transfer(double bytes, Duration took, bool migration);
@@ -58,6 +60,7 @@ class MetricsRecorder {
   std::int64_t arrived = 0;
   std::int64_t finished = 0;
   std::int64_t dropped = 0;
+  std::int64_t failed = 0;
   std::array<std::int64_t, kDropReasons> dropped_by{};
   std::int64_t preemptions = 0;
   std::int64_t output_tokens = 0;

@@ -25,10 +25,16 @@ Duration loader_time(const ScenarioSpec& s, Tier tier, std::int64_t bytes, int f
 ScaleUpCost scale_up_cost(const ScenarioSpec& s, const Fabric& fabric, double bytes_per_gpu, int first_gpu,
                           int gpus, int peer_first_gpu) {
   const AutoscaleSpec& a = s.autoscale;
-  ScaleUpCost c{.weights = Duration::zero(), .fixed = a.engine_start + a.cuda_graph_capture};
+  return load_cost(s, fabric, a.weights_from, a.engine_start + a.cuda_graph_capture, bytes_per_gpu, first_gpu,
+                   gpus, peer_first_gpu);
+}
+
+ScaleUpCost load_cost(const ScenarioSpec& s, const Fabric& fabric, WeightSource source, Duration fixed,
+                      double bytes_per_gpu, int first_gpu, int gpus, int peer_first_gpu) {
+  ScaleUpCost c{.weights = Duration::zero(), .fixed = fixed};
   const auto bytes = static_cast<std::int64_t>(std::llround(bytes_per_gpu));
   const int per_node = s.cluster.gpus_per_node;
-  switch (a.weights_from) {
+  switch (source) {
     case WeightSource::kNvme:
       c.weights = loader_time(s, Tier::kNvme, bytes, first_gpu, gpus);
       break;
@@ -64,12 +70,16 @@ int AcceptingRouter::route(std::span<const GroupLoad> groups) {
   return index_[static_cast<std::size_t>(inner_->route(open_))];
 }
 
-OperationsLog::OperationsLog(const ScenarioSpec& s, std::size_t pools)
+OperationsLog::OperationsLog(const ScenarioSpec& s, std::vector<PoolRole> roles)
     : percentile_(s.sla.percentile),
       ttft_limit_s_(s.sla.ttft.seconds()),
       tpot_limit_s_(s.sla.tpot.seconds()),
-      pool_ttft_(pools),
-      pool_tpot_(pools) {}
+      pool_ttft_(roles.size()),
+      pool_tpot_(roles.size()),
+      roles_(std::move(roles)),
+      pool_tokens_(roles_.size(), 0.0),
+      pool_requests_(roles_.size(), 0.0),
+      tokens_per_request_(roles_.size(), 0.0) {}
 
 // TTFT and TPOT as the recorder defines them (MetricsRecorder::on_finished).
 void OperationsLog::on_finished(const Request& r, int prefill_pool, int decode_pool) {
@@ -85,6 +95,19 @@ void OperationsLog::on_finished(const Request& r, int prefill_pool, int decode_p
   }
   ++finished_;
   if (over) ++violations_;
+  const auto count = [&](int pool) {
+    const auto p = static_cast<std::size_t>(pool);
+    const PoolRole role = roles_[p];
+    pool_tokens_[p] += static_cast<double>((role != PoolRole::kDecode ? r.prompt : 0) +
+                                           (role != PoolRole::kPrefill ? r.output : 0));
+    pool_requests_[p] += 1;
+  };
+  count(decode_pool);
+  if (prefill_pool != decode_pool) count(prefill_pool);
+}
+
+double OperationsLog::pool_tokens_per_request(std::size_t pool) const {
+  return pool_requests_[pool] > 0 ? pool_tokens_[pool] / pool_requests_[pool] : tokens_per_request_[pool];
 }
 
 void OperationsLog::gpus_held(Time now, int gpus) {
@@ -114,6 +137,10 @@ void OperationsLog::close_interval(Time since, Time now, std::int64_t arrived, O
   ttft_ = tpot_ = LatencyHistogram{};
   for (auto& h : pool_ttft_) h = LatencyHistogram{};
   for (auto& h : pool_tpot_) h = LatencyHistogram{};
+  for (std::size_t p = 0; p < roles_.size(); ++p) {
+    tokens_per_request_[p] = pool_tokens_per_request(p);
+    pool_tokens_[p] = pool_requests_[p] = 0;
+  }
   finished_ = violations_ = 0;
 }
 

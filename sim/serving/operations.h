@@ -39,6 +39,10 @@ struct ScaleUpCost {
 // then the fixed costs s.autoscale.engine_start + cuda_graph_capture.
 [[nodiscard]] ScaleUpCost scale_up_cost(const ScenarioSpec& s, const Fabric& fabric, double bytes_per_gpu,
                                         int first_gpu, int gpus, int peer_first_gpu);
+// The same over the path `from` with fixed costs `fixed` (a restart after a failure: faults.h).
+[[nodiscard]] ScaleUpCost load_cost(const ScenarioSpec& s, const Fabric& fabric, WeightSource from,
+                                    Duration fixed, double bytes_per_gpu, int first_gpu, int gpus,
+                                    int peer_first_gpu);
 
 // Routes among the groups that take requests (GroupLoad::accepting) with the pool's own router, which sees
 // only those; the index it returns is into the full span. Used only under the planner, so that runs
@@ -58,7 +62,9 @@ class AcceptingRouter final : public Router {
 // all and per pool), and the integral of GPUs held.
 class OperationsLog {
  public:
-  OperationsLog(const ScenarioSpec& s, std::size_t pools);
+  // `roles`: each pool's, which says the tokens a request counts for it (prefill: prompt, decode: output,
+  // both: prompt + output).
+  OperationsLog(const ScenarioSpec& s, std::vector<PoolRole> roles);
   // `r` finished: its TTFT counts for `prefill_pool` (where it was prefilled), its TPOT for `decode_pool`.
   void on_finished(const Request& r, int prefill_pool, int decode_pool);
   // From `now` on, `gpus` GPUs are held.
@@ -68,6 +74,9 @@ class OperationsLog {
   // The SLA percentile of the interval so far (0 when nothing finished).
   [[nodiscard]] double pool_ttft_s(std::size_t pool) const;
   [[nodiscard]] double pool_tpot_s(std::size_t pool) const;
+  // Mean tokens per request of the pool's role over the requests it finished in the last interval with
+  // any (0 before the first).
+  [[nodiscard]] double pool_tokens_per_request(std::size_t pool) const;
   // Closes the interval [since, now): its latencies and counts into `row` (with offered and served
   // requests `arrived` and the finished count over its length); starts the next one.
   void close_interval(Time since, Time now, std::int64_t arrived, OperationsRow& row);
@@ -78,6 +87,9 @@ class OperationsLog {
   double tpot_limit_s_;
   LatencyHistogram ttft_, tpot_;
   std::vector<LatencyHistogram> pool_ttft_, pool_tpot_;
+  std::vector<PoolRole> roles_;
+  std::vector<double> pool_tokens_, pool_requests_;  // this interval
+  std::vector<double> tokens_per_request_;           // of the last interval with any
   std::int64_t finished_ = 0;
   std::int64_t violations_ = 0;
   int gpus_ = 0;

@@ -19,6 +19,7 @@ Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> pla
                                         ctx_.s.deployment.prefix_caching));
   }
   batches_.resize(groups);
+  evict_.assign(groups, 0);
 }
 
 void Replica::enqueue(int group, RequestIdx idx, bool front) {
@@ -72,16 +73,44 @@ void Replica::migrate_out(Time now) {
   migrate_ = 0;
 }
 
+void Replica::evict(int group) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (group < 0 || static_cast<int>(g) == group) evict_[g] = 1;
+  }
+  if (!busy_) evict_now(ctx_.sim.now());
+}
+
+// Between steps: the failed groups' running requests free their KV blocks; they and the waiting ones go
+// to the host, oldest first.
+void Replica::evict_now(Time now) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (evict_[g] == 0) continue;
+    evict_[g] = 0;
+    AttentionGroup& group = groups_[g];
+    std::vector<RequestIdx> out(group.running.begin(), group.running.end());
+    out.insert(out.end(), group.waiting.begin(), group.waiting.end());
+    group.running.clear();
+    group.waiting.clear();
+    group.waiting_tokens = 0;
+    for (const RequestIdx idx : out) {
+      Request& r = ctx_.requests[idx];
+      group.kv.release(r);
+      ctx_.host.on_evicted(idx, now);
+    }
+    ctx_.host.on_loads_changed(index_);
+  }
+}
+
 // Batches are formed in the decide phase, after every arrival of the same instant is in.
 void Replica::wake() {
-  if (busy_ || decide_pending_) return;
+  if (busy_ || decide_pending_ || halted_) return;
   decide_pending_ = true;
   ctx_.sim.schedule_in(Duration::zero(), Phase::kDecide, [this] { on_decide(); });
 }
 
 void Replica::on_decide() {
   decide_pending_ = false;
-  if (busy_) return;
+  if (busy_ || halted_) return;
   const Time now = ctx_.sim.now();
   scheduled_.clear();
   bool any = false;
@@ -230,6 +259,7 @@ void Replica::on_step_done() {
   for (const RequestIdx idx : handoff_) ctx_.host.on_prefilled(idx, now);
   handoff_.clear();
   if (migrate_ > 0) migrate_out(now);
+  if (std::find(evict_.begin(), evict_.end(), 1) != evict_.end()) evict_now(now);
   wake();
   ctx_.host.on_step_done();
 }

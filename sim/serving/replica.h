@@ -30,6 +30,9 @@ class ReplicaHost {
   virtual void on_prefilled(RequestIdx idx, Time now) = 0;
   // `idx` left the replica to migrate with its KV cache (KV blocks freed).
   virtual void on_migrated_out(RequestIdx idx, Time now) = 0;
+  // `idx` left the replica because its attention rank or the instance failed (its KV blocks are freed):
+  // the host recomputes it elsewhere or counts it failed.
+  virtual void on_evicted(RequestIdx idx, Time now) { (void)idx, (void)now; }
   // Replica `replica`'s groups' queues, running sets or KV blocks may have changed (what routers read).
   virtual void on_loads_changed(int replica) { (void)replica; }
   // KV-cache transfers on the NIC paths of GPUs [first_gpu, first_gpu + out.size()) during [now, now +
@@ -80,6 +83,17 @@ class Replica {
   // else when its step ends; each goes to ReplicaHost::on_migrated_out.
   void request_migration(int n);
 
+  // A failure: every request of group `group` (-1: of every group) leaves for ReplicaHost::on_evicted, now
+  // if the replica is idle, else when the step in flight ends (its tokens are the last it delivers).
+  void evict(int group);
+  // A stopped instance runs no step until resume() (a step in flight still ends).
+  void halt() { halted_ = true; }
+  void resume() {
+    halted_ = false;
+    wake();
+  }
+  [[nodiscard]] bool halted() const { return halted_; }
+
   [[nodiscard]] bool migration_pending() const { return migrate_ > 0; }
   [[nodiscard]] int first_gpu() const { return first_gpu_; }
   [[nodiscard]] int pool() const { return ctx_.pool; }
@@ -103,6 +117,7 @@ class Replica {
   void emit_token(Request& r, Time now);
   void finish(RequestIdx idx, Time now);
   void migrate_out(Time now);
+  void evict_now(Time now);
 
   int index_;
   ReplicaContext ctx_;
@@ -119,7 +134,9 @@ class Replica {
   bool busy_ = false;
   bool decide_pending_ = false;
   int first_gpu_;
-  int migrate_ = 0;                  // requests asked to leave at the next step boundary
+  int migrate_ = 0;          // requests asked to leave at the next step boundary
+  std::vector<char> evict_;  // per group: its requests leave at the next step boundary
+  bool halted_ = false;
   std::vector<RequestIdx> handoff_;  // prefilled in the last step, for the host
   double nic_busy_share_ = 0;
   std::vector<double> kv_out_, kv_in_;  // KV transfers' share of each GPU's NIC path in this step

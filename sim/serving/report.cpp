@@ -313,6 +313,17 @@ std::string format_summary(const Report& r) {
     if (x.usd_per_million_output_tokens > 0) o << ", $" << fmt("%.2f", x.usd_per_million_output_tokens);
     o << "\n";
   }
+  if (r.faults.enabled) {
+    const FaultsReport& f = r.faults;
+    o << "Failures     " << f.failures << " (" << f.continued << " covered by redundant experts, "
+      << f.restarts << " restarts, " << f.recovery << "); availability " << fmt("%.4f", f.availability)
+      << ", recovery mean " << fmt("%.1f", f.recovery_mean_s) << " s, max " << fmt("%.1f", f.recovery_max_s)
+      << " s; in-flight " << f.in_flight << ": " << f.requests_recomputed << " recomputed ("
+      << f.tokens_recomputed << " tokens), " << f.requests_failed << " failed (" << f.tokens_lost
+      << " tokens lost); during recovery " << f.recovery_finished << " finished, TTFT "
+      << fmt("%.3f", f.recovery_ttft_p_s) << " s, TPOT " << fmt("%.4f", f.recovery_tpot_p_s) << " s, "
+      << f.recovery_sla_violations << " over the SLA\n";
+  }
   o << "\nAlerts\n";
   if (r.alerts.empty()) o << "  none\n";
   for (const auto& a : r.alerts) o << "  ! " << a << "\n";

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/serving/fault_spec.h"
 #include "sim/serving/step_breakdown.h"
 
 namespace moesim {
@@ -343,6 +344,7 @@ struct Report {
   DisaggregationReport disaggregation;
   MigrationReport migration;
   OperationsReport operations;
+  FaultsReport faults;  // with a faults section
 
   std::vector<GpuStats> gpu;
   GpuStats gpu_mean;

@@ -12,6 +12,7 @@
 #include "hwmodels/loader.h"
 #include "hwmodels/precision.h"
 #include "sim/serving/expert_stats.h"
+#include "sim/serving/fault_spec.h"
 #include "sim/serving/model_spec.h"
 #include "sim/serving/placement.h"
 #include "sim/serving/production_spec.h"
@@ -158,6 +159,9 @@ struct AutoscalePoolSpec {
   int max_instances = 1;
   int initial_instances = 1;
   double capacity_req_per_s = 0;
+  // Or per instance in tokens per second of the pool's role (prefill: prompt, decode: output, both: prompt
+  // + output), sized into requests by the tokens per request the pool observes finishing.
+  double capacity_tokens_per_s = 0;
 };
 
 struct AutoscaleSpec {
@@ -273,6 +277,7 @@ struct ScenarioSpec {
   // `deployment` holds the defaults every pool inherits.
   std::vector<PoolSpec> pools;
   AutoscaleSpec autoscale;  // deployment.autoscale; off unless given
+  FaultsSpec faults;        // faults; none unless given
   [[nodiscard]] int gpus_per_replica() const { return deployment.ep_size * deployment.pipeline_stages; }
   [[nodiscard]] int replicas() const { return cluster.total_gpus() / gpus_per_replica(); }
   [[nodiscard]] bool disaggregated() const { return !pools.empty(); }
@@ -294,6 +299,7 @@ struct ScenarioSpec {
     v.workload = workload;
     v.workload.trace.clear();
     v.experts = experts;
+    v.faults.spread_copies = faults.spread_copies;  // the expert loop places copies by it
     v.sla = sla;
     v.run = run;
     // What a pool's policy and planner read of the production features (the trace's keys stay here).

@@ -17,6 +17,7 @@
 #include "sim/engine/version.h"
 #include "sim/serving/autoscaler.h"
 #include "sim/serving/conservation.h"
+#include "sim/serving/faults.h"
 #include "sim/serving/kv_transfer.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/metrics_recorder.h"
@@ -61,6 +62,9 @@ class Cluster final : public ReplicaHost {
   void on_prefilled(RequestIdx idx, Time now) override;
   void on_migrated_out(RequestIdx idx, Time now) override;
   void on_loads_changed(int replica) override;
+  void on_evicted(RequestIdx idx, Time now) override;
+  // A prefilled request's KV cache to the group the decode router picks.
+  void to_decode(RequestIdx idx, Time now);
   bool kv_on_nics(int first_gpu, Time now, Duration horizon, std::span<double> out,
                   std::span<double> in) override;
 
@@ -122,6 +126,27 @@ class Cluster final : public ReplicaHost {
   [[nodiscard]] ScaleUpCost instance_cost(int replica) const;
   void span(int replica, const char* what, Time from, Time to) const;
   void fill_operations(Report& r) const;
+  // Failures (faults; faults.h): GPUs, nodes and NICs fail at the schedule's times; an instance whose lost
+  // GPUs' experts have other copies goes on without their attention ranks, any other stops and restarts.
+  void start_faults();
+  void on_fault(const FaultEvent& e);
+  void fail_ranks(const FaultEvent& e, int replica, const std::vector<int>& ranks);
+  void restart_instance(int replica, std::size_t record);
+  void on_restarted(int replica, std::size_t record, bool replaced);
+  void degrade_nic(const FaultEvent& e);
+  // Whether a group of `pools` takes requests (an instance taking them, its rank not lost).
+  [[nodiscard]] bool any_accepting(const std::vector<int>& pools) const;
+  [[nodiscard]] bool group_accepting(int replica, int group) const {
+    return accepting(replica) && (!faults_ || faults_->takes_requests(replica, group));
+  }
+  // Sends a recomputed (or parked) request to an entry group, or parks it while none takes requests.
+  void reroute(RequestIdx idx);
+  void unpark();
+  // Every arrived request finished, was dropped or failed.
+  [[nodiscard]] bool all_out() const {
+    return metrics_.finished + metrics_.dropped + metrics_.failed == metrics_.arrived;
+  }
+  [[nodiscard]] std::int64_t failed() const { return metrics_.failed; }
 
   const ScenarioSpec& s_;
   const GpuCostModel& gpu_;
@@ -166,6 +191,16 @@ class Cluster final : public ReplicaHost {
   std::int64_t interval_handed_ = 0;
   std::int64_t scale_ups_ = 0;
   std::int64_t scale_downs_ = 0;
+  // Failures: the tracker and schedule (null without faults), the next failure's event, each node's NIC
+  // bandwidth share and until when, requests waiting for an instance to take them (entry, or prefilled
+  // waiting for a decode instance), and the instances degraded since when (spans closed at the end).
+  std::unique_ptr<FaultTracker> faults_;
+  std::unique_ptr<FaultSchedule> fault_schedule_;
+  EventId fault_tick_;
+  std::vector<double> nic_share_;
+  std::vector<Time> nic_until_;
+  std::vector<RequestIdx> parked_entry_, parked_decode_;
+  std::vector<std::pair<int, Time>> degraded_since_;
   // Declared last: destroyed first, so its workers are gone before the planners their jobs touch.
   std::unique_ptr<WorkerPool> plans_;
 };
@@ -226,6 +261,7 @@ Cluster::Cluster(const ScenarioSpec& s, const GpuCostModel& gpu, SimulationObser
   migration_to_.assign(replicas_.size(), -1);
   load_changed_.assign(replicas_.size(), 0);
   if (s.autoscale.enabled) start_autoscaling();
+  if (s.faults.enabled()) start_faults();
 }
 
 void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
@@ -243,7 +279,8 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
   pool.policy =
       make_batch_policy(v.deployment, v.production.speculative ? &*v.production.speculative : nullptr);
   pool.router = make_router(v);
-  if (s_.autoscale.enabled) pool.router = std::make_unique<AcceptingRouter>(std::move(pool.router));
+  if (s_.autoscale.enabled || s_.faults.enabled())
+    pool.router = std::make_unique<AcceptingRouter>(std::move(pool.router));
   pool.first_replica = static_cast<int>(replicas_.size());
   std::vector<std::unique_ptr<StepPlanner>> planners;
   for (int i = 0; i < p.instances; ++i) {
@@ -374,11 +411,12 @@ void Cluster::fill_loads(const std::vector<int>& pools, const std::vector<BlockH
   for (const int pi : pools) {
     const ServingPool& p = pools_[static_cast<std::size_t>(pi)];
     for (int r = 0; r < p.spec.instances; ++r) {
+      int gi = 0;
       for (const AttentionGroup& g : replicas_[static_cast<std::size_t>(p.first_replica + r)]->groups()) {
         const std::int64_t inflight = &pools == &decode_pools_ ? kv_inflight_[k] : 0;
         GroupLoad& l = loads_[k++];
         l = load_of(g, inflight);
-        l.accepting = accepting(p.first_replica + r);
+        l.accepting = group_accepting(p.first_replica + r, gi++);
         if (hashes != nullptr) {
           l.prompt_blocks = static_cast<std::int64_t>(hashes->size());
           l.cached_prefix_blocks = g.kv.cached_prefix_blocks(*hashes);
@@ -449,6 +487,20 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   std::size_t prompt_blocks = 0;
   if (first.spec.deployment.prefix_caching)
     prompt_blocks = prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
+  if (faults_ && !any_accepting(entry_pools_)) {  // every entry instance down: it waits for one
+    const RequestIdx idx = requests_.add();
+    Request& r = requests_[idx];
+    r.id = id;
+    r.arrival = spec.arrival;
+    r.prompt = spec.prompt_tokens;
+    r.output = spec.output_tokens;
+    r.target = r.prompt;
+    r.prompt_hashes = std::move(hashes);
+    metrics_.on_admitted(r);
+    parked_entry_.push_back(idx);
+    pull_arrival();
+    return;
+  }
   // The first entry pool's router picks among every entry group (one router for the arrivals), probing
   // the prompt's blocks.
   std::vector<BlockHash> probe;
@@ -484,6 +536,15 @@ void Cluster::on_prefilled(RequestIdx idx, Time now) {
   r.prefill_admitted = r.admitted;
   r.admitted = Time::never();  // the decode instance's admission (set by its batch policy)
   r.prefill_done = now;
+  if (faults_ && !any_accepting(decode_pools_)) {  // every decode instance down: its KV waits for one
+    parked_decode_.push_back(idx);
+    return;
+  }
+  to_decode(idx, now);
+}
+
+void Cluster::to_decode(RequestIdx idx, Time now) {
+  const Request& r = requests_[idx];
   const ServingPool& first = pools_[static_cast<std::size_t>(decode_pools_.front())];
   const std::size_t target = route(decode_pools_, *first.router);
   const auto [to, group] = group_at(decode_pools_, target);
@@ -514,7 +575,14 @@ void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int grou
     const Time start = std::max(now, free);
     const Topology& topo = models_.fabric().topology();
     const bool across = topo.node_of(src_gpu) != topo.node_of(dst_gpu);
-    const double shared = across ? std::max(from.nic_busy_share(), to.nic_busy_share()) : 0.0;
+    double shared = across ? std::max(from.nic_busy_share(), to.nic_busy_share()) : 0.0;
+    // A degraded NIC at share f of its bandwidth stretches the data time by 1 / f = 1 + (1 / f - 1).
+    if (across && !nic_share_.empty()) {
+      for (const int g : {src_gpu, dst_gpu}) {
+        const auto node = static_cast<std::size_t>(topo.node_of(g));
+        if (now < nic_until_[node]) shared += 1.0 / nic_share_[node] - 1.0;
+      }
+    }
     free = start + models_.fabric().transfer(size.bytes_per_dest_gpu, src_gpu, dst_gpu, shared);
     done = std::max(done, free);
     if (across) {
@@ -542,6 +610,10 @@ void Cluster::send_kv(RequestIdx idx, const Replica& from, Replica& to, int grou
               static_cast<std::size_t>((dest->index() - p.first_replica) * p.spec.deployment.attention_dp);
       --kv_inflight_[flat];
       on_loads_changed(dest->index());
+    }
+    if (faults_ && !faults_->takes_requests(dest->index(), group)) {  // it failed meanwhile: the KV is lost
+      on_evicted(idx, sim_.now());
+      return;
     }
     dest->enqueue(group, idx, migration);
   });
@@ -574,7 +646,7 @@ void Cluster::check_migration(int pool) {
   }
   // Checks go on while requests remain and something else can still happen: with no other event pending
   // every replica is idle, and checking again could only loop to the end of time.
-  const bool done = metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived;
+  const bool done = metrics_.arrivals_ended() && all_out();
   if (!done && sim_.pending() > 0)
     sim_.schedule_in(m.check_every, Phase::kNormal, [this, pool] { check_migration(pool); });
 }
@@ -592,6 +664,18 @@ bool Cluster::kv_on_nics(int first_gpu, Time now, Duration horizon, std::span<do
     out[j] = o > now ? std::min(1.0, (o - now).seconds() / h) : 0.0;
     in[j] = i > now ? std::min(1.0, (i - now).seconds() / h) : 0.0;
     any = any || out[j] > 0 || in[j] > 0;
+  }
+  // A degraded NIC at share f of its bandwidth: the All-to-All's data time on it stretches by 1 / f,
+  // which AllToAllTraffic::nic_out_shared expresses as other traffic holding it (1 / f - 1) of the time.
+  if (!nic_share_.empty()) {
+    const Topology& topo = models_.fabric().topology();
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      const auto node = static_cast<std::size_t>(topo.node_of(first_gpu + static_cast<int>(j)));
+      if (now >= nic_until_[node]) continue;
+      out[j] += 1.0 / nic_share_[node] - 1.0;
+      in[j] += 1.0 / nic_share_[node] - 1.0;
+      any = true;
+    }
   }
   return any;
 }
@@ -637,7 +721,7 @@ Report Cluster::build_report() const {
   r.dropped_queue_full = metrics_.dropped_by[static_cast<std::size_t>(DropReason::kQueueFull)];
   r.dropped_too_long = metrics_.dropped_by[static_cast<std::size_t>(DropReason::kTooLong)];
   r.dropped_empty = metrics_.dropped_by[static_cast<std::size_t>(DropReason::kEmpty)];
-  r.requests_unfinished = metrics_.arrived - metrics_.finished - metrics_.dropped;
+  r.requests_unfinished = metrics_.arrived - metrics_.finished - metrics_.dropped - failed();
   r.preemptions = metrics_.preemptions;
   r.output_tokens = metrics_.output_tokens;
   r.output_tokens_asked = metrics_.output_tokens_asked;
@@ -668,6 +752,7 @@ Report Cluster::build_report() const {
   fill_experts(r, m);
   fill_prefix(r);
   fill_operations(r);
+  if (faults_) r.faults = faults_->report(sim_.now());
   if (const auto& sp = s_.production.speculative) {
     SpeculativeReport& x = r.speculative;
     x.enabled = true;
@@ -964,20 +1049,25 @@ void Cluster::fill_pools(Report& r, const WindowTotals& m) const {
 
 void Cluster::on_request_finished(const Request& r, Time now) {
   source_->on_finished(now);
+  if (faults_) {
+    faults_->on_finished(r, now);
+    if (metrics_.arrivals_ended() && all_out()) sim_.cancel(fault_tick_);
+  }
   if (!ops_) return;
   const int decode = replicas_[static_cast<std::size_t>(r.replica)]->pool();
   const int prefill =
       r.prefill_replica >= 0 ? replicas_[static_cast<std::size_t>(r.prefill_replica)]->pool() : decode;
   ops_->on_finished(r, prefill, decode);
   // The last request is out: no further interval, so that the run ends here.
-  if (metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived)
-    sim_.cancel(tick_);
+  if (metrics_.arrivals_ended() && all_out()) sim_.cancel(tick_);
 }
 
 // Each pool's first initial_instances instances are active, the rest idle (no GPUs held).
 void Cluster::start_autoscaling() {
   autoscaler_ = std::make_unique<Autoscaler>(s_.autoscale.predictor, pools_.size());
-  ops_ = std::make_unique<OperationsLog>(s_, pools_.size());
+  std::vector<PoolRole> roles;
+  for (const ServingPool& p : pools_) roles.push_back(p.spec.role);
+  ops_ = std::make_unique<OperationsLog>(s_, std::move(roles));
   state_.assign(replicas_.size(), InstanceState::kActive);
   generation_.assign(replicas_.size(), 0);
   state_since_.assign(replicas_.size(), Time{});
@@ -1006,7 +1096,7 @@ void Cluster::on_autoscale_tick() {
   const std::vector<int> targets = autoscaler_->decide(view);
   close_interval(seen, &targets);
   for (std::size_t i = 0; i < pools_.size(); ++i) scale_pool(i, targets[i]);
-  const bool done = metrics_.arrivals_ended() && metrics_.finished + metrics_.dropped == metrics_.arrived;
+  const bool done = metrics_.arrivals_ended() && all_out();
   if (!done) tick_ = sim_.schedule_in(s_.autoscale.interval, Phase::kNormal, [this] { on_autoscale_tick(); });
 }
 
@@ -1042,6 +1132,8 @@ PoolObservation Cluster::observe_pool(std::size_t pool, double arrival_rate) con
                     .max_instances = a.max_instances,
                     .gpus_per_instance = p.spec.deployment.gpus_per_instance(),
                     .capacity_req_per_s = a.capacity_req_per_s,
+                    .capacity_tokens_per_s = a.capacity_tokens_per_s,
+                    .tokens_per_request = ops_->pool_tokens_per_request(pool),
                     .arrival_rate_per_s = arrival_rate,
                     .ttft_p_s = ops_->pool_ttft_s(pool),
                     .tpot_p_s = ops_->pool_tpot_s(pool)};
@@ -1236,12 +1328,244 @@ void Cluster::fill_operations(Report& r) const {
   o.intervals = ops_rows_;
 }
 
+// ---- Failures ------------------------------------------------------------------------------------------
+
+void Cluster::start_faults() {
+  const FaultsSpec& f = s_.faults;
+  faults_ = std::make_unique<FaultTracker>(f, s_.sla.percentile, s_.sla.ttft, s_.sla.tpot);
+  for (const auto& rep : replicas_) {
+    const DeploymentSpec& d = pools_[static_cast<std::size_t>(rep->pool())].spec.deployment;
+    faults_->add_instance(d.gpus_per_instance(), d.attention_dp, d.attention_tp);
+  }
+  fault_schedule_ = std::make_unique<FaultSchedule>(f, s_.cluster.total_gpus(), s_.cluster.nodes, streams_);
+  nic_share_.assign(static_cast<std::size_t>(s_.cluster.nodes), 1.0);
+  nic_until_.assign(nic_share_.size(), Time{});
+}
+
+// The failure `e` now; then the next one is scheduled unless every request is out.
+void Cluster::on_fault(const FaultEvent& e) {
+  if (metrics_.arrivals_ended() && all_out()) return;
+  if (const std::optional<FaultEvent> next = fault_schedule_->next())
+    fault_tick_ =
+        sim_.schedule_at(std::max(next->at, sim_.now()), Phase::kNormal, [this, n = *next] { on_fault(n); });
+  if (e.kind == FaultKind::kLink) {
+    degrade_nic(e);
+    return;
+  }
+  const int per_node = s_.cluster.gpus_per_node;
+  const int first = e.kind == FaultKind::kGpu ? e.target : e.target * per_node;
+  const int last = e.kind == FaultKind::kGpu ? e.target : first + per_node - 1;  // inclusive
+  bool hit = false;
+  for (const auto& rep : replicas_) {
+    const int gpus = pools_[static_cast<std::size_t>(rep->pool())].spec.deployment.gpus_per_instance();
+    std::vector<int> ranks;
+    for (int g = std::max(first, rep->first_gpu()); g <= std::min(last, rep->first_gpu() + gpus - 1); ++g)
+      ranks.push_back(g - rep->first_gpu());
+    if (ranks.empty()) continue;
+    hit = true;
+    fail_ranks(e, rep->index(), ranks);
+  }
+  if (!hit) faults_->record(e, -1, "idle");
+}
+
+// `ranks` of `replica` fail: the instance goes on without their attention ranks when every expert they
+// held has a copy elsewhere (experts_covered), else it stops and restarts.
+void Cluster::fail_ranks(const FaultEvent& e, int replica, const std::vector<int>& ranks) {
+  Replica& rep = *replicas_[static_cast<std::size_t>(replica)];
+  const auto k = static_cast<std::size_t>(replica);
+  if (!state_.empty() && state_[k] == InstanceState::kIdle) {
+    faults_->record(e, replica, "idle");
+    return;
+  }
+  const bool was_down = faults_->down(replica);
+  std::vector<int> groups;
+  for (const int r : ranks) {
+    if (const int g = faults_->lose_rank(replica, r, sim_.now()); g >= 0) groups.push_back(g);
+  }
+  const std::int64_t held = rep.in_system();
+  if (was_down) {  // already restarting: a replacement or re-shard covers this GPU too
+    faults_->record(e, replica, "restarting").requests_hit = 0;
+    return;
+  }
+  // The placement's ranks are expert-parallel ranks of expert_tp GPUs (pipeline stages share them).
+  const Placement& p = rep.planner().placement();
+  const std::span<const char> lost = faults_->lost_ranks(replica);
+  std::vector<char> lost_ep(static_cast<std::size_t>(p.gpus()), 0);
+  const std::size_t per_rank = std::max<std::size_t>(1, lost.size() / lost_ep.size());
+  for (std::size_t g = 0; g < lost.size(); ++g) {
+    if (lost[g] != 0) lost_ep[(g / per_rank) % lost_ep.size()] = 1;
+  }
+  const DeploymentSpec& d = pools_[static_cast<std::size_t>(rep.pool())].spec.deployment;
+  bool any_rank_up = false;
+  for (int g = 0; g < d.attention_dp; ++g) any_rank_up = any_rank_up || !faults_->group_lost(replica, g);
+  const bool covered = s_.model.routed_experts > 0 && any_rank_up && experts_covered(p, lost_ep);
+  if (covered) {
+    std::int64_t hit = 0;
+    for (const int g : groups) {
+      const AttentionGroup& ag = rep.groups()[static_cast<std::size_t>(g)];
+      hit += static_cast<std::int64_t>(ag.running.size() + ag.waiting.size());
+      rep.evict(g);
+    }
+    faults_->record(e, replica, "continued").requests_hit = hit;
+    if (std::none_of(degraded_since_.begin(), degraded_since_.end(),
+                     [&](const auto& x) { return x.first == replica; }))
+      degraded_since_.emplace_back(replica, sim_.now());
+    return;
+  }
+  faults_->set_down(replica, sim_.now());
+  FaultRecord& rec = faults_->record(e, replica, "restarted");
+  rec.requests_hit = held;
+  const std::size_t record = faults_->records() - 1;
+  rep.halt();
+  rep.evict(-1);
+  restart_instance(replica, record);
+}
+
+// A restart: detection, the replacement's wait (kReplace), the weights over the named path
+// (operations.h load_cost, the same path and bandwidths as a scale-up) and the fixed costs.
+void Cluster::restart_instance(int replica, std::size_t record) {
+  const FaultsSpec& f = s_.faults;
+  const Replica& rep = *replicas_[static_cast<std::size_t>(replica)];
+  const ServingPool& p = pools_[static_cast<std::size_t>(rep.pool())];
+  const bool replace = f.recovery == RecoveryPolicy::kReplace;
+  const WeightSource from =
+      f.reload_from_set ? static_cast<WeightSource>(f.weights_from) : s_.autoscale.weights_from;
+  const Duration fixed = f.reload_from_set ? f.engine_start + f.cuda_graph_capture
+                                           : s_.autoscale.engine_start + s_.autoscale.cuda_graph_capture;
+  int peer = -1;  // another instance of the pool taking requests, else any other
+  for (const bool up_only : {true, false}) {
+    for (int k = p.first_replica; k < p.first_replica + p.spec.instances && peer < 0; ++k) {
+      if (k != replica && (!up_only || !faults_->down(k)))
+        peer = replicas_[static_cast<std::size_t>(k)]->first_gpu();
+    }
+  }
+  const ScaleUpCost c = load_cost(s_, models_.fabric(), from, fixed, p.memory.weights_per_gpu.total(),
+                                  rep.first_gpu(), p.spec.deployment.gpus_per_instance(), peer);
+  const Time failed = sim_.now();
+  const Time load_from = failed + f.detection + (replace ? f.replacement : Duration::zero());
+  const Time weights_in = load_from + c.weights;
+  const Time ready = weights_in + c.fixed;
+  sim_.schedule_at(ready, Phase::kNormal, [this, replica, record, replace, failed, load_from, weights_in] {
+    span(replica, "failure: detect", failed, failed + s_.faults.detection);
+    if (replace) span(replica, "failure: wait for spare GPUs", failed + s_.faults.detection, load_from);
+    span(replica, "failure: reload weights", load_from, weights_in);
+    if (weights_in < sim_.now()) span(replica, "failure: start", weights_in, sim_.now());
+    on_restarted(replica, record, replace);
+  });
+}
+
+void Cluster::on_restarted(int replica, std::size_t record, bool replaced) {
+  faults_->set_up(replica, replaced, sim_.now());
+  faults_->on_recovered(record, sim_.now());
+  if (replaced)
+    std::erase_if(degraded_since_, [&](const auto& x) {
+      if (x.first != replica) return false;
+      span(replica, "degraded: ranks lost", x.second, sim_.now());
+      return true;
+    });
+  if (!replaced && std::none_of(degraded_since_.begin(), degraded_since_.end(),
+                                [&](const auto& x) { return x.first == replica; }))
+    degraded_since_.emplace_back(replica, sim_.now());
+  replicas_[static_cast<std::size_t>(replica)]->resume();
+  on_loads_changed(replica);
+  unpark();
+}
+
+// Node e.target's NIC keeps e.bandwidth_factor of its bandwidth until e.at + e.duration.
+void Cluster::degrade_nic(const FaultEvent& e) {
+  const auto node = static_cast<std::size_t>(e.target);
+  const Time until = sim_.now() + e.duration;
+  nic_share_[node] =
+      sim_.now() < nic_until_[node] ? std::min(nic_share_[node], e.bandwidth_factor) : e.bandwidth_factor;
+  nic_until_[node] = std::max(nic_until_[node], until);
+  int on_node = -1;  // the first instance with a GPU on the node: the trace's track
+  for (const auto& rep : replicas_) {
+    const int gpus = pools_[static_cast<std::size_t>(rep->pool())].spec.deployment.gpus_per_instance();
+    const int a = rep->first_gpu() / s_.cluster.gpus_per_node;
+    const int b = (rep->first_gpu() + gpus - 1) / s_.cluster.gpus_per_node;
+    if (on_node < 0 && a <= e.target && e.target <= b) on_node = rep->index();
+  }
+  faults_->record(e, on_node, "degraded link");
+  if (on_node >= 0) span(on_node, "NIC degraded", sim_.now(), until);
+}
+
+bool Cluster::any_accepting(const std::vector<int>& pools) const {
+  for (const int pi : pools) {
+    const ServingPool& p = pools_[static_cast<std::size_t>(pi)];
+    for (int r = p.first_replica; r < p.first_replica + p.spec.instances; ++r) {
+      for (int g = 0; g < p.spec.deployment.attention_dp; ++g) {
+        if (group_accepting(r, g)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// A request off a failed rank: recomputed (its prompt and generated tokens prefilled again on the group
+// the entry router picks) or failed (out of the run, its user freed).
+void Cluster::on_evicted(RequestIdx idx, Time now) {
+  Request& r = requests_[idx];
+  if (s_.faults.in_flight == InFlightPolicy::kFail) {
+    faults_->on_failed(r);
+    metrics_.on_failed(now);
+    source_->on_finished(now);
+    requests_.release(idx);
+    if (metrics_.arrivals_ended() && all_out()) sim_.cancel(fault_tick_);
+    return;
+  }
+  faults_->on_recomputed(r);
+  r.computed = 0;
+  r.target = r.prompt + r.generated;
+  reroute(idx);
+}
+
+void Cluster::reroute(RequestIdx idx) {
+  if (!any_accepting(entry_pools_)) {
+    parked_entry_.push_back(idx);
+    return;
+  }
+  const ServingPool& first = pools_[static_cast<std::size_t>(entry_pools_.front())];
+  const bool cache_aware = first.spec.deployment.router == RouterPolicy::kCacheAware;
+  // The cache-aware router probes the prompt's blocks (the hashes may go on into the answer's).
+  std::vector<BlockHash> probe;
+  if (cache_aware) {
+    const Request& q = requests_[idx];
+    const auto n = std::min(q.prompt_hashes.size(),
+                            static_cast<std::size_t>(q.prompt / first.spec.deployment.kv_block_tokens));
+    probe.assign(q.prompt_hashes.begin(), q.prompt_hashes.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  const std::size_t target = route(entry_pools_, *first.router, cache_aware ? &probe : nullptr);
+  const auto [rep, group] = group_at(entry_pools_, target);
+  Request& r = requests_[idx];
+  r.replica = rep->index();
+  r.group = group;
+  rep->enqueue(group, idx);
+}
+
+// An instance takes requests again: the parked ones go to it (or wherever the routers send them).
+void Cluster::unpark() {
+  if (any_accepting(entry_pools_)) {
+    std::vector<RequestIdx> entry;
+    entry.swap(parked_entry_);
+    for (const RequestIdx idx : entry) reroute(idx);
+  }
+  if (!decode_pools_.empty() && any_accepting(decode_pools_)) {
+    std::vector<RequestIdx> decode;
+    decode.swap(parked_decode_);
+    for (const RequestIdx idx : decode) to_decode(idx, sim_.now());
+  }
+}
+
 Report Cluster::run() {
   for (std::size_t i = 0; i < pools_.size(); ++i) {
     const PoolSpec& p = pools_[i].spec;
     if (!p.deployment.kv_migration.enabled() || p.instances < 2 || p.role == PoolRole::kPrefill) continue;
     sim_.schedule_in(p.deployment.kv_migration.check_every, Phase::kNormal,
                      [this, i] { check_migration(static_cast<int>(i)); });
+  }
+  if (fault_schedule_) {
+    if (const std::optional<FaultEvent> e = fault_schedule_->next())
+      fault_tick_ = sim_.schedule_at(e->at, Phase::kNormal, [this, f = *e] { on_fault(f); });
   }
   if (autoscaler_) {
     tick_ = sim_.schedule_in(s_.autoscale.interval, Phase::kNormal, [this] { on_autoscale_tick(); });
@@ -1257,9 +1581,9 @@ Report Cluster::run() {
     close_interval(seen, nullptr);
   }
   // Every request finishes or is dropped, unless run.max_drain_s cut the drain short.
-  MOESIM_CHECK(
-      metrics_.finished + metrics_.dropped == metrics_.arrived || s_.run.max_drain > Duration::zero(),
-      "every request must finish or be dropped");
+  for (const auto& [k, since] : degraded_since_) span(k, "degraded: ranks lost", since, sim_.now());
+  MOESIM_CHECK(all_out() || s_.run.max_drain > Duration::zero(),
+               "every request must finish, fail or be dropped");
   check_conservation(metrics_, requests_, replicas_);  // requests and KV blocks balance
   return build_report();
 }

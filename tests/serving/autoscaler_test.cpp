@@ -122,3 +122,25 @@ TEST_CASE("the GPU budget is shared one instance at a time, pool after pool, fro
   v.gpu_budget = 56;
   CHECK(plan_instances(v, predicted) == std::vector<int>{3, 2});
 }
+
+TEST_CASE("a capacity in tokens per second is sized into requests by the observed tokens per request") {
+  PoolObservation p = calm_pool(5);
+  p.role = PoolRole::kDecode;
+  p.capacity_req_per_s = 0;
+  p.capacity_tokens_per_s = 6000;  // output tokens per second of one decode instance
+  p.active = 2;
+  const AutoscaleView v = view_of(std::span(&p, 1));
+  // Nothing finished yet: no capacity known, the pool holds what it runs.
+  CHECK(instance_capacity_req_per_s(p) == 0);
+  CHECK(instances_needed(p, 5, v) == 2);
+  // Long outputs (3,000 tokens): 2 req/s per instance, 5 req/s -> ceil(2.5) = 3.
+  p.tokens_per_request = 3000;
+  CHECK(instance_capacity_req_per_s(p) == 2);
+  CHECK(instances_needed(p, 5, v) == 3);
+  // Short ones (750 tokens): 8 req/s per instance, 5 req/s -> 1.
+  p.tokens_per_request = 750;
+  CHECK(instances_needed(p, 5, v) == 1);
+  // A request rate, when given, is the capacity whatever the lengths.
+  p.capacity_req_per_s = 10;
+  CHECK(instance_capacity_req_per_s(p) == 10);
+}
