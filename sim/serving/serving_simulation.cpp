@@ -1525,7 +1525,7 @@ void Cluster::reroute(RequestIdx idx) {
     return;
   }
   const ServingPool& first = pools_[static_cast<std::size_t>(entry_pools_.front())];
-  const bool cache_aware = first.spec.deployment.router == RouterPolicy::kCacheAware;
+  const bool cache_aware = first.router->reads_prefix_cache();
   // The cache-aware router probes the prompt's blocks (the hashes may go on into the answer's).
   std::vector<BlockHash> probe;
   if (cache_aware) {
