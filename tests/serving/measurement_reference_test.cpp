@@ -34,16 +34,16 @@ TEST_CASE("every reference scenario measures its rates and utilisation over one 
     INFO(path);
     Report r;
     try {
-      // Cut to 120 s of arrivals, and a fleet (thousands of GPUs, thousands of requests a second) to 10 s:
-      // the properties hold for any length, and the suite stays quick under the sanitizers.
+      // Cut to 60 s of arrivals (15 s of warm-up), and a fleet (thousands of GPUs, thousands of requests a
+      // second) to 10 s: the properties hold for any length, and the suite stays quick under the sanitizers.
       const LoadedScenario sc = load_scenario(path, {});
       const bool fleet = sc.spec.cluster.total_gpus() > 1024;
-      const bool long_run = sc.spec.run.duration.seconds() > 120 || !sc.spec.workload.trace.empty();
+      const bool long_run = sc.spec.run.duration.seconds() > 60 || !sc.spec.workload.trace.empty();
       std::vector<std::string> cut;
       if (fleet) {
         cut = {"run.duration_s=10", "run.warmup_s=2"};
       } else if (long_run) {
-        cut = {"run.duration_s=120"};
+        cut = {"run.duration_s=60", "run.warmup_s=15"};
       }
       r = run_reference(path, cut);
     } catch (const InputError&) {
