@@ -72,6 +72,9 @@ class Cluster final : public ReplicaHost {
   void add_pool(const PoolSpec& p, const GpuCostModel& gpu);
   void pull_arrival();
   void on_arrival(const RequestSpec& spec);
+  // A new entry in the request table for an arrival that is kept (queued, or parked while no entry
+  // instance takes requests).
+  RequestIdx admit_request(const RequestSpec& spec, std::int64_t id, std::vector<BlockHash> hashes);
   // Why `spec` cannot join group `g` of `pool`, if it cannot.
   [[nodiscard]] std::optional<DropReason> refusal(const RequestSpec& spec, const ServingPool& pool,
                                                   const AttentionGroup& g) const;
@@ -476,6 +479,19 @@ std::size_t Cluster::route(const std::vector<int>& pools, Router& router,
   return static_cast<std::size_t>(router.route(std::span(loads_.data(), n)));
 }
 
+RequestIdx Cluster::admit_request(const RequestSpec& spec, std::int64_t id, std::vector<BlockHash> hashes) {
+  const RequestIdx idx = requests_.add();
+  Request& r = requests_[idx];
+  r.id = id;
+  r.arrival = spec.arrival;
+  r.prompt = spec.prompt_tokens;
+  r.output = spec.output_tokens;
+  r.target = r.prompt;
+  r.prompt_hashes = std::move(hashes);
+  metrics_.on_admitted(r);
+  return idx;
+}
+
 void Cluster::on_arrival(const RequestSpec& spec) {
   arrival_pending_ = false;
   metrics_.on_arrival(sim_.now());
@@ -488,16 +504,7 @@ void Cluster::on_arrival(const RequestSpec& spec) {
   if (first.spec.deployment.prefix_caching)
     prompt_blocks = prompt_hashes(spec, first.spec.deployment.kv_block_tokens, hashes);
   if (faults_ && !any_accepting(entry_pools_)) {  // every entry instance down: it waits for one
-    const RequestIdx idx = requests_.add();
-    Request& r = requests_[idx];
-    r.id = id;
-    r.arrival = spec.arrival;
-    r.prompt = spec.prompt_tokens;
-    r.output = spec.output_tokens;
-    r.target = r.prompt;
-    r.prompt_hashes = std::move(hashes);
-    metrics_.on_admitted(r);
-    parked_entry_.push_back(idx);
+    parked_entry_.push_back(admit_request(spec, id, std::move(hashes)));
     pull_arrival();
     return;
   }
@@ -513,17 +520,9 @@ void Cluster::on_arrival(const RequestSpec& spec) {
     metrics_.on_drop(spec, id, *why);
     source_->on_finished(sim_.now());
   } else {
-    const RequestIdx idx = requests_.add();
-    Request& r = requests_[idx];
-    r.id = id;
-    r.arrival = spec.arrival;
-    r.prompt = spec.prompt_tokens;
-    r.output = spec.output_tokens;
-    r.target = r.prompt;
-    r.replica = rep->index();
-    r.group = group;
-    r.prompt_hashes = std::move(hashes);
-    metrics_.on_admitted(r);
+    const RequestIdx idx = admit_request(spec, id, std::move(hashes));
+    requests_[idx].replica = rep->index();
+    requests_[idx].group = group;
     rep->enqueue(group, idx);
   }
   pull_arrival();
