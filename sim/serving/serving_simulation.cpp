@@ -99,6 +99,7 @@ class Cluster final : public ReplicaHost {
   WindowChoice fill_window(Report& r) const;
   void fill_rates(Report& r, const WindowTotals& m) const;
   void fill_steps(Report& r, const WindowTotals& m) const;
+  void fill_all_to_all(Report& r, const WindowTotals& m) const;
   void fill_intervals(Report& r, const WindowChoice& c) const;
   void fill_intervals(Report& r, const WindowChoice& c, int batches) const;
   void fill_experts(Report& r, const WindowTotals& m) const;
@@ -863,6 +864,7 @@ void Cluster::fill_steps(Report& r, const WindowTotals& m) const {
     r.nvlink_bytes_per_step = m.nvlink_bytes / n;
     r.nic_bytes_per_step = m.nic_bytes / n;
   }
+  fill_all_to_all(r, m);
   if (m.step_s > 0) {
     r.comm_hidden_share = m.comm_hidden_s / m.step_s;
     r.comm_sm_contention_share = m.comm_sm_contention_s / m.step_s;
@@ -882,6 +884,31 @@ void Cluster::fill_steps(Report& r, const WindowTotals& m) const {
     r.gpu_mean.busy += st.busy / gpus;
     r.gpu_mean.compute_util += st.compute_util / gpus;
     r.gpu_mean.hbm_bw_util += st.hbm_bw_util / gpus;
+  }
+}
+
+void Cluster::fill_all_to_all(Report& r, const WindowTotals& m) const {
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    const WindowTotals::Pool& p = m.pools[i];
+    if (p.steps == 0 || p.layer_a2a_s.empty()) continue;
+    AllToAllReport a;
+    a.role = to_string(pools_[i].spec.role);
+    a.pool = static_cast<int>(i);
+    a.steps = p.steps;
+    a.first_moe_layer = s_.model.num_dense_layers;
+    const double ms = 1e3 / static_cast<double>(p.steps);
+    for (std::size_t k = 0; k + 1 < p.layer_a2a_s.size(); k += 2) {
+      a.layer_dispatch_ms.push_back(p.layer_a2a_s[k] * ms);
+      a.layer_combine_ms.push_back(p.layer_a2a_s[k + 1] * ms);
+    }
+    double collectives = 0;
+    for (const double x : p.gpu_slowest) collectives += x;
+    for (std::size_t g = 0; g + 1 < p.gpu_a2a_s.size(); g += 2) {
+      a.gpu_dispatch_ms.push_back(p.gpu_a2a_s[g] * ms);
+      a.gpu_combine_ms.push_back(p.gpu_a2a_s[g + 1] * ms);
+      a.gpu_slowest_share.push_back(collectives > 0 ? p.gpu_slowest[g / 2] / collectives : 0.0);
+    }
+    r.all_to_all.push_back(std::move(a));
   }
 }
 
