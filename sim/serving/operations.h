@@ -1,5 +1,5 @@
 // Operations in the loop (deployment.autoscale): what an instance's life costs and how it is recorded.
-// The planner decides (autoscaler.h); the cluster acts (serving_simulation.cpp starts, drains and frees
+// The planner decides (autoscaler.h); the cluster acts (cluster_operations.cpp starts, drains and frees
 // instances); here are the cost model of a scale-up, the router that sees only the instances taking
 // requests, and the per-interval log behind report.json's `operations` time series.
 #pragma once
