@@ -65,7 +65,9 @@ class OperationsLog {
   // `roles`: each pool's, which says the tokens a request counts for it (prefill: prompt, decode: output,
   // both: prompt + output).
   OperationsLog(const ScenarioSpec& s, std::vector<PoolRole> roles);
-  // `r` finished: its TTFT counts for `prefill_pool` (where it was prefilled), its TPOT for `decode_pool`.
+  // `r` finished: its TPOT counts for `decode_pool`; its TTFT for `prefill_pool` (where it was prefilled)
+  // or, under disaggregation, each pool's own part of it (arrival to the end of prefill, then to the first
+  // token).
   void on_finished(const Request& r, int prefill_pool, int decode_pool);
   // From `now` on, `gpus` GPUs are held.
   void gpus_held(Time now, int gpus);
