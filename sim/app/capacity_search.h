@@ -59,7 +59,9 @@ ScenarioSpec with_arrival_rate(ScenarioSpec spec, double rate_per_s);
 bool sla_holds(const Report& r);
 // The SLA at percentile p holds when at most a share 1 - p/100 of the requests is over each limit. Meets:
 // neither share's 95% interval reaches above that share, and sla_holds; fails: a share's interval lies
-// wholly above it, or a request was dropped, or the run is overloaded; undecided otherwise. A share's
+// wholly above it, or a request was dropped, or the run is overloaded past its transient; undecided
+// otherwise, and whenever the number in system did not settle in the first half of the arrivals
+// (Report::mser_at_bound: too short to tell a transient from overload). A share's
 // interval is the wider of its batch means (Report::ci_ttft_over_share, ci_tpot_over_share) and the exact
 // binomial one of its counts. A run without intervals (a burst) is decided by sla_holds.
 SlaVerdict sla_verdict(const Report& r);

@@ -48,7 +48,8 @@ namespace {
 // unobserved.
 double sla_ratio(const PoolObservation& p, const AutoscaleView& v) {
   double r = 1;
-  if (v.sla_ttft_s > 0) r = std::max(r, p.ttft_p_s / v.sla_ttft_s);
+  const double ttft_limit = p.ttft_limit_s > 0 ? p.ttft_limit_s : v.sla_ttft_s;
+  if (ttft_limit > 0) r = std::max(r, p.ttft_p_s / ttft_limit);
   if (p.role != PoolRole::kPrefill && v.sla_tpot_s > 0) r = std::max(r, p.tpot_p_s / v.sla_tpot_s);
   return r;
 }
@@ -81,9 +82,17 @@ std::vector<int> plan_instances(const AutoscaleView& v, std::span<const double> 
   MOESIM_CHECK(predicted.size() == v.pools.size(), "one predicted rate per pool");
   std::vector<int> want(v.pools.size());
   std::vector<int> target(v.pools.size());
+  // The first token waits for the prefill, then for the decode pool: the decode pools' part is held to what
+  // the prefill pools' part (at the SLA percentile) leaves of the limit.
+  double prefill_part = 0;
+  for (const PoolObservation& p : v.pools)
+    if (p.role == PoolRole::kPrefill) prefill_part = std::max(prefill_part, p.ttft_p_s);
   int gpus = 0;
   for (std::size_t i = 0; i < v.pools.size(); ++i) {
-    want[i] = instances_needed(v.pools[i], predicted[i], v);
+    PoolObservation p = v.pools[i];
+    if (p.role == PoolRole::kDecode && p.ttft_limit_s <= 0 && prefill_part < v.sla_ttft_s)
+      p.ttft_limit_s = v.sla_ttft_s - prefill_part;
+    want[i] = instances_needed(p, predicted[i], v);
     target[i] = v.pools[i].min_instances;
     gpus += target[i] * v.pools[i].gpus_per_instance;
   }

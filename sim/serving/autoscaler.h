@@ -48,6 +48,9 @@ struct PoolObservation {
   // The SLA percentile of TTFT over the interval (0: none finished); under disaggregation the pool's own
   // part: arrival to the end of prefill for a prefill pool, from there to the first token for a decode pool.
   double ttft_p_s = 0;
+  // The TTFT limit its part is held to (0: the SLA's). plan_instances gives a decode pool what the prefill
+  // pools' part leaves of the SLA's limit (the whole limit when they alone exceed it).
+  double ttft_limit_s = 0;
   double tpot_p_s = 0;
   double kv_used_share = 0;  // the fullest active attention group's KV pool
 };

@@ -444,11 +444,23 @@ void test_overload(const MeasurementSeries& m, std::size_t first, bool settled, 
 }  // namespace
 
 WindowChoice choose_window(const MeasurementSeries& m, bool warmup_override, double run_end_s,
-                           double mean_step_s) {
+                           double mean_step_s, double time_in_system_s) {
   WindowChoice c;
   const std::size_t full = m.full_segments();
   std::vector<WindowTotals> segs(m.segments().begin(), m.segments().begin() + static_cast<long>(full));
-  const MserResult ms = mser(in_system_means(segs));
+  MserResult ms = mser(in_system_means(segs));
+  // A run that starts empty fills up for as long as its requests stay: under M/G/inf the mean number in
+  // system at t is lambda x the integral of P(S > u) over [0, t], which for exponential times in system
+  // reaches share p of its steady state exactly at S's p-quantile. MSER-5 misses a ramp that lasts most
+  // of a short run, so the transient lasts at least the time in system at the SLA percentile, and a run
+  // whose arrivals last less than twice that cannot settle in their first half (at bound).
+  if (time_in_system_s > m.origin() && m.width() > 0) {
+    const auto fill = static_cast<std::size_t>(std::ceil((time_in_system_s - m.origin()) / m.width() - 1e-9));
+    if (fill > ms.truncate) {
+      ms.truncate = std::min(fill, full / 2);
+      ms.at_bound = ms.at_bound || fill > full / 2;
+    }
+  }
   c.mser_batches = static_cast<int>(full);
   c.mser_at_bound = ms.at_bound;
   c.mser_s = m.origin() + static_cast<double>(ms.truncate) * m.width();

@@ -193,9 +193,11 @@ struct WindowChoice {
   bool overloaded = false;
 };
 // `warmup_override`: the series' origin is run.warmup_s and is the window's start. `mean_step_s` tells a
-// burst (arrivals over within a few steps) from a run with a steady stretch.
+// burst (arrivals over within a few steps) from a run with a steady stretch. `time_in_system_s`: the
+// run's requests' time in system at the SLA percentile, the least transient of a run that starts empty
+// (0: none finished).
 WindowChoice choose_window(const MeasurementSeries& m, bool warmup_override, double run_end_s,
-                           double mean_step_s);
+                           double mean_step_s, double time_in_system_s = 0);
 // Batch means of a window's segments: `batches` equal groups of consecutive full segments from `first`
 // (a remainder at the start is left out), each group summed.
 std::vector<WindowTotals> batch_segments(const MeasurementSeries& m, std::size_t first, int batches);

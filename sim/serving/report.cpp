@@ -69,7 +69,8 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
   if (r.warmup_method == "run.warmup_s" && r.window_kind == "steady" && r.mser_s > r.window_from_s + 1e-9 &&
       !r.overloaded) {
     a.push_back(
-        "the number in system still settles after run.warmup_s: MSER-5 puts the end of the transient at " +
+        "the number in system still settles after run.warmup_s: MSER-5 and the time in system put the end of "
+        "the transient at " +
         fmt("%.1f", r.mser_s) + " s (remove run.warmup_s to start the window there)");
   }
   if (r.speculative.enabled && r.speculative.acceptance_rate < 0.6) {
@@ -250,7 +251,8 @@ std::string format_summary(const Report& r) {
     << " s simulated, " << fmt("%.1f", r.window_from_s) << " to " << fmt("%.1f", r.window_to_s) << " s ("
     << r.window_kind << ": " << r.window_why << ")\n";
   o << "Warm-up    " << (r.warmup_method == "mser-5" ? "MSER-5 on the number in system" : "run.warmup_s")
-    << ", MSER-5 at " << fmt("%.1f", r.mser_s) << " s"
+    << ", transient to " << fmt("%.1f", r.mser_s) << " s (MSER-5, or the time in system at P"
+    << fmt("%g", r.sla_percentile) << " when later)"
     << (r.mser_at_bound ? " (did not settle in the first half)" : "") << "; number in system "
     << fmt("%.1f", r.in_system_start) << " -> " << fmt("%.1f", r.in_system_end)
     << " over the window (trend t " << fmt("%.2f", r.trend.t) << ")\n\n";

@@ -273,8 +273,10 @@ struct Report {
   std::string window_kind;
   std::string window_why;
   // Warm-up: "mser-5" (the window starts where MSER-5 on the number in system ends the transient) or
-  // "run.warmup_s" (the scenario's override). mser_s is MSER-5's point either way; mser_at_bound: the
-  // number in system did not settle in the first half of the arrivals (a run too short, or overloaded).
+  // "run.warmup_s" (the scenario's override). mser_s is the end of the transient either way: MSER-5's
+  // point, or the requests' time in system at the SLA percentile when later (choose_window); mser_at_bound:
+  // the number in system did not settle in the first half of the arrivals (a run too short, or
+  // overloaded).
   std::string warmup_method;
   double mser_s = 0;
   bool mser_at_bound = false;

@@ -147,7 +147,11 @@ WindowChoice ReportBuilder::fill_window(Report& r) const {
   r.arrivals_end_s = last;
   r.drain_s = std::max(0.0, end - last);
   const double mean_step_s = metrics_.steps > 0 ? metrics_.step_s / static_cast<double>(metrics_.steps) : 0.0;
-  const WindowChoice c = choose_window(series, metrics_.warmup_override(), end, mean_step_s);
+  // An open arrival process fills a run that starts empty for as long as its requests stay; a closed loop
+  // holds its users from the start.
+  const bool open = !std::holds_alternative<ClosedLoop>(s_.workload.arrivals) || !s_.workload.trace.empty();
+  const double in_system_s = open ? series.sum(0, true).e2e.percentile(s_.sla.percentile) : 0.0;
+  const WindowChoice c = choose_window(series, metrics_.warmup_override(), end, mean_step_s, in_system_s);
   r.window_kind = c.kind;
   r.window_why = c.why;
   r.window_from_s = c.from_s;

@@ -172,3 +172,19 @@ TEST_CASE("a full KV cache with requests waiting grows the pool by one, without 
   p.max_instances = 3;  // the bound holds
   CHECK(instances_needed(p, 5, v) == 3);
 }
+
+TEST_CASE("a decode pool's part of the TTFT is held to what the prefill pool's part leaves of the limit") {
+  std::vector<PoolObservation> pools = {calm_pool(10), calm_pool(10)};  // one instance's worth each
+  pools[0].role = PoolRole::kPrefill;
+  pools[1].role = PoolRole::kDecode;
+  pools[0].ttft_p_s = 1.5;  // of the 2 s limit: 0.5 s left for the decode pool's part
+  pools[1].ttft_p_s = 1.0;  // within 2 s alone, twice its 0.5 s: 10 x 2 = 20 req/s -> 2
+  AutoscaleView v = view_of(pools);
+  const std::vector<double> predicted = {10, 10};
+  CHECK(plan_instances(v, predicted) == std::vector<int>{1, 2});
+  // The prefill pool alone over the limit (3 s, 1.5x: 15 req/s -> 2): the decode pool is held to the whole
+  // limit, within it.
+  pools[0].ttft_p_s = 3.0;
+  v = view_of(pools);
+  CHECK(plan_instances(v, predicted) == std::vector<int>{2, 1});
+}
