@@ -178,21 +178,37 @@ ShareBounds bounds(const BatchMeans& bm, std::int64_t k, std::int64_t n) {
 }
 }  // namespace
 
+namespace {
+// The Clopper-Pearson lower bound at 95% of a share seen `k` times in `n` (0 without requests).
+double binomial_lower(std::int64_t k, std::int64_t n) {
+  if (n <= 0) return 0;
+  return boost::math::binomial_distribution<>::find_lower_bound_on_p(static_cast<double>(n),
+                                                                     static_cast<double>(k), 0.025);
+}
+}  // namespace
+
 SlaVerdict sla_verdict(const Report& r) {
   if (r.requests_dropped > 0) return SlaVerdict::kFails;
-  if (r.ci_ttft_over_share.batches < 2 || r.ci_tpot_over_share.batches < 2)
-    return sla_holds(r) ? SlaVerdict::kMeets : SlaVerdict::kFails;
   const double alpha = 1.0 - r.sla_percentile / 100.0;
+  const bool intervals = r.ci_ttft_over_share.batches >= 2 && r.ci_tpot_over_share.batches >= 2;
   const ShareBounds a = bounds(r.ci_ttft_over_share, r.sla_ttft_over, r.sla_requests);
   const ShareBounds b = bounds(r.ci_tpot_over_share, r.sla_tpot_over, r.sla_tpot_requests);
   // Over a limit with confidence fails at once: a run that has not reached its steady state yet (it starts
-  // empty) only understates the shares.
-  if (a.lo > alpha || b.lo > alpha) return SlaVerdict::kFails;
+  // empty) only understates the shares. Without batches as long as the time in system (ci_too_short) the
+  // counts alone decide it by the exact binomial bound: too narrow for correlated requests, but a wrong
+  // "fails" only lowers the capacity reported (never optimistic).
+  if (intervals && (a.lo > alpha || b.lo > alpha)) return SlaVerdict::kFails;
+  if (r.ci_too_short && (binomial_lower(r.sla_ttft_over, r.sla_requests) > alpha ||
+                         binomial_lower(r.sla_tpot_over, r.sla_tpot_requests) > alpha))
+    return SlaVerdict::kFails;
   // The number in system did not settle in the first half of the arrivals (MSER-5 at its bound): the run is
   // too short to tell a steady state from a transient or from overload, and its intervals describe the
   // transient (White, Cobb & Spratt 2000 lengthen such a run). A longer probe decides.
   if (r.mser_at_bound) return SlaVerdict::kUndecided;
   if (r.overloaded) return SlaVerdict::kFails;
+  // Too short for an interval: a longer probe decides.
+  if (r.ci_too_short) return SlaVerdict::kUndecided;
+  if (!intervals) return sla_holds(r) ? SlaVerdict::kMeets : SlaVerdict::kFails;  // a burst
   if (a.hi <= alpha && b.hi <= alpha && sla_holds(r)) return SlaVerdict::kMeets;
   return SlaVerdict::kUndecided;
 }

@@ -446,6 +446,7 @@ void test_overload(const MeasurementSeries& m, std::size_t first, bool settled, 
 WindowChoice choose_window(const MeasurementSeries& m, bool warmup_override, double run_end_s,
                            double mean_step_s, double time_in_system_s) {
   WindowChoice c;
+  c.time_in_system_s = time_in_system_s;
   const std::size_t full = m.full_segments();
   std::vector<WindowTotals> segs(m.segments().begin(), m.segments().begin() + static_cast<long>(full));
   MserResult ms = mser(in_system_means(segs));

@@ -191,6 +191,7 @@ struct WindowChoice {
   TrendTest waiting_trend;
   double arrival_rate = 0;  // per second, over the trend's stretch
   bool overloaded = false;
+  double time_in_system_s = 0;  // the requests' time in system at the SLA percentile (choose_window's)
 };
 // `warmup_override`: the series' origin is run.warmup_s and is the window's start. `mean_step_s` tells a
 // burst (arrivals over within a few steps) from a run with a steady stretch. `time_in_system_s`: the

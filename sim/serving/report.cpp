@@ -267,6 +267,9 @@ std::string format_summary(const Report& r) {
       << fmt("%.2f", r.ci_output_tokens_per_s.lag1) << "): output tokens/s "
       << fmt("%.1f", r.ci_output_tokens_per_s.mean) << " +- "
       << fmt("%.1f", r.ci_output_tokens_per_s.half_width) << "\n";
+  } else if (r.ci_too_short) {
+    o << "  95% interval: none, the window is shorter than 5 batches as long as the time in system at P"
+      << fmt("%g", r.sla_percentile) << " (run longer, or use --seeds)\n";
   }
   o << "\n";
   o << "Latency (ms)             mean        P50        P95        P99        max\n";

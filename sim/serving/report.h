@@ -298,6 +298,9 @@ struct Report {
   BatchMeans ci_output_tokens_per_s;
   BatchMeans ci_ttft_over_share;
   BatchMeans ci_tpot_over_share;
+  // A steady window shorter than five times the requests' time in system at the SLA percentile: no
+  // batches long enough to be nearly independent, so no intervals (a capacity probe runs longer).
+  bool ci_too_short = false;
   // The counts under those shares, over the batches: requests, those over the TTFT limit, those with a
   // TPOT (more than one output token) and those over its limit.
   std::int64_t sla_requests = 0;

@@ -16,6 +16,7 @@ namespace {
 // Batches of the within-run confidence intervals (Law & Kelton 5th ed. 9.5.3 suggest 10 to 30).
 constexpr int kCiBatches = 20;
 constexpr double kMaxLag1 = 0.2;
+constexpr int kMinCiBatches = 5;
 
 LatencyStats stats_of(const LatencyHistogram& h) {
   return LatencyStats{.mean = h.mean(),
@@ -284,8 +285,24 @@ void ReportBuilder::fill_steps(Report& r, const WindowTotals& m) const {
 void ReportBuilder::fill_intervals(Report& r, const WindowChoice& c) const {
   if (c.with_drain) return;
   // Batches long enough to be nearly independent: 20, or 10 when a lag-1 autocorrelation of 20 is above
-  // kMaxLag1 (Law & Kelton 5th ed. 9.5.3); the lag-1 values stay in the report.
-  for (const int batches : {kCiBatches, kCiBatches / 2}) {
+  // kMaxLag1 (Law & Kelton 5th ed. 9.5.3); the lag-1 values stay in the report. A batch is also at least
+  // as long as the requests' time in system at the SLA percentile (a request's latency depends on the
+  // queue it met, which lasts about that long): fewer batches where the window is short, none below
+  // kMinCiBatches (the window is too short for an interval; Report::ci_too_short).
+  const double window = c.to_s - c.from_s;
+  const int fit = c.time_in_system_s > 0 ? static_cast<int>(window / c.time_in_system_s) : kCiBatches;
+  if (fit < kMinCiBatches) {
+    r.ci_too_short = true;
+    // The counts alone (a binomial bound can still tell a share far over its limit).
+    for (const WindowTotals& t : batch_segments(metrics_.series(), c.first_segment, 1)) {
+      r.sla_requests += t.finished;
+      r.sla_ttft_over += t.ttft_over;
+      r.sla_tpot_requests += t.tpot_counted;
+      r.sla_tpot_over += t.tpot_over;
+    }
+    return;
+  }
+  for (const int batches : {std::min(kCiBatches, fit), std::min(kCiBatches / 2, fit)}) {
     fill_intervals(r, c, batches);
     const double lag1 =
         std::max({r.ci_output_tokens_per_s.lag1, r.ci_ttft_over_share.lag1, r.ci_tpot_over_share.lag1});
