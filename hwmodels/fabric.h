@@ -77,7 +77,8 @@ struct AllToAllScratch {
   std::vector<LinkKind> link_kind;
   double doublings = 0;  // of the group beyond 8 ranks
   int group_ranks = 0, group_per_node = 0, group_first_node = -1;
-  std::vector<double> sums;  // partial sums of the separable costing
+  std::vector<double> sums;   // partial sums of the separable costing
+  std::vector<double> drain;  // load / link_bw of each link, for cost_loads
   double nvl_units = 0;
   double nic_units = 0;
 };
@@ -129,7 +130,7 @@ class Fabric {
   void scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
   [[nodiscard]] Duration path_latency(const AllToAllTraffic& t, const AllToAllScratch& sc,
                                       AllToAllMode mode) const;
-  [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllScratch& sc,
+  [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, AllToAllScratch& sc,
                                         const AllToAllKernel& k, AllToAllMode mode,
                                         std::span<Duration> rank_dispatch,
                                         std::span<Duration> rank_combine) const;
