@@ -72,13 +72,14 @@ struct AllToAllScratch {
   // `link_bw` and `link_kind` what the topology says of them.
   std::vector<std::array<int, 8>> rank_links;
   std::vector<double> load;
+  // load / link_bw of each link, for cost_loads.
+  std::vector<double> drain;
   std::vector<double> link_bw;
   std::vector<Duration> link_latency;
   std::vector<LinkKind> link_kind;
   double doublings = 0;  // of the group beyond 8 ranks
   int group_ranks = 0, group_per_node = 0, group_first_node = -1;
-  std::vector<double> sums;   // partial sums of the separable costing
-  std::vector<double> drain;  // load / link_bw of each link, for cost_loads
+  std::vector<double> sums;  // partial sums of the separable costing
   double nvl_units = 0;
   double nic_units = 0;
 };
