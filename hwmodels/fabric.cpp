@@ -467,12 +467,23 @@ AllToAllCost Fabric::all_to_all(const AllToAllTraffic& t, AllToAllMode mode,
     MOESIM_CHECK(t.tokens_to_rank.size() == r * r, "tokens_to_rank size does not match ranks");
   }
   if (mode == AllToAllMode::kAuto) {
-    const AllToAllCost ht = all_to_all(t, AllToAllMode::kHighThroughput, {}, {}, sc);
-    const AllToAllCost ll = all_to_all(t, AllToAllMode::kLowLatency, {}, {}, sc);
+    // Each candidate writes its own per-rank times (the low-latency one into the scratch), so that the
+    // winner's are kept without costing it a third time.
+    const bool per_rank = !rank_dispatch.empty() || !rank_combine.empty();
+    if (per_rank) {
+      sc.ll_dispatch.resize(rank_dispatch.size());
+      sc.ll_combine.resize(rank_combine.size());
+    }
+    const AllToAllCost ht = all_to_all(t, AllToAllMode::kHighThroughput, rank_dispatch, rank_combine, sc);
+    const AllToAllCost ll = per_rank
+                                ? all_to_all(t, AllToAllMode::kLowLatency, sc.ll_dispatch, sc.ll_combine, sc)
+                                : all_to_all(t, AllToAllMode::kLowLatency, {}, {}, sc);
     const bool use_ll = ll.dispatch + ll.combine < ht.dispatch + ht.combine;
-    if (rank_dispatch.empty() && rank_combine.empty()) return use_ll ? ll : ht;
-    return all_to_all(t, use_ll ? AllToAllMode::kLowLatency : AllToAllMode::kHighThroughput, rank_dispatch,
-                      rank_combine, sc);
+    if (use_ll && per_rank) {
+      std::copy(sc.ll_dispatch.begin(), sc.ll_dispatch.end(), rank_dispatch.begin());
+      std::copy(sc.ll_combine.begin(), sc.ll_combine.end(), rank_combine.begin());
+    }
+    return use_ll ? ll : ht;
   }
   switch (mode) {
     case AllToAllMode::kHighThroughput:

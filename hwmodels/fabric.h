@@ -82,6 +82,7 @@ struct AllToAllScratch {
   std::vector<double> sums;  // partial sums of the separable costing
   double nvl_units = 0;
   double nic_units = 0;
+  std::vector<Duration> ll_dispatch, ll_combine;  // kAuto: the low-latency candidate's per-rank times
 };
 
 class Fabric {

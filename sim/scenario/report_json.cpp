@@ -69,6 +69,34 @@ Json experts_json(const ExpertLoopReport& x) {
                 {"coactivation_rho", x.coactivation_rho}}}};
 }
 
+// Per pool with All-to-All: milliseconds per step by MoE layer and by GPU of an instance.
+Json all_to_all_json(const std::vector<AllToAllReport>& pools) {
+  Json out = Json::array();
+  for (const AllToAllReport& a : pools) {
+    Json layers = Json::array();
+    for (std::size_t i = 0; i < a.layer_dispatch_ms.size(); ++i) {
+      layers.push_back({{"layer", a.first_moe_layer + static_cast<int>(i)},
+                        {"dispatch_ms", a.layer_dispatch_ms[i]},
+                        {"combine_ms", a.layer_combine_ms[i]}});
+    }
+    Json gpus = Json::array();
+    for (std::size_t g = 0; g < a.gpu_dispatch_ms.size(); ++g) {
+      gpus.push_back({{"gpu", g},
+                      {"dispatch_ms", a.gpu_dispatch_ms[g]},
+                      {"combine_ms", a.gpu_combine_ms[g]},
+                      {"slowest_share", a.gpu_slowest_share[g]}});
+    }
+    out.push_back(
+        {{"pool", a.pool},
+         {"role", a.role},
+         {"steps", a.steps},
+         {"note", "ms per step before two-batch overlap hides any; a GPU by its index in its instance"},
+         {"per_layer", layers},
+         {"per_gpu", gpus}});
+  }
+  return out;
+}
+
 Json interval(const BatchMeans& b) {
   return Json{{"mean", b.mean}, {"half_width", b.half_width}, {"batches", b.batches}, {"lag1", b.lag1}};
 }
@@ -237,6 +265,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
         {"expert_max_over_mean", r.expert_load_imbalance},
         {"rank_share_of_mean", ratios(r.rank_load_share)},
         {"layer_max_over_mean", ratios(r.layer_max_over_mean)}}},
+      {"all_to_all", all_to_all_json(r.all_to_all)},
       {"gpu", {{"mean", gpu_stats(r.gpu_mean)}, {"per_gpu", gpus}}},
       {"memory_per_gpu",
        {{"hbm_bytes", r.memory.hbm},

@@ -43,11 +43,12 @@ double LoadPredictor::predict() const {
 
 namespace {
 
-// The observed percentile over its limit, per the pool's SLA metric: TTFT for the pools that prefill,
-// TPOT for those that decode (both for a colocated pool). 1 when within or unobserved.
+// The observed percentile over its limit, per the pool's SLA metrics: TTFT (a pool's own part of it under
+// disaggregation, PoolObservation::ttft_p_s) for every pool, TPOT for those that decode. 1 when within or
+// unobserved.
 double sla_ratio(const PoolObservation& p, const AutoscaleView& v) {
   double r = 1;
-  if (p.role != PoolRole::kDecode && v.sla_ttft_s > 0) r = std::max(r, p.ttft_p_s / v.sla_ttft_s);
+  if (v.sla_ttft_s > 0) r = std::max(r, p.ttft_p_s / v.sla_ttft_s);
   if (p.role != PoolRole::kPrefill && v.sla_tpot_s > 0) r = std::max(r, p.tpot_p_s / v.sla_tpot_s);
   return r;
 }
@@ -68,8 +69,11 @@ int instances_needed(const PoolObservation& p, double predicted_rate, const Auto
   const double rate = predicted_rate * correction + static_cast<double>(p.queued) / v.interval_s;
   // A hair below an integer is that integer: rates are sums of counts over an interval.
   auto need = static_cast<int>(std::ceil(rate / capacity - 1e-9));
-  const bool pressure = correction > 1 || p.kv_used_share > kKvPressureShare;
-  if (pressure) need = std::max(need, p.active + p.loading);
+  const bool full = p.kv_used_share > kKvPressureShare;
+  if (correction > 1 || full) need = std::max(need, p.active + p.loading);
+  // A full KV cache with requests waiting: the pool is bound by memory, not by the request rate its
+  // capacity assumed (longer contexts hold more blocks per request), so it grows by one.
+  if (full && p.queued > 0) need = std::max(need, p.active + p.loading + 1);
   return std::clamp(need, p.min_instances, p.max_instances);
 }
 

@@ -45,7 +45,9 @@ struct PoolObservation {
   double tokens_per_request = 0;
   double arrival_rate_per_s = 0;  // observed over the interval (a decode pool: prefilled requests)
   std::int64_t queued = 0;        // waiting for a batch in its active instances at the end
-  double ttft_p_s = 0;            // the SLA percentile of TTFT over the interval (0: none finished)
+  // The SLA percentile of TTFT over the interval (0: none finished); under disaggregation the pool's own
+  // part: arrival to the end of prefill for a prefill pool, from there to the first token for a decode pool.
+  double ttft_p_s = 0;
   double tpot_p_s = 0;
   double kv_used_share = 0;  // the fullest active attention group's KV pool
 };
@@ -74,7 +76,10 @@ inline constexpr double kKvPressureShare = 0.9;
 // of the observed percentile to its SLA limit when it is over (never below 1):
 //   need = ceil((predicted x correction + queued / interval) / capacity)
 // The queue term serves the backlog within one interval. A pool over its SLA or its KV pressure share does
-// not shrink below the instances it runs and loads.
+// not shrink below the instances it runs and loads, and one over its KV pressure share with requests
+// waiting grows by one: a memory-bound pool (long contexts hold more blocks per request than its capacity
+// assumed). Dynamo's load-based planner scales decode workers on KV-cache utilisation the same way, one
+// worker per adjustment interval (docs.nvidia.com/dynamo, "Planner", load-based scaling).
 [[nodiscard]] int instances_needed(const PoolObservation& p, double predicted_rate, const AutoscaleView& v);
 
 // Every pool's target: instances_needed, then the GPU budget shared out one instance at a time, pool

@@ -1,6 +1,6 @@
 // Failures in the loop (scenario key `faults`): what fails and when, what happens to the requests on a
 // failed instance, how an EP group that lost an expert recovers, and what the report says about it. The
-// mechanisms are in faults.h; the cluster acts on them (serving_simulation.cpp).
+// mechanisms are in faults.h; the cluster acts on them (cluster_operations.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Failures in the loop (fault_spec.h): whether redundant expert copies cover a lost GPU (a policy over the
 // placement), when the next failure comes (the scenario's times, or exponential draws from an MTBF per
 // component), and the run's fault state and tally behind report.json's `faults`. The cluster acts on them
-// (serving_simulation.cpp: evicts, halts, reloads, resumes).
+// (cluster_operations.cpp: evicts, halts, reloads, resumes).
 #pragma once
 
 #include <cstdint>

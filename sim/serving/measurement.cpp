@@ -35,6 +35,11 @@ void add_all(std::vector<double>& a, const std::vector<double>& b) {
 
 }  // namespace
 
+void add_grown(std::vector<double>& a, std::span<const double> b) {
+  if (a.size() < b.size()) a.resize(b.size(), 0.0);
+  for (std::size_t i = 0; i < b.size(); ++i) a[i] += b[i];
+}
+
 void WindowTotals::merge(const WindowTotals& o) {
   in_system_s += o.in_system_s;
   covered_s += o.covered_s;
@@ -78,6 +83,9 @@ void WindowTotals::merge(const WindowTotals& o) {
     pools[p].tokens += o.pools[p].tokens;
     pools[p].ttft.merge(o.pools[p].ttft);
     pools[p].tpot.merge(o.pools[p].tpot);
+    add_grown(pools[p].layer_a2a_s, o.pools[p].layer_a2a_s);
+    add_grown(pools[p].gpu_a2a_s, o.pools[p].gpu_a2a_s);
+    add_grown(pools[p].gpu_slowest, o.pools[p].gpu_slowest);
   }
   add_all(gpu_busy_s, o.gpu_busy_s);
   add_all(gpu_flops, o.gpu_flops);

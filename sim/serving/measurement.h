@@ -59,6 +59,9 @@ struct WindowTotals {
     double tokens = 0;
     LatencyHistogram ttft;  // of the finished requests it prefilled
     LatencyHistogram tpot;  // of those it decoded
+    // All-to-All of its steps (StepPlanner::layer_all_to_all_s, gpu_all_to_all_s, gpu_slowest summed over
+    // them; a GPU by its index in its instance): empty until a step with more than one rank.
+    std::vector<double> layer_a2a_s, gpu_a2a_s, gpu_slowest;
   };
   std::vector<Pool> pools;
   // Per GPU of the cluster: busy seconds, FLOPs and HBM bytes of its steps, each step's spread uniformly
@@ -68,6 +71,9 @@ struct WindowTotals {
 
   void merge(const WindowTotals& o);
 };
+
+// a += b element by element, `a` grown to b's size first (a stretch without steps of a pool is empty).
+void add_grown(std::vector<double>& a, std::span<const double> b);
 
 // The measurement series of a run: equal segments of simulated time from `origin` (the warm-up override,
 // else 0) up to the end of arrivals, at most kMaxSegments of them (when time outgrows them, neighbours

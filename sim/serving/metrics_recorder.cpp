@@ -111,6 +111,14 @@ void MetricsRecorder::add_expert_load(WindowTotals& w, const StepPlanner& planne
   for (const double x : planner.layer_imbalance()) w.layer_max_over_mean.add(x);
 }
 
+void MetricsRecorder::add_all_to_all(WindowTotals& w, int pool, const StepPlanner& planner) {
+  if (planner.layer_all_to_all_s().empty()) return;
+  WindowTotals::Pool& p = w.pools[static_cast<std::size_t>(pool)];
+  add_grown(p.layer_a2a_s, planner.layer_all_to_all_s());
+  add_grown(p.gpu_a2a_s, planner.gpu_all_to_all_s());
+  add_grown(p.gpu_slowest, planner.gpu_slowest());
+}
+
 void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner, Time start) {
   const double total_s = rec.plan->total.seconds();
   ++steps;
@@ -118,6 +126,7 @@ void MetricsRecorder::on_step(const StepRecord& rec, const StepPlanner& planner,
   WindowTotals& w = series_.at(start.seconds());
   add_step(w, rec);
   add_expert_load(w, planner);
+  add_all_to_all(w, rec.pool, planner);
   std::int64_t& was = replica_waiting_[static_cast<std::size_t>(rec.replica)];
   waiting_ += rec.waiting - was;
   was = rec.waiting;

@@ -83,6 +83,7 @@ class MetricsRecorder {
  private:
   void add_step(WindowTotals& w, const StepRecord& rec) const;
   void add_expert_load(WindowTotals& w, const StepPlanner& planner) const;
+  static void add_all_to_all(WindowTotals& w, int pool, const StepPlanner& planner);
   void add_finished(WindowTotals& w, const Request& r, double ttft_s, double tpot_s, double queueing_s,
                     double e2e_s) const;
   std::vector<int> replica_slot_;  // per replica: its first GPU slot

@@ -81,11 +81,19 @@ OperationsLog::OperationsLog(const ScenarioSpec& s, std::vector<PoolRole> roles)
       pool_requests_(roles_.size(), 0.0),
       tokens_per_request_(roles_.size(), 0.0) {}
 
-// TTFT and TPOT as the recorder defines them (MetricsRecorder::on_finished).
+// TTFT and TPOT as the recorder defines them (MetricsRecorder::on_finished). Under disaggregation each
+// pool is charged its own part of the TTFT: the prefill pool from arrival to the end of the prefill (its
+// queue and the prefill), the decode pool from there to the first token out of it (the KV transfer, its
+// admission queue and its first step), so that a decode pool whose queue holds the first token grows.
 void OperationsLog::on_finished(const Request& r, int prefill_pool, int decode_pool) {
   const double ttft = (r.first_token - r.arrival).seconds();
   ttft_.add(ttft);
-  pool_ttft_[static_cast<std::size_t>(prefill_pool)].add(ttft);
+  if (prefill_pool != decode_pool) {
+    pool_ttft_[static_cast<std::size_t>(prefill_pool)].add((r.prefill_done - r.arrival).seconds());
+    pool_ttft_[static_cast<std::size_t>(decode_pool)].add((r.first_token - r.prefill_done).seconds());
+  } else {
+    pool_ttft_[static_cast<std::size_t>(prefill_pool)].add(ttft);
+  }
   bool over = ttft > ttft_limit_s_;
   if (r.output > 1) {
     const double tpot = (r.last_token - r.first_token).seconds() / static_cast<double>(r.output - 1);

@@ -1,5 +1,5 @@
 // Operations in the loop (deployment.autoscale): what an instance's life costs and how it is recorded.
-// The planner decides (autoscaler.h); the cluster acts (serving_simulation.cpp starts, drains and frees
+// The planner decides (autoscaler.h); the cluster acts (cluster_operations.cpp starts, drains and frees
 // instances); here are the cost model of a scale-up, the router that sees only the instances taking
 // requests, and the per-interval log behind report.json's `operations` time series.
 #pragma once
@@ -65,7 +65,9 @@ class OperationsLog {
   // `roles`: each pool's, which says the tokens a request counts for it (prefill: prompt, decode: output,
   // both: prompt + output).
   OperationsLog(const ScenarioSpec& s, std::vector<PoolRole> roles);
-  // `r` finished: its TTFT counts for `prefill_pool` (where it was prefilled), its TPOT for `decode_pool`.
+  // `r` finished: its TPOT counts for `decode_pool`; its TTFT for `prefill_pool` (where it was prefilled)
+  // or, under disaggregation, each pool's own part of it (arrival to the end of prefill, then to the first
+  // token).
   void on_finished(const Request& r, int prefill_pool, int decode_pool);
   // From `now` on, `gpus` GPUs are held.
   void gpus_held(Time now, int gpus);

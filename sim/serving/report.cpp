@@ -130,6 +130,33 @@ LimitingResource limiting_resource(const Report& r) {
   return {"first_token", met + "time to first token (" + p + " TTFT at " + pct(ttft) + " of its limit)"};
 }
 
+// One line per pool with All-to-All: its time per step before overlap, the layer that takes longest
+// against the mean layer, and the GPU that is most often the slowest of a collective against an even share.
+std::string format_all_to_all(const AllToAllReport& a, bool name_pool) {
+  double total = 0;
+  double dispatch = 0;
+  std::size_t top_layer = 0;
+  for (std::size_t i = 0; i < a.layer_dispatch_ms.size(); ++i) {
+    const double t = a.layer_dispatch_ms[i] + a.layer_combine_ms[i];
+    if (t > a.layer_dispatch_ms[top_layer] + a.layer_combine_ms[top_layer]) top_layer = i;
+    total += t;
+    dispatch += a.layer_dispatch_ms[i];
+  }
+  if (a.layer_dispatch_ms.empty() || total <= 0) return "";
+  std::size_t hot = 0;
+  for (std::size_t g = 1; g < a.gpu_slowest_share.size(); ++g)
+    if (a.gpu_slowest_share[g] > a.gpu_slowest_share[hot]) hot = g;
+  const double layers = static_cast<double>(a.layer_dispatch_ms.size());
+  std::ostringstream o;
+  o << "All-to-All   " << (name_pool ? std::string(a.role) + " pool: " : std::string()) << fmt("%.2f", total)
+    << " ms per step before overlap (dispatch " << fmt("%.2f", dispatch) << ", combine "
+    << fmt("%.2f", total - dispatch) << "); layer " << a.first_moe_layer + static_cast<int>(top_layer) << " "
+    << fmt("%.3f", a.layer_dispatch_ms[top_layer] + a.layer_combine_ms[top_layer]) << " ms against a mean of "
+    << fmt("%.3f", total / layers) << "; GPU " << hot << " slowest in " << pct(a.gpu_slowest_share[hot])
+    << " of collectives (even: " << pct(1.0 / static_cast<double>(a.gpu_slowest_share.size())) << ")\n";
+  return o.str();
+}
+
 std::string format_experts(const Report& r) {
   const ExpertLoopReport& x = r.experts;
   std::ostringstream o;
@@ -279,6 +306,7 @@ std::string format_summary(const Report& r) {
       << ", P99 " << fmt("%.2f", g.p99) << ", max " << fmt("%.2f", g.max) << "; layer max/mean P50 "
       << fmt("%.2f", l.p50) << ", P99 " << fmt("%.2f", l.p99) << "\n";
   }
+  for (const AllToAllReport& a : r.all_to_all) o << format_all_to_all(a, r.all_to_all.size() > 1);
   if (r.experts.enabled) o << format_experts(r);
   if (r.speculative.enabled) {
     const SpeculativeReport& x = r.speculative;

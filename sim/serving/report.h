@@ -115,6 +115,20 @@ struct SpeculativeReport {
   double measured_acceptance_rate = 0;  // (mean - 1) / k
 };
 
+// The All-to-All of one pool's instances over the measurement window, as the collectives ran before
+// two-batch overlap hides any of them (the exposed rest is in part_share): milliseconds per step, per MoE
+// layer (dispatch, combine; with expert TP the combine holds the partial outputs' all-reduce) and per GPU of
+// an instance by its index (its own dispatch and combine, summed over the layers; a collective ends with its
+// slowest GPU), and each GPU's share of the layer collectives it was the slowest of.
+struct AllToAllReport {
+  std::string role;  // the pool's (prefill, decode, both)
+  int pool = 0;
+  std::int64_t steps = 0;
+  int first_moe_layer = 0;  // the model layer of MoE layer 0 (dense layers come first)
+  std::vector<double> layer_dispatch_ms, layer_combine_ms;
+  std::vector<double> gpu_dispatch_ms, gpu_combine_ms, gpu_slowest_share;
+};
+
 // One pool of a deployment with pools (deployment.pools), over the measurement window.
 struct PoolReport {
   std::string role;  // prefill, decode, both
@@ -340,7 +354,8 @@ struct Report {
   ExpertLoopReport experts;
   PrefixCacheReport prefix_cache;
   SpeculativeReport speculative;
-  std::vector<PoolReport> pools;  // empty without deployment.pools
+  std::vector<PoolReport> pools;           // empty without deployment.pools
+  std::vector<AllToAllReport> all_to_all;  // a pool of one expert-parallel rank has none
   DisaggregationReport disaggregation;
   MigrationReport migration;
   OperationsReport operations;

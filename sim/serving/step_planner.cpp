@@ -74,6 +74,13 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   rank_bytes_.resize(ranks);
   rank_pairs_.resize(ranks);
   layer_imbalance_.resize(static_cast<std::size_t>(s.model.moe_layers()));
+  if (gpus_ > 1) {
+    layer_a2a_s_.resize(2 * static_cast<std::size_t>(s.model.moe_layers()));
+    gpu_a2a_s_.resize(2 * g);
+    gpu_slowest_.resize(g);
+    gpu_dispatch_.resize(g);
+    gpu_combine_.resize(g);
+  }
   gpu_tokens_.resize(g);
   busy_s_.resize(g);
   flops_.resize(g);
@@ -279,9 +286,15 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
       traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[r] / etp_;
       traffic_.pair_share[static_cast<std::size_t>(d)] = k * cost_->pairs(static_cast<int>(r)) / pairs / etp_;
     }
-    const AllToAllCost c = fabric_.all_to_all(traffic_, mode, {}, {}, a2a_scratch_);
+    // Each GPU's own times on one MoE layer a step, in turn (sample_layer_), scaled to the step's layers:
+    // asking every collective for them cost 6% of a run's instructions.
+    const bool sample = layer == sample_layer_ && !gpu_a2a_s_.empty();
+    const AllToAllCost c = sample
+                               ? fabric_.all_to_all(traffic_, mode, gpu_dispatch_, gpu_combine_, a2a_scratch_)
+                               : fabric_.all_to_all(traffic_, mode, {}, {}, a2a_scratch_);
     out.dispatch = c.dispatch;
     out.combine = c.combine;
+    if (sample) sample_gpus();
     out.held_share = comm_held_share(c.mode);
     plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
     plan_.dispatch_nic_bytes += c.nic_bytes;
@@ -289,7 +302,33 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
   }
   out.combine += expert_tp_reduce(rank_tokens_max);
+  if (!layer_a2a_s_.empty()) {
+    layer_a2a_s_[2 * static_cast<std::size_t>(layer)] += out.dispatch.seconds();
+    layer_a2a_s_[2 * static_cast<std::size_t>(layer) + 1] += out.combine.seconds();
+  }
   return out;
+}
+
+// The sampled layer's per-GPU times into gpu_a2a_s_ (x the MoE layers: an estimate of the step's) and the
+// slowest GPUs, those whose own dispatch + combine is the collective's (floors make ties; tied GPUs share
+// the collective evenly), into gpu_slowest_.
+void StepPlanner::sample_gpus() {
+  const double layers = s_.model.moe_layers();
+  Duration slowest = Duration::zero();
+  int tied = 0;
+  for (std::size_t d = 0; d < gpu_dispatch_.size(); ++d) {
+    gpu_a2a_s_[2 * d] += gpu_dispatch_[d].seconds() * layers;
+    gpu_a2a_s_[2 * d + 1] += gpu_combine_[d].seconds() * layers;
+    const Duration own = gpu_dispatch_[d] + gpu_combine_[d];
+    if (own > slowest) {
+      slowest = own;
+      tied = 0;
+    }
+    tied += own == slowest ? 1 : 0;
+  }
+  for (std::size_t d = 0; d < gpu_dispatch_.size() && tied > 0; ++d) {
+    if (gpu_dispatch_[d] + gpu_combine_[d] == slowest) gpu_slowest_[d] += 1.0 / tied;
+  }
 }
 
 // The share of the GPU's SM time the All-to-All kernels take from compute while they run, as the
@@ -504,6 +543,9 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   std::fill(rank_bytes_.begin(), rank_bytes_.end(), 0.0);
   std::fill(rank_pairs_.begin(), rank_pairs_.end(), 0.0);
   std::fill(layer_imbalance_.begin(), layer_imbalance_.end(), 0.0);
+  std::fill(layer_a2a_s_.begin(), layer_a2a_s_.end(), 0.0);
+  std::fill(gpu_a2a_s_.begin(), gpu_a2a_s_.end(), 0.0);
+  std::fill(gpu_slowest_.begin(), gpu_slowest_.end(), 0.0);
   cost_groups(groups);
 
   std::int64_t& total_tokens = p.total_tokens;
@@ -659,6 +701,8 @@ const StepPlan& StepPlanner::finish_plan() {
   double expert_imb_sum = 0;
   // Binned routing: the layer that draws every expert this step (the others draw per-rank sums).
   const int full_layer = p.full_layer;
+  if (m.moe_layers() > 0)
+    sample_layer_ = static_cast<int>(plans_++ % static_cast<std::uint64_t>(m.moe_layers()));
   double full_layer_imbalance = 1.0;
   for (int layer = 0; layer < m.moe_layers(); ++layer) {
     const Time request = cursor + p.pre_moe_max + p.small_max;  // routing is known after the gate

@@ -122,6 +122,15 @@ class StepPlanner {
   // per MoE layer the largest rank's pairs over the mean (all zero for an empty step).
   [[nodiscard]] std::span<const double> rank_pairs() const { return rank_pairs_; }
   [[nodiscard]] std::span<const double> layer_imbalance() const { return layer_imbalance_; }
+  // The last plan's All-to-All as each part of the replica ran it, before two-batch overlap hides any:
+  // per MoE layer its dispatch and combine seconds (pairs: [2 x layer] dispatch, [2 x layer + 1] combine;
+  // both micro-batches' under overlap); per GPU its own dispatch and combine seconds on one MoE layer,
+  // taken in turn step by step, times the MoE layers (the same pairs; an estimate of its step's sum: a
+  // collective ends with its slowest GPU, so a GPU's own time shows how far it is from that); and per GPU
+  // its share of that layer's collectives as the slowest. Empty for one rank.
+  [[nodiscard]] std::span<const double> layer_all_to_all_s() const { return layer_a2a_s_; }
+  [[nodiscard]] std::span<const double> gpu_all_to_all_s() const { return gpu_a2a_s_; }
+  [[nodiscard]] std::span<const double> gpu_slowest() const { return gpu_slowest_; }
   [[nodiscard]] int gpus() const { return gpus_; }
   // Other traffic on each GPU's NIC path during the next step (AllToAllTraffic::nic_out_shared); empty
   // spans: none. Call before begin_plan.
@@ -223,6 +232,13 @@ class StepPlanner {
   std::vector<double> rank_bytes_;       // per expert-parallel rank: expert weight bytes read this step
   std::vector<double> rank_pairs_;       // per expert-parallel rank: routed pairs this step (all layers)
   std::vector<double> layer_imbalance_;  // per MoE layer: max over mean routed pairs per rank this step
+  std::vector<double> layer_a2a_s_;      // layer_all_to_all_s()
+  std::vector<double> gpu_a2a_s_;        // gpu_all_to_all_s()
+  std::vector<double> gpu_slowest_;      // gpu_slowest()
+  std::vector<Duration> gpu_dispatch_, gpu_combine_;  // one collective's per-GPU times (Fabric::all_to_all)
+  std::uint64_t plans_ = 0;                           // plans finished: the sampled layer turns with them
+  int sample_layer_ = 0;  // the MoE layer whose collectives give each GPU's own times this step
+  void sample_gpus();
   std::vector<double> gpu_tokens_;
   std::vector<Duration> pre_moe_;      // per group: attention + shared + gate (+ all-reduce), one layer
   std::vector<Duration> small_moe_;    // per group: small kernels of one MoE layer

@@ -144,3 +144,31 @@ TEST_CASE("a capacity in tokens per second is sized into requests by the observe
   p.capacity_req_per_s = 10;
   CHECK(instance_capacity_req_per_s(p) == 10);
 }
+
+TEST_CASE("a decode pool over the TTFT limit by its own part of it scales by the overrun") {
+  PoolObservation p = calm_pool(20);
+  p.role = PoolRole::kDecode;
+  p.active = 2;
+  const AutoscaleView v = view_of(std::span(&p, 1));
+  CHECK(instances_needed(p, 20, v) == 2);
+  // Its admission queue holds the first token 4 s against the 2 s limit: 20 x 2 = 40 req/s -> 4.
+  p.ttft_p_s = 4;
+  CHECK(instances_needed(p, 20, v) == 4);
+}
+
+TEST_CASE("a full KV cache with requests waiting grows the pool by one, without them it holds") {
+  PoolObservation p = calm_pool(5);  // half an instance's worth of requests
+  p.role = PoolRole::kDecode;
+  p.active = 2;
+  p.loading = 1;
+  const AutoscaleView v = view_of(std::span(&p, 1));
+  p.kv_used_share = 0.95;
+  CHECK(instances_needed(p, 5, v) == 3);  // holds the 2 it runs and the 1 it loads
+  p.queued = 6;                           // 6 / 60 s adds 0.1 req/s: the rate alone still wants 1
+  CHECK(instances_needed(p, 5, v) == 4);
+  p.kv_used_share = 0.5;  // waiting without memory pressure: the rate decides (5.1 / 10 -> 1)
+  CHECK(instances_needed(p, 5, v) == 1);
+  p.kv_used_share = 0.95;
+  p.max_instances = 3;  // the bound holds
+  CHECK(instances_needed(p, 5, v) == 3);
+}

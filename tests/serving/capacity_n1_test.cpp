@@ -7,18 +7,16 @@
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/capacity_plan.h"
+#include "tests/support/toy_moe.h"
 
 using namespace moesim;
 
 namespace {
 
-// The toy MoE of faults_test (32 experts, top-2) on `nodes` nodes of eight H100 in instances of EP `ep`.
+// The toy MoE (toy_moe.h: 32 experts, top-2) on `nodes` nodes of eight H100 in instances of EP `ep`.
 ScenarioSpec toy(int nodes, int ep, bool redundant) {
   Json j = Json::parse(R"({
     "name": "toy-n1",
-    "model": {"num_layers": 2, "num_dense_layers": 0, "hidden": 1024, "vocab": 1000, "attention": "gqa",
-              "num_heads": 8, "num_kv_heads": 8, "head_dim": 128, "routed_experts": 32, "shared_experts": 0,
-              "top_k": 2, "expert_inter": 512},
     "precision": {"weights": "bf16", "kv_cache": "bf16"},
     "cluster": {"gpu": "h100-sxm", "gpus_per_node": 8},
     "deployment": {"max_batch_size": 16},
@@ -28,6 +26,7 @@ ScenarioSpec toy(int nodes, int ep, bool redundant) {
     "sla": {"ttft_ms": 2000, "tpot_ms": 100},
     "run": {"seed": 11, "requests": 10}
   })");
+  j["model"] = moesim_test::toy_moe(32, 2);
   j["cluster"]["nodes"] = nodes;
   j["deployment"]["ep_size"] = ep;
   j["deployment"]["attention"] = Json{{"dp", ep}, {"tp", 1}};

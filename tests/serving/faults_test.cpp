@@ -15,8 +15,11 @@
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/memory_plan.h"
 #include "sim/serving/serving_simulation.h"
+#include "tests/support/toy_moe.h"
 
 using namespace moesim;
+using moesim_test::toy_run;
+using moesim_test::ToyRun;
 
 TEST_CASE("a lost GPU is covered when each of its experts has a copy on another GPU") {
   // Four experts on four GPUs, two slots each: GPU g holds experts g and g + 1 (mod 4), a ring.
@@ -115,29 +118,17 @@ TEST_CASE("the failure schedule merges given failures with exponential draws at 
 
 namespace {
 
-// A toy MoE (two layers of 32 experts, top-2) at EP32 over four nodes of eight H100, data-parallel attention
-// over the 32 GPUs, with `redundant` EPLB slots per GPU; GPU 5 fails at 3 s; Poisson arrivals for 12 s.
-// The reload comes from NVMe with 4 s + 1 s of fixed costs after a 2 s detection.
+// The toy MoE (toy_moe.h: two layers of 32 experts, top-2) at EP32 over four nodes of eight H100,
+// data-parallel attention over the 32 GPUs, with `redundant` EPLB slots per GPU; GPU 5 fails at 3 s;
+// Poisson arrivals for 12 s. The reload comes from NVMe with 4 s + 1 s of fixed costs after a 2 s detection.
 Json ep32(int redundant, const std::string& in_flight, const std::string& recovery = "reshard") {
-  // With redundant slots the copies are spread (spread_copies) so that they cover a lost GPU.
-  Json j = Json::parse(R"({
-    "name": "toy-ep32-faults",
-    "model": {"num_layers": 2, "num_dense_layers": 0, "hidden": 1024, "vocab": 1000, "attention": "gqa",
-              "num_heads": 8, "num_kv_heads": 8, "head_dim": 128, "routed_experts": 32, "shared_experts": 0,
-              "top_k": 2, "expert_inter": 512},
-    "precision": {"weights": "bf16", "kv_cache": "bf16"},
-    "cluster": {"gpu": "h100-sxm", "nodes": 4, "gpus_per_node": 8},
-    "deployment": {"ep_size": 32, "attention": {"dp": 32, "tp": 1}, "max_batch_size": 16},
-    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 200},
-                 "prompt_tokens": {"kind": "fixed", "tokens": 512},
-                 "output_tokens": {"kind": "fixed", "tokens": 64}},
-    "sla": {"ttft_ms": 2000, "tpot_ms": 100},
-    "run": {"seed": 11, "duration_s": 12},
-    "faults": {"events": [{"at_s": 3, "gpu": 5}], "detect_s": 2, "weights_from": "nvme",
-               "engine_start_s": 4, "cuda_graph_capture_s": 1}
-  })");
+  Json j = toy_run(ToyRun{.name = "toy-ep32-faults", .nodes = 4, .ep = 32, .rate_per_s = 200});
+  j["sla"] = Json{{"ttft_ms", 2000}, {"tpot_ms", 100}};
+  j["faults"] = Json::parse(R"({"events": [{"at_s": 3, "gpu": 5}], "detect_s": 2, "weights_from": "nvme",
+                                "engine_start_s": 4, "cuda_graph_capture_s": 1})");
   j["faults"]["in_flight"] = in_flight;
   j["faults"]["recovery"] = recovery;
+  // With redundant slots the copies are spread (spread_copies) so that they cover a lost GPU.
   if (redundant > 0) {
     j["experts"] = Json{{"placement", "eplb"}, {"redundant_slots_per_gpu", redundant}};
     j["faults"]["spread_copies"] = true;
@@ -266,19 +257,17 @@ TEST_CASE("failed in-flight requests are counted, not recomputed, and the balanc
 
 TEST_CASE("a degraded NIC slows the All-to-All across nodes and nothing inside one node") {
   const auto run = [](int nodes, bool degraded) {
-    Json j = Json::parse(R"({
-      "name": "toy-link",
-      "model": {"num_layers": 2, "num_dense_layers": 0, "hidden": 2048, "vocab": 1000, "attention": "gqa",
-                "num_heads": 8, "num_kv_heads": 8, "head_dim": 128, "routed_experts": 16, "shared_experts": 0,
-                "top_k": 4, "expert_inter": 512},
-      "precision": {"weights": "bf16", "kv_cache": "bf16"},
-      "cluster": {"gpu": "h100-sxm", "gpus_per_node": 4},
-      "deployment": {"ep_size": 8, "attention": {"dp": 8, "tp": 1}, "max_batch_size": 16},
-      "workload": {"arrival": {"kind": "poisson", "rate_per_s": 100},
-                   "prompt_tokens": {"kind": "fixed", "tokens": 256},
-                   "output_tokens": {"kind": "fixed", "tokens": 16}},
-      "run": {"seed": 3, "duration_s": 4}
-    })");
+    // Two layers of 16 experts, top-4, 2,048 wide, at EP8 over `nodes` nodes for 4 s.
+    Json j = toy_run(ToyRun{.name = "toy-link",
+                            .experts = 16,
+                            .top_k = 4,
+                            .hidden = 2048,
+                            .gpus_per_node = 4,
+                            .rate_per_s = 100,
+                            .prompt = 256,
+                            .output = 16,
+                            .seed = 3,
+                            .duration_s = 4});
     j["cluster"]["nodes"] = nodes;
     if (nodes == 1) j["cluster"]["gpus_per_node"] = 8;
     const double factor = degraded ? 0.25 : 1.0;

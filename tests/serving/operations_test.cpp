@@ -198,3 +198,21 @@ TEST_CASE("a run under the planner is deterministic and every predictor conserve
     CHECK(a.requests_finished == a.requests_arrived);
   }
 }
+
+TEST_CASE("under disaggregation each pool is charged its own part of the TTFT, a colocated pool the whole") {
+  const ScenarioSpec s = dsv3_ep8("nvme");  // SLA percentile 99 or its default: one request per pool here
+  OperationsLog log(s, {PoolRole::kPrefill, PoolRole::kDecode, PoolRole::kBoth});
+  Request r;
+  r.arrival = Time::at(Duration::from_seconds(10));
+  r.prefill_done = Time::at(Duration::from_seconds(11.5));  // 1.5 s in the prefill pool (queue and prefill)
+  r.first_token = Time::at(Duration::from_seconds(14.5));   // 3 s more: KV transfer, decode queue, first step
+  r.last_token = Time::at(Duration::from_seconds(15.5));
+  r.output = 11;
+  log.on_finished(r, 0, 1);
+  // A histogram reads one sample back within its bucket's resolution.
+  CHECK(log.pool_ttft_s(0) == Approx(1.5).epsilon(0.02));
+  CHECK(log.pool_ttft_s(1) == Approx(3.0).epsilon(0.02));
+  CHECK(log.pool_tpot_s(1) == Approx(0.1).epsilon(0.02));  // 1 s over 10 tokens
+  log.on_finished(r, 2, 2);
+  CHECK(log.pool_ttft_s(2) == Approx(4.5).epsilon(0.02));
+}

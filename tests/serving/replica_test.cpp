@@ -1,0 +1,170 @@
+// One replica built by hand (its engine, request table, batch policy, recorder and a host that records what
+// it is told): a request admitted and stepped takes one step per prompt chunk and one per further output
+// token, back to back, and finishes at the end of the last; several requests share the steps.
+#include "sim/serving/replica.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "hwmodels/roofline_cost_model.h"
+#include "sim/engine/simulator.h"
+#include "sim/scenario/scenario_parser.h"
+#include "sim/serving/batch_policy.h"
+#include "sim/serving/memory_plan.h"
+#include "sim/serving/metrics_recorder.h"
+#include "sim/serving/serving_models.h"
+#include "tests/support/toy_moe.h"
+
+using namespace moesim;
+
+namespace {
+
+// The toy MoE (toy_moe.h) with four experts, top-4 (routing draws nothing), on one H100, one attention group,
+// chunks of `budget` tokens.
+ScenarioSpec one_gpu(std::int64_t budget) {
+  Json j = Json::parse(R"({
+    "name": "tiny-replica",
+    "precision": {"weights": "bf16", "kv_cache": "bf16"},
+    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 1},
+    "deployment": {"ep_size": 1, "max_batch_size": 8},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 16},
+                 "output_tokens": {"kind": "fixed", "tokens": 4}},
+    "run": {"seed": 1, "requests": 1}
+  })");
+  j["model"] = moesim_test::toy_moe(4, 4);
+  j["deployment"]["max_batched_tokens"] = budget;
+  return parse_scenario(j, "").spec;
+}
+
+// Each step's start and length as the replica reports it.
+struct Steps final : SimulationObserver {
+  std::vector<double> start_s, length_s;
+  void on_step(const StepRecord& s) override {
+    start_s.push_back(s.start_s);
+    length_s.push_back(s.plan->total.seconds());
+  }
+  void on_request(const RequestRecord&) override {}
+};
+
+// What the replica tells the cluster: the requests that finished, their tokens and when.
+struct Host final : ReplicaHost {
+  std::vector<std::int64_t> generated;
+  std::vector<double> finished_s;
+  void on_request_finished(const Request& r, Time now) override {
+    generated.push_back(r.generated);
+    finished_s.push_back(now.seconds());
+  }
+  void on_step_done() override {}
+  void on_prefilled(RequestIdx, Time) override {}
+  void on_migrated_out(RequestIdx, Time) override {}
+};
+
+// A replica wired as the cluster wires one (Cluster::add_pool), with the parts it needs beside it.
+struct Bench {
+  explicit Bench(std::int64_t budget)
+      : s(one_gpu(budget)),
+        gpu(s.cluster.gpu),
+        streams(s.run.seed),
+        models(s, streams),
+        policy(make_batch_policy(s.deployment, nullptr)),
+        metrics(s, &steps) {
+    const MemoryPlan memory = plan_memory(s);
+    replica = std::make_unique<Replica>(0,
+                                        ReplicaContext{.s = s,
+                                                       .sim = sim,
+                                                       .requests = requests,
+                                                       .models = models,
+                                                       .policy = *policy,
+                                                       .metrics = metrics,
+                                                       .host = host,
+                                                       .streams = streams},
+                                        models.make_planner(s, gpu, streams.stream("routing", 0)),
+                                        memory.kv_blocks_per_group);
+  }
+  // A request of `prompt` and `output` tokens queued on group 0 now.
+  void admit(std::int64_t prompt, std::int64_t output) {
+    const RequestIdx idx = requests.add();
+    Request& r = requests[idx];
+    r.id = static_cast<std::int64_t>(idx);
+    r.arrival = sim.now();
+    r.prompt = prompt;
+    r.output = output;
+    r.target = prompt;
+    metrics.on_arrival(sim.now());
+    metrics.on_admitted(r);
+    replica->enqueue(0, idx);
+  }
+
+  ScenarioSpec s;
+  RooflineCostModel gpu;
+  Simulator sim;
+  RandomStreams streams;
+  ServingModels models;
+  RequestTable requests;
+  std::unique_ptr<BatchPolicy> policy;
+  Steps steps;
+  MetricsRecorder metrics;
+  Host host;
+  std::unique_ptr<Replica> replica;
+};
+
+double sum(const std::vector<double>& v) {
+  double s = 0;
+  for (const double x : v) s += x;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a request whose prompt fits one step finishes after one step per output token") {
+  const std::int64_t prompt = 200;
+  const std::int64_t output = 7;
+  Bench b(256);
+  b.admit(prompt, output);
+  b.sim.run();
+  // The prefill step samples the first token, each decode step one more.
+  REQUIRE(b.steps.length_s.size() == static_cast<std::size_t>(output));
+  REQUIRE(b.host.finished_s.size() == 1);
+  CHECK(b.host.generated[0] == output);
+  // Back to back from time 0: each step starts when the previous ends, and the request is out at the end
+  // of the last.
+  for (std::size_t i = 1; i < b.steps.start_s.size(); ++i)
+    CHECK(b.steps.start_s[i] == Approx(b.steps.start_s[i - 1] + b.steps.length_s[i - 1]).epsilon(1e-12));
+  CHECK(b.steps.start_s[0] == 0);
+  CHECK(b.host.finished_s[0] == Approx(sum(b.steps.length_s)).epsilon(1e-12));
+  CHECK(b.replica->in_system() == 0);
+  CHECK(b.metrics.finished == 1);
+  CHECK(b.metrics.output_tokens == output);
+}
+
+TEST_CASE("a prompt longer than the step budget is prefilled in chunks before its output steps") {
+  const std::int64_t budget = 128;
+  const std::int64_t prompt = 1000;
+  const std::int64_t output = 5;
+  Bench b(budget);
+  b.admit(prompt, output);
+  b.sim.run();
+  // ceil(1000 / 128) = 8 chunks, the last sampling the first token; then output - 1 decode steps.
+  const std::int64_t chunks = (prompt + budget - 1) / budget;
+  CHECK(b.steps.length_s.size() == static_cast<std::size_t>(chunks + output - 1));
+  REQUIRE(b.host.finished_s.size() == 1);
+  CHECK(b.host.generated[0] == output);
+  CHECK(b.host.finished_s[0] == Approx(sum(b.steps.length_s)).epsilon(1e-12));
+}
+
+TEST_CASE("requests admitted together share their steps: the longest answer sets the count") {
+  // Three prompts of 50 tokens fit one step of 256; then one step per token until the longest is done.
+  Bench b(256);
+  const std::vector<std::int64_t> outputs = {3, 9, 5};
+  for (const std::int64_t o : outputs) b.admit(50, o);
+  b.sim.run();
+  CHECK(b.steps.length_s.size() == 9);
+  REQUIRE(b.host.finished_s.size() == outputs.size());
+  // They finish in the order of their answers' lengths, the last at the end of the last step.
+  CHECK(b.host.generated == std::vector<std::int64_t>{3, 5, 9});
+  CHECK(b.host.finished_s.back() == Approx(sum(b.steps.length_s)).epsilon(1e-12));
+  CHECK(b.metrics.output_tokens == 3 + 9 + 5);
+}
