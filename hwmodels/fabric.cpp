@@ -327,7 +327,7 @@ Duration Fabric::path_latency(const AllToAllTraffic& t, const AllToAllScratch& s
 // Fair sharing of a link among the flows crossing it is work-conserving, so transfers that start
 // together drain a link in load / capacity: each rank finishes when its busiest port (NVLink, or the
 // NIC path: PCIe, NIC, its leaf's uplink bundle) drains, and the phase ends with the slowest rank.
-AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch& sc, const AllToAllKernel& k,
+AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, AllToAllScratch& sc, const AllToAllKernel& k,
                                 AllToAllMode mode, std::span<Duration> rank_dispatch,
                                 std::span<Duration> rank_combine) const {
   AllToAllCost c;
@@ -346,45 +346,65 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
   const Duration floor_growth = k.floor_growth_per_doubling.scaled(doublings);
   const Duration dispatch_floor = k.dispatch_floor + floor_growth;
   const Duration combine_floor = k.combine_floor + floor_growth;
-  const Duration dispatch_startup = k.dispatch_startup + path_latency(t, sc, mode);
-  const Duration combine_startup = k.combine_startup + path_latency(t, sc, mode);
+  const Duration latency = path_latency(t, sc, mode);
+  const Duration dispatch_startup = k.dispatch_startup + latency;
+  const Duration combine_startup = k.combine_startup + latency;
+
+  // Each link's drain time per unit, once per link (ranks share their leaf's links, and some their NIC).
+  std::vector<double>& drain = sc.drain;
+  drain.resize(sc.load.size());
+  for (std::size_t i = 0; i < drain.size(); ++i) drain[i] = sc.load[i] / sc.link_bw[i];
+  const bool stretched = !t.nic_out_shared.empty() || !t.nic_in_shared.empty();
+  // A rank's drain time per unit on its NVLink ports and on its NIC path (the NIC path's busiest link first
+  // in {NIC out, NIC in, PCIe up, PCIe down, leaf up, leaf down}, the one `nic_slot` names).
+  struct Ports {
+    double nvl;
+    double nic;
+    std::size_t nic_slot;
+  };
+  const auto ports = [&](std::size_t ri, bool find_slot) {
+    const std::array<int, 8>& l = sc.rank_links[ri];
+    const auto at = [&](RankLink slot) { return drain[static_cast<std::size_t>(l[slot])]; };
+    Ports p{.nvl = std::max(at(kNvlOut), at(kNvlIn)), .nic = 0, .nic_slot = kNicOut};
+    const double out_stretch = stretched && ri < t.nic_out_shared.size() ? 1.0 + t.nic_out_shared[ri] : 1.0;
+    const double in_stretch = stretched && ri < t.nic_in_shared.size() ? 1.0 + t.nic_in_shared[ri] : 1.0;
+    const std::array<double, 6> v{at(kNicOut) * out_stretch,
+                                  at(kNicIn) * in_stretch,
+                                  at(kPcieUp) * out_stretch,
+                                  at(kPcieDown) * in_stretch,
+                                  at(kLeafUp),
+                                  at(kLeafDown)};
+    for (const double x : v) p.nic = std::max(p.nic, x);
+    if (find_slot) {
+      constexpr std::array<RankLink, 6> kSlots{kNicOut, kNicIn, kPcieUp, kPcieDown, kLeafUp, kLeafDown};
+      double best = 0;
+      for (std::size_t j = 0; j < v.size(); ++j) {
+        if (v[j] > best) {
+          best = v[j];
+          p.nic_slot = kSlots[j];
+        }
+      }
+    }
+    return p;
+  };
+  const double nvl_scale = spec_.nvlink_bytes_per_s;
+  const auto data_of = [&](const Ports& p, double& a, double& b) {
+    a = p.nvl * nvl_scale / nvl_rate;  // seconds per byte of a unit
+    b = p.nic / nic_eff;
+    return std::max(a, b) + k.overlap_penalty * std::min(a, b);
+  };
 
   double worst = -1;
   double sum = 0;
-  double worst_link_s = 0;  // seconds per unit-byte on the hot rank's busiest link, at line rate
   for (int r = 0; r < t.ranks; ++r) {
     const auto ri = static_cast<std::size_t>(r);
-    const std::array<int, 8>& l = sc.rank_links[ri];
-    const auto ld = [&sc](int link) {
-      return sc.load[static_cast<std::size_t>(link)] / sc.link_bw[static_cast<std::size_t>(link)];
-    };
-    const double nvl = std::max(ld(l[kNvlOut]), ld(l[kNvlIn]));
-    LinkKind nic_kind = LinkKind::kNicOut;
-    double nic = 0;
-    const double out_stretch = ri < t.nic_out_shared.size() ? 1.0 + t.nic_out_shared[ri] : 1.0;
-    const double in_stretch = ri < t.nic_in_shared.size() ? 1.0 + t.nic_in_shared[ri] : 1.0;
-    for (const auto& [slot, stretch] : {std::pair{kNicOut, out_stretch},
-                                        {kNicIn, in_stretch},
-                                        {kPcieUp, out_stretch},
-                                        {kPcieDown, in_stretch},
-                                        {kLeafUp, 1.0},
-                                        {kLeafDown, 1.0}}) {
-      const int link = l[static_cast<std::size_t>(slot)];
-      const double v = ld(link) * stretch;
-      if (v > nic) {
-        nic = v;
-        nic_kind = sc.link_kind[static_cast<std::size_t>(link)];
-      }
-    }
-    const double a = nvl * spec_.nvlink_bytes_per_s / nvl_rate;  // seconds per byte of a unit
-    const double b = nic / nic_eff;
-    const double data = std::max(a, b) + k.overlap_penalty * std::min(a, b);
+    double a = 0;
+    double b = 0;
+    const double data = data_of(ports(ri, false), a, b);
     sum += data;
     if (data > worst) {
       worst = data;
       c.hot_rank = r;
-      c.hot_link = a >= b ? LinkKind::kNvlinkOut : nic_kind;
-      worst_link_s = std::max(nvl, nic);
     }
     if (ri < rank_dispatch.size()) {
       rank_dispatch[ri] =
@@ -394,6 +414,18 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, const AllToAllScratch&
       rank_combine[ri] =
           max(combine_floor, combine_startup + Duration::from_seconds(data * t.combine_bytes_per_token));
     }
+  }
+  // The hot rank's busiest link and its seconds per unit-byte at line rate.
+  double worst_link_s = 0;
+  if (c.hot_rank >= 0) {
+    const auto hi = static_cast<std::size_t>(c.hot_rank);
+    const Ports p = ports(hi, true);
+    double a = 0;
+    double b = 0;
+    (void)data_of(p, a, b);
+    const int nic_link = sc.rank_links[hi][p.nic_slot];
+    c.hot_link = a >= b ? LinkKind::kNvlinkOut : sc.link_kind[static_cast<std::size_t>(nic_link)];
+    worst_link_s = std::max(p.nvl, p.nic);
   }
   c.dispatch =
       max(dispatch_floor, dispatch_startup + Duration::from_seconds(worst * t.dispatch_bytes_per_token));

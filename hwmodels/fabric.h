@@ -72,6 +72,8 @@ struct AllToAllScratch {
   // `link_bw` and `link_kind` what the topology says of them.
   std::vector<std::array<int, 8>> rank_links;
   std::vector<double> load;
+  // load / link_bw of each link, for cost_loads.
+  std::vector<double> drain;
   std::vector<double> link_bw;
   std::vector<Duration> link_latency;
   std::vector<LinkKind> link_kind;
@@ -130,7 +132,7 @@ class Fabric {
   void scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
   [[nodiscard]] Duration path_latency(const AllToAllTraffic& t, const AllToAllScratch& sc,
                                       AllToAllMode mode) const;
-  [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, const AllToAllScratch& sc,
+  [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, AllToAllScratch& sc,
                                         const AllToAllKernel& k, AllToAllMode mode,
                                         std::span<Duration> rank_dispatch,
                                         std::span<Duration> rank_combine) const;

@@ -1,4 +1,5 @@
-// Heap event queue (4-ary) over a slab of callback slots: the heap moves 24-byte entries, never callbacks.
+// Event queue (a 4-ary heap of the near future, a rung of buckets and an overflow list beyond it) over a slab
+// of callback slots: the queue moves 16-byte entries, never callbacks.
 #include "sim/engine/simulator.h"
 
 #include <algorithm>
@@ -37,8 +38,97 @@ EventId Simulator::schedule_at(Time t, Phase phase, Callback cb) {
   MOESIM_CHECK(slot <= kSlotMask && seq_ < (kPhaseBit >> kSlotBits),
                "more events than the queue's key holds");
   const std::uint64_t key = (phase == Phase::kDecide ? kPhaseBit : 0) | (seq_++ << kSlotBits) | slot;
-  heap_push(Entry{t.ps(), key});
+  const Entry e{t.ps(), key};
+  if (e.time_ps <= horizon_last_) {
+    heap_push(e);
+    if (heap_.size() >= spill_size_) spill();
+  } else {
+    push_later(e);
+  }
   return EventId{slot, s.generation};
+}
+
+// The heap's entries, once more than kSpillAt, over a rung (their times are its range).
+void Simulator::spill() {
+  spill_.assign(heap_.begin() + kRootAt, heap_.end());
+  heap_.resize(kRootAt);
+  const auto [lo, hi] = std::minmax_element(
+      spill_.begin(), spill_.end(), [](const Entry& x, const Entry& y) { return x.time_ps < y.time_ps; });
+  spread(spill_, lo->time_ps, hi->time_ps);
+}
+
+void Simulator::push_later(Entry e) {
+  if (e.time_ps <= rung_last_) {
+    buckets_[(static_cast<std::uint64_t>(e.time_ps) - static_cast<std::uint64_t>(base_)) >> shift_].push_back(
+        e);
+  } else {
+    far_.push_back(e);
+  }
+}
+
+void Simulator::spread(std::vector<Entry>& from, std::int64_t first, std::int64_t last) {
+  const std::size_t want = std::clamp<std::size_t>(from.size() / kPerBucket, 1, kMaxBuckets);
+  const std::uint64_t span = static_cast<std::uint64_t>(last) - static_cast<std::uint64_t>(first);  // - 1
+  int shift = 0;
+  while ((span >> shift) >= want) ++shift;
+  const auto n = static_cast<std::size_t>(span >> shift) + 1;
+  if (buckets_.size() < n) buckets_.resize(n);
+  for (const Entry& e : from) {
+    buckets_[(static_cast<std::uint64_t>(e.time_ps) - static_cast<std::uint64_t>(first)) >> shift].push_back(
+        e);
+  }
+  from.clear();
+  base_ = first;
+  rung_last_ = last;
+  shift_ = shift;
+  rung_buckets_ = n;
+  next_bucket_ = 0;
+  horizon_last_ = first - 1;
+  spill_size_ = std::numeric_limits<std::size_t>::max();
+}
+
+bool Simulator::refill() {
+  while (heap_.size() == kRootAt) {
+    if (next_bucket_ < rung_buckets_) {
+      std::vector<Entry>& b = buckets_[next_bucket_];
+      const std::int64_t last =
+          next_bucket_ + 1 == rung_buckets_
+              ? rung_last_
+              : static_cast<std::int64_t>(static_cast<std::uint64_t>(base_) +
+                                          (static_cast<std::uint64_t>(next_bucket_ + 1) << shift_) - 1);
+      if (b.size() > kSpillAt && shift_ > 0) {
+        // Too many events for one bucket: the later buckets go back to far_, and this one becomes a rung
+        // of finer buckets (at least twice finer, so this ends).
+        for (std::size_t j = next_bucket_ + 1; j < rung_buckets_; ++j) {
+          far_.insert(far_.end(), buckets_[j].begin(), buckets_[j].end());
+          buckets_[j].clear();
+        }
+        spill_.swap(b);
+        const auto lo = std::min_element(spill_.begin(), spill_.end(), [](const Entry& x, const Entry& y) {
+          return x.time_ps < y.time_ps;
+        });
+        spread(spill_, lo->time_ps, last);
+        continue;
+      }
+      ++next_bucket_;
+      horizon_last_ = last;
+      for (const Entry& e : b) {
+        __builtin_prefetch(&slots_[e.key & kSlotMask]);
+        heap_push(e);
+      }
+      b.clear();
+    } else if (!far_.empty()) {
+      const auto [lo, hi] = std::minmax_element(
+          far_.begin(), far_.end(), [](const Entry& x, const Entry& y) { return x.time_ps < y.time_ps; });
+      spread(far_, lo->time_ps, hi->time_ps);
+    } else {  // nothing left: back to a plain heap
+      rung_buckets_ = next_bucket_ = 0;
+      horizon_last_ = rung_last_ = std::numeric_limits<std::int64_t>::max();
+      spill_size_ = kRootAt + kSpillAt + 1;
+      return false;
+    }
+  }
+  return true;
 }
 
 // Sift up from a hole at the end: parents move down until `e`'s place is found.
@@ -88,6 +178,12 @@ void Simulator::heap_pop() {
   h[i] = e;
 }
 
+std::size_t Simulator::pending() const {
+  std::size_t n = heap_.size() - kRootAt + far_.size();
+  for (std::size_t i = next_bucket_; i < rung_buckets_; ++i) n += buckets_[i].size();
+  return n - cancelled_pending_;
+}
+
 bool Simulator::cancel(EventId id) {
   if (id.slot >= slots_.size()) return false;
   Slot& s = slots_[id.slot];
@@ -99,7 +195,7 @@ bool Simulator::cancel(EventId id) {
 }
 
 bool Simulator::step_one(Time limit) {
-  while (heap_.size() > kRootAt) {
+  while (heap_.size() > kRootAt || refill()) {
     const Entry top = heap_[kRootAt];
     if (top.time_ps > limit.ps()) return false;
     heap_pop();

@@ -1,6 +1,8 @@
 #include "sim/serving/expert_cost.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 
 #include "sim/engine/check.h"
 
@@ -26,8 +28,15 @@ ExpertCost::ExpertCost(const GpuCostModel& gpu, const ExpertCostShape& shape, in
   memo_ = std::make_shared<GroupedMemo>(static_cast<std::size_t>(max_experts_per_rank) + 1, slots_);
 }
 
+ExpertCost::GroupedMemo::GroupedMemo(std::size_t rows_per_precision, std::size_t precisions)
+    : rows(rows_per_precision),
+      size(rows_per_precision * precisions * kRow),
+      words(static_cast<std::uint64_t*>(std::calloc(size, sizeof(std::uint64_t))), &std::free) {
+  if (!words) throw std::bad_alloc();
+}
+
 void ExpertCost::share_memo(std::shared_ptr<GroupedMemo> memo) {
-  MOESIM_CHECK(memo->rows == memo_->rows && memo->slots.size() == memo_->slots.size(),
+  MOESIM_CHECK(memo->rows == memo_->rows && memo->size == memo_->size,
                "grouped-launch memo shared between expert costs that differ");
   memo_ = std::move(memo);
 }
@@ -102,9 +111,9 @@ Duration ExpertCost::grouped_at(std::int32_t experts, double pairs, std::size_t 
   GroupedMemo& memo = *memo_;
   const auto e = static_cast<std::size_t>(experts);
   if (tokens > static_cast<std::int64_t>(kTokenMask) || e >= memo.rows) return cost();
-  std::atomic<std::uint64_t>& word_slot =
-      memo.slots[(slot * memo.rows + e) * GroupedMemo::kRow +
-                 (static_cast<std::size_t>(tokens) & (GroupedMemo::kRow - 1))];
+  const std::atomic_ref<std::uint64_t> word_slot =
+      memo.at((slot * memo.rows + e) * GroupedMemo::kRow +
+              (static_cast<std::size_t>(tokens) & (GroupedMemo::kRow - 1)));
   const std::uint64_t word = word_slot.load(std::memory_order_relaxed);
   if ((word & kTokenMask) == static_cast<std::uint64_t>(tokens))
     return Duration::from_ps(static_cast<std::int64_t>(word >> kTokenBits));

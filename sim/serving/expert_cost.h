@@ -104,13 +104,19 @@ class ExpertCost final {
   // The grouped-launch memo by (precision, experts, tokens): a direct-mapped table, one row of kRow slots per
   // (precision, expert count), tokens modulo the row. A slot packs the tokens (low 24 bits) and the time in
   // ps (high 40 bits, up to 1.09 s) into one word, so the replicas of a pool share one memo from any thread:
-  // a word is read whole, and a hit returns what the cost model gives, whoever stored it.
+  // a word is read whole (std::atomic_ref), and a hit returns what the cost model gives, whoever stored it.
+  // A row holds every token count a launch of a large EP group sees (an EP256 rank's expert takes ~17k
+  // pairs of a mixed step, and its count moves by hundreds from step to step: 8,192 slots kept almost
+  // nothing); the table is calloc'd, so the OS commits only the pages of the counts that occur.
   struct GroupedMemo {
-    static constexpr std::size_t kRow = 8192;
-    GroupedMemo(std::size_t rows_per_precision, std::size_t precisions)
-        : rows(rows_per_precision), slots(rows_per_precision * precisions * kRow) {}
+    static constexpr std::size_t kRow = std::size_t{1} << 17;
+    GroupedMemo(std::size_t rows_per_precision, std::size_t precisions);
+    [[nodiscard]] std::atomic_ref<std::uint64_t> at(std::size_t i) const {
+      return std::atomic_ref<std::uint64_t>(words[i]);
+    }
     std::size_t rows;
-    std::vector<std::atomic<std::uint64_t>> slots;
+    std::size_t size;
+    std::unique_ptr<std::uint64_t[], void (*)(void*)> words;
   };
   [[nodiscard]] std::shared_ptr<GroupedMemo> memo() const { return memo_; }
   // Takes the memo of an ExpertCost with the same shape, precisions and cost model.

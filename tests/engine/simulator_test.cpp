@@ -158,3 +158,87 @@ TEST_CASE("a FIFO server with Poisson arrivals and exponential service matches M
   REQUIRE(served == n);
   REQUIRE(total_wait / static_cast<double>(served) == Approx(expected).epsilon(0.05));
 }
+
+// The queue's tiers against a sort: tens of thousands pending (past the heap's spill size), delays from ties
+// to a few far outliers, bursts of one instant large enough to split a bucket, cancellations of events
+// long queued, run_until stops in between, and a second run after the queue drained. Sorting the events
+// that ran by (time, phase, scheduling order) gives the only order the engine may run them in (children
+// are scheduled at least 1 ps after their parent).
+TEST_CASE("a large queue of spread, tied and far events runs in (time, phase, scheduling order)") {
+  struct Scheduled {
+    std::int64_t time_ps;
+    int phase;
+    int order;
+    auto operator<=>(const Scheduled&) const = default;
+  };
+  Simulator sim;
+  Rng rng = RandomStreams(11).stream("tiers");
+  std::vector<Scheduled> scheduled;
+  std::vector<EventId> ids;
+  std::vector<bool> cancelled;
+  std::vector<int> ran;
+  std::size_t live = 0;
+  std::function<void(std::int64_t)> add = [&](std::int64_t min_ps) {
+    std::int64_t delay = 0;
+    switch (rng.below(8)) {
+      case 0:  // a burst: one of four instants a millisecond ahead
+        delay = 1'000'000'000 + 250'000'000 * static_cast<std::int64_t>(rng.below(4));
+        break;
+      case 1:
+        delay = static_cast<std::int64_t>(rng.below(100));
+        break;
+      case 2:
+        if (rng.below(500) == 0) {  // rare outliers far beyond the rest
+          delay = std::int64_t{1} << (40 + rng.below(20));
+          break;
+        }
+        [[fallthrough]];
+      default:
+        delay = static_cast<std::int64_t>(rng.below(10'000'000));
+    }
+    const Time at = sim.now() + Duration::from_ps(min_ps + delay);
+    const Phase phase = rng.below(4) == 0 ? Phase::kDecide : Phase::kNormal;
+    const int order = static_cast<int>(scheduled.size());
+    const bool parent = rng.below(2) == 0;
+    ids.push_back(sim.schedule_at(at, phase, [&, order, parent] {
+      ran.push_back(order);
+      --live;
+      if (parent) add(1);
+      if (rng.below(20) == 0) {  // cancel an event scheduled long before
+        const auto victim = static_cast<std::size_t>(rng.below(ids.size()));
+        const bool was_pending = sim.cancel(ids[victim]);
+        REQUIRE(was_pending ==
+                (!cancelled[victim] && std::find(ran.begin(), ran.end(), victim) == ran.end()));
+        if (was_pending) {
+          cancelled[victim] = true;
+          --live;
+        }
+      }
+    }));
+    scheduled.push_back({at.ps(), static_cast<int>(phase), order});
+    cancelled.push_back(false);
+    ++live;
+  };
+  for (int i = 0; i < 30000; ++i) add(0);
+  REQUIRE(sim.pending() == live);
+  for (const std::int64_t until_ps : {2'000'000, 1'100'000'000, 1'500'000'001}) {
+    sim.run_until(Time::at(Duration::from_ps(until_ps)));
+    REQUIRE(sim.now() == Time::at(Duration::from_ps(until_ps)));
+    REQUIRE(sim.pending() == live);
+  }
+  sim.run();
+  REQUIRE(sim.pending() == 0);
+  for (int i = 0; i < 2000; ++i) add(1);  // the drained queue takes events again
+  sim.run();
+
+  std::vector<Scheduled> expected;
+  for (std::size_t i = 0; i < scheduled.size(); ++i) {
+    if (!cancelled[i]) expected.push_back(scheduled[i]);
+  }
+  std::sort(expected.begin(), expected.end());
+  std::vector<int> order;
+  for (const Scheduled& e : expected) order.push_back(e.order);
+  REQUIRE(ran.size() == order.size());
+  REQUIRE(ran == order);
+  REQUIRE(sim.events_processed() == expected.size());
+}

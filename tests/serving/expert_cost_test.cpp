@@ -160,5 +160,9 @@ TEST_CASE("the grouped memo returns what the cost model gives, shared or not") {
     CHECK(a.grouped(3, 100, Precision::kFP8) == launch(gpu, 3, 100, Precision::kFP8));
     CHECK(b.grouped(3, 100, Precision::kINT4) == launch(gpu, 3, 100, Precision::kINT4));
     CHECK(b.grouped(3, 100 + 8192, Precision::kINT4) == launch(gpu, 3, 8292, Precision::kINT4));
+    // Counts one row apart share a slot: each ask still gets its own count's time.
+    constexpr auto kRow = static_cast<std::int64_t>(ExpertCost::GroupedMemo::kRow);
+    CHECK(a.grouped(1, 17000, Precision::kFP8) == launch(gpu, 1, 17000, Precision::kFP8));
+    CHECK(a.grouped(1, 17000 + kRow, Precision::kFP8) == launch(gpu, 1, 17000 + kRow, Precision::kFP8));
   }
 }
