@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/serving/placement.h"
+#include "sim/serving/experts/placement.h"
 #include "workloads/coactivation.h"
 #include "workloads/expert_popularity.h"
 

@@ -5,7 +5,7 @@
 
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/step_planner.h"
+#include "sim/serving/step/step_planner.h"
 
 namespace {
 

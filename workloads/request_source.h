@@ -71,7 +71,7 @@ class RequestSource {
   [[nodiscard]] virtual std::int64_t prefix_block_tokens() const { return 0; }
   // The content keys of r's prompt blocks, in order, into `out` (cleared first; a reused buffer does not
   // allocate once grown). Equal keys at the same position after equal earlier keys mean the same KV;
-  // chain them with chain_block_hash (sim/serving/prefix_cache.h) for a prefix cache.
+  // chain them with chain_block_hash (sim/serving/runtime/prefix_cache.h) for a prefix cache.
   virtual void prompt_block_keys(const RequestSpec& r, std::vector<std::uint64_t>& out) const {
     (void)r;
     out.clear();

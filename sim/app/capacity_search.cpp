@@ -9,7 +9,7 @@
 #include <variant>
 
 #include "sim/engine/check.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
 
 namespace moesim {
 

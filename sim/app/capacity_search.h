@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/serving/report.h"
-#include "sim/serving/scenario_spec.h"
+#include "sim/serving/report/report.h"
+#include "sim/serving/spec/scenario_spec.h"
 
 namespace moesim {
 

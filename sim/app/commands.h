@@ -80,7 +80,7 @@ struct CompareOptions {
 void execute_compare(const CompareOptions& o);
 
 // `moesim plan`: the capacity review (plan_cmd.cpp). Not PlanOptions: that is the planner's own
-// (sim/serving/capacity_plan.h), which this fills.
+// (sim/serving/offline/capacity_plan.h), which this fills.
 struct PlanCommandOptions {
   std::string file;
   ScenarioOptions scenario;

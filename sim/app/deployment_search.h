@@ -16,8 +16,8 @@
 #include "hwmodels/gpu_cost_model.h"
 #include "sim/scenario/json_reader.h"
 #include "sim/scenario/search_spec_parser.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/scenario_spec.h"
+#include "sim/serving/spec/memory_plan.h"
+#include "sim/serving/spec/scenario_spec.h"
 
 namespace moesim {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "sim/app/point_result.h"
-#include "sim/serving/report.h"
+#include "sim/serving/report/report.h"
 
 namespace moesim {
 

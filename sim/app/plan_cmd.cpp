@@ -14,9 +14,9 @@
 #include "sim/scenario/plan_json.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/capacity_plan.h"
-#include "sim/serving/capacity_plan_report.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/offline/capacity_plan.h"
+#include "sim/serving/offline/capacity_plan_report.h"
+#include "sim/serving/runtime/serving_simulation.h"
 
 namespace moesim {
 

@@ -12,7 +12,7 @@
 #include "sim/engine/check.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/report_json.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
 
 namespace moesim {
 

@@ -18,8 +18,8 @@
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/report_json.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/spec/memory_plan.h"
 
 namespace moesim {
 

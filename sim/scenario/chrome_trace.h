@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
 
 namespace moesim {
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "sim/scenario/json_reader.h"
-#include "sim/serving/scenario_spec.h"
+#include "sim/serving/spec/scenario_spec.h"
 
 namespace moesim {
 

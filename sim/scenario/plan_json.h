@@ -3,7 +3,7 @@
 #pragma once
 
 #include "sim/scenario/json_reader.h"
-#include "sim/serving/capacity_plan.h"
+#include "sim/serving/offline/capacity_plan.h"
 
 namespace moesim {
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "sim/scenario/json_reader.h"
-#include "sim/serving/production_spec.h"
-#include "sim/serving/scenario_spec.h"
+#include "sim/serving/spec/production_spec.h"
+#include "sim/serving/spec/scenario_spec.h"
 
 namespace moesim {
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "sim/scenario/json_reader.h"
-#include "sim/serving/report.h"
+#include "sim/serving/report/report.h"
 
 namespace moesim {
 

@@ -13,9 +13,9 @@
 #include "sim/scenario/production_parser.h"
 #include "sim/scenario/servegen_reader.h"
 #include "sim/scenario/trace_reader.h"
-#include "sim/serving/batch_policy.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/router.h"
+#include "sim/serving/runtime/batch_policy.h"
+#include "sim/serving/runtime/router.h"
+#include "sim/serving/spec/memory_plan.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {

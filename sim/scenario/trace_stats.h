@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/serving/prefix_hit_analysis.h"
+#include "sim/serving/offline/prefix_hit_analysis.h"
 
 namespace moesim {
 

@@ -16,7 +16,7 @@
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/scenario/search_spec_parser.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
 #include "tests/app/cli_support.h"
 
 using namespace moesim;

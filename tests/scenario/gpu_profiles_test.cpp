@@ -9,7 +9,7 @@
 #include "hwmodels/fabric.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/step_planner.h"
+#include "sim/serving/step/step_planner.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {

@@ -17,8 +17,8 @@
 #include "sim/scenario/scenario_parser.h"
 #include "sim/scenario/servegen_reader.h"
 #include "sim/scenario/trace_reader.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/spec/memory_plan.h"
 #include "tests/support/scenario_error.h"
 
 using namespace moesim;

@@ -8,7 +8,7 @@
 
 #include "sim/engine/check.h"
 #include "sim/scenario/trace_reader.h"
-#include "sim/serving/prefix_hit_analysis.h"
+#include "sim/serving/offline/prefix_hit_analysis.h"
 
 namespace moesim {
 namespace {

@@ -1,6 +1,6 @@
 // The autoscaling planner on hand-built states: its predictors, the instances a pool needs, the GPU budget
 // shared between pools, and the schedule of decisions over a stepped load, computed by hand below.
-#include "sim/serving/autoscaler.h"
+#include "sim/serving/runtime/autoscaler.h"
 
 #include <catch2/catch.hpp>
 #include <vector>

@@ -1,5 +1,5 @@
 // The vLLM batch policy on small hand-built queues and KV pools.
-#include "sim/serving/batch_policy.h"
+#include "sim/serving/runtime/batch_policy.h"
 
 #include <catch2/catch.hpp>
 #include <vector>

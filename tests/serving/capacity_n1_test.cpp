@@ -6,7 +6,7 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/capacity_plan.h"
+#include "sim/serving/offline/capacity_plan.h"
 #include "tests/support/toy_moe.h"
 
 using namespace moesim;

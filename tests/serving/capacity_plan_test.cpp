@@ -1,4 +1,4 @@
-#include "sim/serving/capacity_plan.h"
+#include "sim/serving/offline/capacity_plan.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/capacity_plan_report.h"
+#include "sim/serving/offline/capacity_plan_report.h"
 
 using namespace moesim;
 

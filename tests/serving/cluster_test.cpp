@@ -2,7 +2,7 @@
 // must pick from loads queued by hand, a request too long for the KV cache is dropped, a PD hand-off's KV
 // cache takes the time the fabric spec gives its bytes, and a short run conserves requests, tokens and
 // KV blocks.
-#include "sim/serving/cluster.h"
+#include "sim/serving/runtime/cluster.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

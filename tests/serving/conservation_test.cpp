@@ -2,7 +2,7 @@
 // small scenarios over every mechanism that moves requests or blocks (PD pools and their KV hand-off,
 // migration, prefix caching, preemption under a small KV pool, drops from a bounded queue, speculative
 // decoding, drains cut short) run to their end with both balances held (simulate checks them there).
-#include "sim/serving/conservation.h"
+#include "sim/serving/runtime/conservation.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -13,8 +13,8 @@
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/engine/random.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/spec/memory_plan.h"
 
 using namespace moesim;
 

@@ -12,8 +12,8 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/serving_models.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/step/serving_models.h"
 #include "tests/support/scenario_error.h"
 
 using namespace moesim;

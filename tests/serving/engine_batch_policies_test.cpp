@@ -1,6 +1,6 @@
 // The SGLang and TensorRT-LLM batch policies on small hand-built queues and KV pools; each expectation is
-// worked out by hand from the rules in sim/serving/engine_batch_policies.h.
-#include "sim/serving/engine_batch_policies.h"
+// worked out by hand from the rules in sim/serving/runtime/engine_batch_policies.h.
+#include "sim/serving/runtime/engine_batch_policies.h"
 
 #include <catch2/catch.hpp>
 #include <memory>

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/serving/placement.h"
+#include "sim/serving/experts/placement.h"
 
 namespace moesim {
 namespace {

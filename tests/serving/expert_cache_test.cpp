@@ -1,6 +1,6 @@
 // Tiered expert cache: LRU over warm copies only, pinned hot copies, cold copies through staging,
 // memory freed at once, prefetch by routed count over a window.
-#include "sim/serving/expert_cache.h"
+#include "sim/serving/experts/expert_cache.h"
 
 #include <array>
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-#include "sim/serving/expert_cost.h"
+#include "sim/serving/step/expert_cost.h"
 
 #include <catch2/catch.hpp>
 #include <vector>

@@ -1,11 +1,11 @@
 // Online expert statistics: EWMA arithmetic, hot/warm/cold by cumulative share, co-activation estimate.
-#include "sim/serving/expert_stats.h"
+#include "sim/serving/experts/expert_stats.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
-#include "sim/serving/placement.h"
+#include "sim/serving/experts/placement.h"
 
 namespace moesim {
 

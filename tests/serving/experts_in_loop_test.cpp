@@ -6,9 +6,9 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/serving_simulation.h"
-#include "sim/serving/step_planner.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/spec/memory_plan.h"
+#include "sim/serving/step/step_planner.h"
 
 using namespace moesim;
 

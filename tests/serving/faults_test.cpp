@@ -3,7 +3,7 @@
 // attention rank when copies cover it and else restarts after the weights' time over the named path plus
 // the fixed costs, requests are conserved, recomputed or failed as the scenario says, and a degraded NIC
 // slows the All-to-All that crosses it.
-#include "sim/serving/faults.h"
+#include "sim/serving/runtime/faults.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "hwmodels/loader.h"
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/spec/memory_plan.h"
 #include "tests/support/toy_moe.h"
 
 using namespace moesim;

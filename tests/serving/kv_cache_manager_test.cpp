@@ -1,5 +1,5 @@
 // The KV-cache manager's block arithmetic.
-#include "sim/serving/kv_cache_manager.h"
+#include "sim/serving/runtime/kv_cache_manager.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // The KV migration policy on hand-built views of a pool's instances: who gives how many requests to whom,
 // and when nothing moves (balanced, below the ratio, a difference under two, a migration under way).
-#include "sim/serving/kv_migration.h"
+#include "sim/serving/runtime/kv_migration.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

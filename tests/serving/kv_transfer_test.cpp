@@ -1,7 +1,7 @@
 // KV bytes per token and per transfer from the model shape, against hand computation for DeepSeek-V3
 // (MLA) and Mixtral 8x7B (GQA) from their catalog shapes; the KV link ledger's times from the fabric spec
 // (NVLink or NIC rate, latency, p2p overhead), its FIFO per GPU, NIC sharing and degraded NICs.
-#include "sim/serving/kv_transfer.h"
+#include "sim/serving/features/kv_transfer.h"
 
 #include <algorithm>
 #include <array>

@@ -1,6 +1,6 @@
 // The streaming latency histogram: percentiles within its bucket resolution of the exact order statistics,
 // merges equal to one histogram of both streams, weights as repeated samples.
-#include "sim/serving/latency_histogram.h"
+#include "sim/serving/report/latency_histogram.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

@@ -2,7 +2,7 @@
 // are set on purpose.
 #include <catch2/catch.hpp>
 
-#include "sim/serving/report.h"
+#include "sim/serving/report/report.h"
 
 namespace moesim {
 namespace {

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "sim/serving/router.h"
+#include "sim/serving/runtime/router.h"
 
 using namespace moesim;
 

@@ -10,7 +10,7 @@
 #include "sim/engine/check.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
 
 using namespace moesim;
 

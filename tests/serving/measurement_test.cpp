@@ -1,7 +1,7 @@
 // The measurement series, window and output analysis (MSER-5, trend test, batch means) on series whose
 // answer is known: a GPU busy through every step, events at known instants, a ramp of known length,
 // draws of known mean.
-#include "sim/serving/measurement.h"
+#include "sim/serving/report/measurement.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "sim/serving/memory_plan.h"
+#include "sim/serving/spec/memory_plan.h"
 
 #include <catch2/catch.hpp>
 #include <string>

@@ -1,7 +1,7 @@
 // The metrics recorder on hand-built requests: the latencies and SLA outcome of a finished request, the
 // TTFT split of a disaggregated one, drops by reason and the KV-transfer counters, each against the
 // definitions in report.h worked out by hand.
-#include "sim/serving/metrics_recorder.h"
+#include "sim/serving/runtime/metrics_recorder.h"
 
 #include <catch2/catch.hpp>
 #include <string>

@@ -2,7 +2,7 @@
 // costs (computed here from the model's bytes and the catalog's bandwidths), the cluster starts instances
 // no sooner than that and shows it on the timeline, requests are conserved, and the router sees only the
 // instances that take requests.
-#include "sim/serving/operations.h"
+#include "sim/serving/runtime/operations.h"
 
 #include <catch2/catch.hpp>
 #include <map>
@@ -12,8 +12,8 @@
 #include "hwmodels/loader.h"
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/spec/memory_plan.h"
 
 using namespace moesim;
 

@@ -4,8 +4,8 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/step_planner.h"
+#include "sim/serving/spec/memory_plan.h"
+#include "sim/serving/step/step_planner.h"
 
 using namespace moesim;
 

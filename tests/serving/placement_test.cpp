@@ -1,6 +1,6 @@
 // Placement policies: the simple maps, replica splitting, the METIS partition against a brute-force optimum,
 // and the All-to-All saving of a co-activation-aware placement.
-#include "sim/serving/placement.h"
+#include "sim/serving/experts/placement.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
 // Prefix cache: shared prefixes hit, multi-turn extensions hit their previous turn, LRU order of
 // unreferenced blocks, pinned blocks never evicted, eviction frees exactly what it says; and a randomized
 // run against a plain std::list/std::map model of the same policy.
-#include "sim/serving/prefix_cache.h"
+#include "sim/serving/runtime/prefix_cache.h"
 
 #include <catch2/catch.hpp>
 #include <list>

@@ -10,9 +10,9 @@
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/scenario/trace_reader.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/prefix_hit_analysis.h"
-#include "sim/serving/serving_simulation.h"
+#include "sim/serving/offline/prefix_hit_analysis.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/spec/memory_plan.h"
 #include "workloads/prefixed_source.h"
 
 using namespace moesim;

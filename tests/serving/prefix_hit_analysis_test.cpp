@@ -1,7 +1,7 @@
 // Offline prefix-hit analysis against an independent count: a block hits when its id was seen in an
 // earlier request (a std::set of ids; the trace's ids are prefix ids, so this equals the leading-prefix
 // rule), and an LRU cache large enough for every distinct block reaches the ideal.
-#include "sim/serving/prefix_hit_analysis.h"
+#include "sim/serving/offline/prefix_hit_analysis.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

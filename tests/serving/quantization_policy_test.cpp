@@ -1,5 +1,5 @@
 // Quantisation policy: precision by class and kind, bytes with scales, the quality proxy arithmetic.
-#include "sim/serving/quantization_policy.h"
+#include "sim/serving/experts/quantization_policy.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // One replica built by hand (its engine, request table, batch policy, recorder and a host that records what
 // it is told): a request admitted and stepped takes one step per prompt chunk and one per further output
 // token, back to back, and finishes at the end of the last; several requests share the steps.
-#include "sim/serving/replica.h"
+#include "sim/serving/runtime/replica.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -11,10 +11,10 @@
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/batch_policy.h"
-#include "sim/serving/memory_plan.h"
-#include "sim/serving/metrics_recorder.h"
-#include "sim/serving/serving_models.h"
+#include "sim/serving/runtime/batch_policy.h"
+#include "sim/serving/runtime/metrics_recorder.h"
+#include "sim/serving/spec/memory_plan.h"
+#include "sim/serving/step/serving_models.h"
 #include "tests/support/toy_moe.h"
 
 using namespace moesim;

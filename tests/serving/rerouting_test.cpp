@@ -1,6 +1,6 @@
 // Router post-processing at count level: loads end within threshold x mean when possible, totals are
 // conserved, and the re-routed count is exactly what moved.
-#include "sim/serving/rerouting.h"
+#include "sim/serving/experts/rerouting.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // Routers on hand-built views of the attention groups' load.
-#include "sim/serving/router.h"
+#include "sim/serving/runtime/router.h"
 
 #include <catch2/catch.hpp>
 #include <vector>

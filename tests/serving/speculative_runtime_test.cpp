@@ -8,9 +8,9 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/serving_simulation.h"
-#include "sim/serving/speculative.h"
-#include "sim/serving/step_planner.h"
+#include "sim/serving/features/speculative.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/step/step_planner.h"
 
 using namespace moesim;
 

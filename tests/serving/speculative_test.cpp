@@ -1,6 +1,6 @@
 // Speculative decoding / MTP: expected tokens per step from the acceptance rates, the sampler against it
 // within a confidence interval from the exact variance, the verify width and the 60% checklist alert.
-#include "sim/serving/speculative.h"
+#include "sim/serving/features/speculative.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -6,8 +6,8 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/serving_models.h"
-#include "sim/serving/step_planner.h"
+#include "sim/serving/step/serving_models.h"
+#include "sim/serving/step/step_planner.h"
 
 using namespace moesim;
 

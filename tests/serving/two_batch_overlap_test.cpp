@@ -10,9 +10,9 @@
 #include "sim/engine/random.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/scenario_parser.h"
-#include "sim/serving/serving_models.h"
-#include "sim/serving/serving_simulation.h"
-#include "sim/serving/step_planner.h"
+#include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/step/serving_models.h"
+#include "sim/serving/step/step_planner.h"
 
 using namespace moesim;
 

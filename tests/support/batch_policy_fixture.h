@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/serving/batch_policy.h"
+#include "sim/serving/runtime/batch_policy.h"
 
 namespace moesim_test {
 

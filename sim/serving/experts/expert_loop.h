@@ -1,0 +1,114 @@
+// Experts in the loop of one replica (docs/architecture.md "Experts in the loop"): the expert placement and
+// what moves it (online statistics, rebalances), each expert's hotness class and precision, the per-GPU tier
+// caches and the loaders behind them. The one part of a step that sees the clock: expert loads queue on its
+// loaders at the step's times. The step planner asks it once per step (begin_step, end_step) and per MoE
+// layer (observe, cost_copies, layer_stall); it publishes its placement with a version that moves at each
+// rebalance.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "hwmodels/fabric.h"
+#include "sim/engine/time.h"
+#include "sim/serving/experts/expert_cache.h"
+#include "sim/serving/experts/expert_stats.h"
+#include "sim/serving/experts/placement.h"
+#include "sim/serving/experts/quantization_policy.h"
+#include "sim/serving/experts/rerouting.h"
+#include "sim/serving/spec/scenario_spec.h"
+#include "sim/serving/step/expert_cost.h"
+#include "workloads/coactivation.h"
+
+namespace moesim {
+
+struct StepPlan;
+
+class ExpertLoop final {
+ public:
+  // `probs(l)`: layer l's popularity now. `first`: the placement before the scenario's policy applies (the
+  // loop replaces it by round-robin, EPLB or co-activation placement as experts.placement says).
+  ExpertLoop(const ScenarioSpec& s, const Fabric& fabric, std::function<std::span<const double>(int)> probs,
+             const CoactivationModel* coactivation, int ranks, int nodes, Placement first);
+  ExpertLoop(const ExpertLoop&) = delete;
+  ExpertLoop& operator=(const ExpertLoop&) = delete;
+
+  [[nodiscard]] const Placement& placement() const { return placement_; }
+  // Moves at each rebalance (a new placement the planner must follow).
+  [[nodiscard]] std::uint64_t placement_version() const { return placement_version_; }
+  // Whether a mechanism reads each expert's count (statistics, rerouting): routing cannot be binned.
+  [[nodiscard]] bool reads_each_expert() const { return stats_ != nullptr || rerouter_ != nullptr; }
+  // Whether copies differ from one another (tier residency, per-expert precision): they are costed one by
+  // one.
+  [[nodiscard]] bool per_copy() const { return tiers() || s_.experts.quantization; }
+  [[nodiscard]] bool tiers() const { return !caches_.empty(); }
+  // Bytes of expert e's copy in layer l, at its precision now.
+  [[nodiscard]] double copy_bytes(int layer, int expert) const {
+    return double(copy_bytes_[static_cast<std::size_t>(layer * experts_ + expert)]);
+  }
+
+  // Once per step before routing: reclassification when due, then a rebalance when due (its pause and bytes
+  // added to `plan`). Returns whether the placement changed.
+  bool begin_step(StepPlan& plan);
+  // What the router chose for `layer` (`counts`, `group_tokens` under co-activation) seen by the statistics,
+  // then re-routed in place by the router's post-processing.
+  void observe(int layer, std::span<std::int32_t> counts, std::span<const std::int64_t> group_tokens,
+               std::int64_t tokens, StepPlan& plan);
+  // The layer's copies one by one to `cost`, each at its expert's precision and, under tiers, with its
+  // residency at `request` (loads queued for the missing ones). `single_gpu`: [layer][expert] the rank of an
+  // expert with one copy, else -1; `half_a`: micro-batch A's share. Returns the largest count.
+  std::int32_t cost_copies(int layer, std::span<const std::int32_t> counts, std::span<const int> single_gpu,
+                           double half_a, Time request, ExpertCost& cost, QualityProxy& quality,
+                           StepPlan& plan);
+  // How much later than `experts_max` the layer's slowest rank ends because of loads, its experts starting at
+  // `experts_start` (a per-expert loop ends at max(compute, last load + that expert's FFN); a grouped engine
+  // at max(ready launches, last load) + late launches).
+  Duration layer_stall(Time experts_start, Duration experts_max, const ExpertCost& cost);
+  // After the step: the imbalance the rebalance threshold watches; under tiers the batch ends and warm copies
+  // whose recent count passed the threshold are prefetched from `step_end`.
+  void end_step(Time step_end, double gpu_imbalance, StepPlan& plan);
+
+ private:
+  void reclassify(StepPlan* plan);
+  void rebalance(StepPlan& plan);
+  void setup_tiers();
+  Time miss_copy(int gpu, int copy, std::int32_t tokens, Time request, StepPlan& plan);
+  void wait_for_copy(std::size_t g, Time done, Duration ffn);
+
+  const ScenarioSpec& s_;
+  const Fabric& fabric_;
+  std::function<std::span<const double>(int)> probs_;
+  const CoactivationModel* coact_;
+  int layers_;
+  int experts_;
+  int ranks_;
+  int gpus_;
+  int etp_;
+  int nodes_;
+  Placement placement_;
+  std::uint64_t placement_version_ = 0;
+  std::unique_ptr<ExpertStats> stats_;
+  std::unique_ptr<Rerouter> rerouter_;
+  std::vector<Hotness> hotness_;          // [layer][expert], from the last classification
+  std::vector<Precision> precision_;      // [layer][expert]
+  std::vector<std::int64_t> copy_bytes_;  // [layer][expert] at that precision
+  std::int64_t steps_ = 0;
+  std::int64_t last_rebalance_ = 0;
+  double imbalance_sum_ = 0;
+  std::int64_t imbalance_steps_ = 0;
+  // Tiers: one cache per GPU of the replica (with when each resident copy is ready), the replica's loaders.
+  std::vector<ExpertCache> caches_;
+  std::unique_ptr<ExpertLoader> loader_;
+  std::vector<int> copy_of_slot_;  // [layer][slot]: the copy id in its GPU's cache
+  std::vector<int> single_copy_;   // [layer][expert]: the copy id of an expert with one copy, else -1
+  std::vector<ExpertKey> evicted_;
+  std::vector<ExpertKey> candidates_;
+  std::vector<Time> load_done_;     // per GPU, this layer
+  std::vector<Duration> last_ffn_;  // per GPU: FFN time of the copy whose load ends last
+  std::vector<char> loaded_;        // per GPU: a load or a not-yet-ready copy in this layer
+};
+
+}  // namespace moesim

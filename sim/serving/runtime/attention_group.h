@@ -1,0 +1,37 @@
+// One attention group of a replica (a data-parallel attention rank): its waiting queue, its running
+// requests in admission order, and its KV-cache manager.
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "sim/serving/runtime/kv_cache_manager.h"
+#include "sim/serving/runtime/request.h"
+
+namespace moesim {
+
+struct AttentionGroup {
+  explicit AttentionGroup(KvCacheManager cache) : kv(cache) {}
+  std::deque<RequestIdx> waiting;
+  std::vector<RequestIdx> running;  // in admission order: the newest is preempted first
+  KvCacheManager kv;
+  std::int64_t waiting_tokens = 0;  // tokens the waiting requests have to compute (what routers weigh)
+  double busy_ewma_s = 0;           // its GPUs' busy time per step, EWMA (load-aware admission)
+  // SGLang's estimate of the share of its maximum output a running request will still generate
+  // (Scheduler.new_token_ratio; negative until the SGLang policy first forms a step here).
+  double new_token_ratio = -1.0;
+
+  // vLLM's recompute preemption: drop the KV cache, keep the generated tokens, requeue at the front.
+  // The caller has removed `victim` from `running`.
+  void preempt(RequestTable& requests, RequestIdx victim) {
+    Request& v = requests[victim];
+    kv.release(v);
+    v.computed = 0;
+    v.target = v.prompt + v.generated;
+    ++v.preemptions;
+    waiting.push_front(victim);
+    waiting_tokens += v.target;
+  }
+};
+
+}  // namespace moesim

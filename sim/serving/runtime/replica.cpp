@@ -1,0 +1,267 @@
+#include "sim/serving/runtime/replica.h"
+
+#include <algorithm>
+
+namespace moesim {
+
+Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> planner,
+                 std::int64_t kv_blocks_per_group, int first_gpu)
+    : index_(index),
+      ctx_(ctx),
+      planner_(std::move(planner)),
+      accept_rng_(ctx.streams.stream("speculative", static_cast<std::uint64_t>(index))),
+      plan_job_([this] { planner_->finish_plan(); }),
+      first_gpu_(first_gpu) {
+  const auto groups = static_cast<std::size_t>(ctx_.s.deployment.attention_dp);
+  groups_.reserve(groups);
+  for (std::size_t g = 0; g < groups; ++g) {
+    groups_.emplace_back(KvCacheManager(kv_blocks_per_group, ctx_.s.deployment.kv_block_tokens,
+                                        ctx_.s.deployment.prefix_caching));
+  }
+  batches_.resize(groups);
+  evict_.assign(groups, 0);
+}
+
+void Replica::enqueue(int group, RequestIdx idx, bool front) {
+  AttentionGroup& g = groups_[static_cast<std::size_t>(group)];
+  auto& waiting = g.waiting;
+  const Request& r = ctx_.requests[idx];
+  g.waiting_tokens += r.target - r.computed;
+  if (front) {
+    waiting.push_front(idx);
+  } else {
+    waiting.push_back(idx);
+  }
+  ctx_.host.on_loads_changed(index_);
+  wake();
+}
+
+std::int64_t Replica::running() const {
+  std::int64_t n = 0;
+  for (const AttentionGroup& g : groups_) n += static_cast<std::int64_t>(g.running.size());
+  return n;
+}
+
+std::int64_t Replica::in_system() const {
+  std::int64_t n = 0;
+  for (const AttentionGroup& g : groups_) n += static_cast<std::int64_t>(g.running.size() + g.waiting.size());
+  return n;
+}
+
+void Replica::request_migration(int n) {
+  migrate_ = n;
+  if (!busy_) migrate_out(ctx_.sim.now());
+}
+
+// Between steps: the newest running decode requests of the fullest groups leave with their KV cache.
+void Replica::migrate_out(Time now) {
+  while (migrate_ > 0) {
+    AttentionGroup* from = nullptr;
+    for (AttentionGroup& g : groups_) {
+      if (!g.running.empty() && !ctx_.requests[g.running.back()].in_prefill() &&
+          (from == nullptr || g.running.size() > from->running.size()))
+        from = &g;
+    }
+    if (from == nullptr) break;
+    const RequestIdx idx = from->running.back();
+    from->running.pop_back();
+    from->kv.release(ctx_.requests[idx]);
+    --migrate_;
+    ctx_.host.on_loads_changed(index_);
+    ctx_.host.on_migrated_out(idx, now);
+  }
+  migrate_ = 0;
+}
+
+void Replica::evict(int group) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (group < 0 || static_cast<int>(g) == group) evict_[g] = 1;
+  }
+  if (!busy_) evict_now(ctx_.sim.now());
+}
+
+// Between steps: the failed groups' running requests free their KV blocks; they and the waiting ones go
+// to the host, oldest first.
+void Replica::evict_now(Time now) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (evict_[g] == 0) continue;
+    evict_[g] = 0;
+    AttentionGroup& group = groups_[g];
+    std::vector<RequestIdx> out(group.running.begin(), group.running.end());
+    out.insert(out.end(), group.waiting.begin(), group.waiting.end());
+    group.running.clear();
+    group.waiting.clear();
+    group.waiting_tokens = 0;
+    for (const RequestIdx idx : out) {
+      Request& r = ctx_.requests[idx];
+      group.kv.release(r);
+      ctx_.host.on_evicted(idx, now);
+    }
+    ctx_.host.on_loads_changed(index_);
+  }
+}
+
+// Batches are formed in the decide phase, after every arrival of the same instant is in.
+void Replica::wake() {
+  if (busy_ || decide_pending_ || halted_) return;
+  decide_pending_ = true;
+  ctx_.sim.schedule_in(Duration::zero(), Phase::kDecide, [this] { on_decide(); });
+}
+
+void Replica::on_decide() {
+  decide_pending_ = false;
+  if (busy_ || halted_) return;
+  const Time now = ctx_.sim.now();
+  scheduled_.clear();
+  bool any = false;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const FormedBatch f = ctx_.policy.form(groups_[g], ctx_.requests, now, scheduled_);
+    batches_[g] = f.batch;
+    ctx_.metrics.on_preemptions(f.preemptions);
+    any = f.batch.tokens() > 0 || any;
+  }
+  ctx_.host.on_loads_changed(index_);
+  if (!any) return;
+  ctx_.models.advance_to(now);
+  busy_ = true;
+  step_start_ = now;
+  step_ = StepRecord{.replica = index_, .pool = ctx_.pool, .start_s = now.seconds()};
+  for (const AttentionGroup& g : groups_) {
+    step_.running += static_cast<std::int64_t>(g.running.size());
+    step_.waiting += static_cast<std::int64_t>(g.waiting.size());
+  }
+  for (const GroupBatch& b : batches_) {
+    step_.decode_seqs += b.decode_seqs;
+    step_.prefill_tokens += b.prefill_tokens;
+  }
+  // The step's cheap half now; the rest (sampling and costing every MoE layer) may run on a worker while
+  // the simulation goes on, up to the time the step cannot end before: the plan is joined there, always
+  // (with or without workers), so the order of events, hence the report, does not depend on threads.
+  // KV caches moving through this replica's NICs share them with the step's All-to-All.
+  // The window is the previous step's duration, or on a first step (or after an empty one) this step's
+  // lower bound: the share of it that KV still holds the NICs.
+  const auto gpus = static_cast<std::size_t>(planner_->gpus());
+  kv_out_.assign(gpus, 0.0);
+  kv_in_.assign(gpus, 0.0);
+  const Duration previous = planner_->last_plan().total;
+  const Duration lower_bound = planner_->begin_plan(batches_, now);
+  const Duration horizon = previous > Duration::zero() ? previous : lower_bound;
+  const bool kv =
+      horizon > Duration::zero() && ctx_.host.kv_on_nics(first_gpu_, now, horizon, kv_out_, kv_in_);
+  planner_->set_nic_shared(kv ? std::span<const double>(kv_out_) : std::span<const double>{},
+                           kv ? std::span<const double>(kv_in_) : std::span<const double>{});
+  if (ctx_.plans != nullptr) {
+    ctx_.plans->submit(plan_job_);
+    plan_in_flight_ = true;
+  } else {
+    planner_->finish_plan();
+  }
+  ctx_.sim.schedule_in(lower_bound, Phase::kNormal, [this] { on_planned(); });
+}
+
+void Replica::settle() {
+  if (!plan_in_flight_) return;
+  plan_in_flight_ = false;
+  ctx_.plans->wait(plan_job_);
+}
+
+void Replica::on_planned() {
+  settle();
+  const StepPlan& plan = planner_->last_plan();
+  if (ctx_.s.experts.load_aware_admission) {
+    const auto busy = planner_->gpu_busy_s();
+    const auto tp = static_cast<std::size_t>(ctx_.s.deployment.attention_tp);
+    for (std::size_t g = 0; g < busy.size(); ++g) {
+      double& b = groups_[g / tp].busy_ewma_s;
+      b += 0.1 * (busy[g] - b);  // EWMA over ~10 steps
+    }
+  }
+  step_.plan = &plan;
+  const Fabric& fabric = ctx_.models.fabric();
+  const double nic_rate = std::min(fabric.spec().nic_bytes_per_s / fabric.topology().gpus_per_nic(),
+                                   fabric.spec().pcie_bytes_per_s);
+  const double nic_s = plan.dispatch_nic_bytes / planner_->gpus() / nic_rate;
+  nic_busy_share_ = plan.total > Duration::zero() ? std::min(1.0, nic_s / plan.total.seconds()) : 0.0;
+  ctx_.metrics.on_step(step_, *planner_, step_start_);
+  ctx_.sim.schedule_at(step_start_ + plan.total, Phase::kNormal, [this] { on_step_done(); });
+}
+
+void Replica::emit_token(Request& r, Time now) {
+  ++r.generated;
+  ctx_.metrics.on_token(r, now);
+  if (r.generated == 1) r.first_token = now;
+  r.last_token = now;
+}
+
+void Replica::finish(RequestIdx idx, Time now) {
+  Request& r = ctx_.requests[idx];
+  groups_[static_cast<std::size_t>(r.group)].kv.release(r);
+  r.target = -1;  // marks finished for the compaction in on_step_done
+  ctx_.metrics.on_finished(r, now);
+  ctx_.host.on_request_finished(r, now);
+}
+
+void Replica::on_step_done() {
+  busy_ = false;
+  const Time now = ctx_.sim.now();
+  bool any_finished = false;
+  ctx_.host.on_loads_changed(index_);
+  // The batch's requests lie all over the request table (one cache miss each, across a cluster's replicas
+  // more than the caches hold): ask for them a few iterations ahead.
+  constexpr std::size_t kAhead = 6;
+  for (std::size_t w = 0; w < std::min(kAhead, scheduled_.size()); ++w)
+    ctx_.requests.prefetch(scheduled_[w].req);
+  for (std::size_t w = 0; w < scheduled_.size(); ++w) {
+    if (w + kAhead < scheduled_.size()) ctx_.requests.prefetch(scheduled_[w + kAhead].req);
+    const ScheduledWork& sc = scheduled_[w];
+    Request& r = ctx_.requests[sc.req];
+    if (!sc.prefill && sc.tokens > 1) {
+      // Speculative decoding: the verified drafts accepted in order plus the target's own token, at most
+      // what the request still asks for; only their KV stays (the rejected positions are overwritten).
+      const auto& spec = *ctx_.s.production.speculative;
+      const int accepted = sample_tokens_per_step(spec, accept_rng_);
+      const std::int64_t n = std::min<std::int64_t>(accepted, r.output - r.generated);
+      ++speculative_.sequence_steps;
+      speculative_.tokens += accepted;  // what the verification accepted, before the request's end cut it
+      r.computed += n;
+      for (std::int64_t i = 1; i < n; ++i) emit_token(r, now);
+    } else {
+      r.computed += sc.tokens;
+    }
+    if (sc.prefill && r.in_prefill()) continue;
+    if (r.generated == 0) ctx_.metrics.on_prompt_done(r, now);
+    // Under disaggregation the first token (sampled by the prefill instance) reaches the user when the
+    // decode instance takes the request into a batch: TTFT ends there.
+    if (ctx_.role == PoolRole::kDecode && r.generated == 1) r.first_token = r.last_token = r.admitted;
+    emit_token(r, now);
+    if (r.generated >= r.output) {
+      any_finished = true;
+      finish(sc.req, now);
+    } else if (ctx_.role == PoolRole::kPrefill) {
+      // The prefill instance sampled the first token; the request decodes elsewhere.
+      groups_[static_cast<std::size_t>(r.group)].kv.release(r);
+      r.target = -2;  // leaves `running` below; the host takes it after the step
+      any_finished = true;
+      handoff_.push_back(sc.req);
+    }
+  }
+  if (any_finished) {
+    for (AttentionGroup& g : groups_) {
+      std::erase_if(g.running, [this](RequestIdx i) { return ctx_.requests[i].target < 0; });
+    }
+    for (const ScheduledWork& sc : scheduled_) {
+      Request& r = ctx_.requests[sc.req];
+      if (r.target == -1) ctx_.requests.release(sc.req);  // finished; -2: handed off, still in the table
+      if (r.target < 0) r.target = 0;
+    }
+  }
+  scheduled_.clear();
+  for (const RequestIdx idx : handoff_) ctx_.host.on_prefilled(idx, now);
+  handoff_.clear();
+  if (migrate_ > 0) migrate_out(now);
+  if (std::find(evict_.begin(), evict_.end(), 1) != evict_.end()) evict_now(now);
+  wake();
+  ctx_.host.on_step_done();
+}
+
+}  // namespace moesim

@@ -1,0 +1,60 @@
+// The composition root of what every replica's step planner reads: the fabric, the expert popularity
+// (with its drift and co-activation groups when the scenario has them). Built in one place for `run`,
+// `plan` and the tests, so a planner is never wired without a part that the scenario asks for.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "hwmodels/fabric.h"
+#include "hwmodels/gpu_cost_model.h"
+#include "sim/engine/random.h"
+#include "sim/serving/spec/scenario_spec.h"
+#include "sim/serving/step/step_planner.h"
+#include "workloads/coactivation.h"
+#include "workloads/expert_popularity.h"
+#include "workloads/popularity_drift.h"
+
+namespace moesim {
+
+class ServingModels {
+ public:
+  // Draws from the streams "popularity", "drift" and "coactivation".
+  ServingModels(const ScenarioSpec& s, const RandomStreams& streams);
+  ServingModels(const ServingModels&) = delete;
+  ServingModels& operator=(const ServingModels&) = delete;
+
+  [[nodiscard]] const Fabric& fabric() const { return fabric_; }
+  [[nodiscard]] const ExpertPopularity& popularity() const { return popularity_; }
+  [[nodiscard]] const DriftingPopularity* drift() const { return drift_.get(); }
+  [[nodiscard]] const CoactivationModel* coactivation() const { return coactivation_.get(); }
+  // Whether step plans of different replicas may be computed at the same time on different threads: only
+  // when nothing they read moves during the run (a drifting popularity is advanced by the event loop).
+  [[nodiscard]] bool plans_may_run_apart() const { return drift_ == nullptr; }
+  // Moves the drifting popularity (if any) to `now`; never backwards.
+  void advance_to(Time now) {
+    if (drift_) drift_->advance_to(now.seconds());
+  }
+
+  // A step planner for one replica, wired with every part the scenario names.
+  [[nodiscard]] std::unique_ptr<StepPlanner> make_planner(const GpuCostModel& gpu, Rng routing) const;
+  // The same for an instance of a pool: `pool_view` (ScenarioSpec::pool_view; it must outlive the planner)
+  // gives its deployment.
+  [[nodiscard]] std::unique_ptr<StepPlanner> make_planner(const ScenarioSpec& pool_view,
+                                                          const GpuCostModel& gpu, Rng routing) const;
+
+ private:
+  const ScenarioSpec& s_;
+  Fabric fabric_;
+  ExpertPopularity popularity_;
+  std::unique_ptr<DriftingPopularity> drift_;
+  std::unique_ptr<CoactivationModel> coactivation_;
+  // Routing tables per scenario view (a pool), shared by its replicas' planners (StepPlanner::share_routing).
+  mutable std::map<const ScenarioSpec*, std::shared_ptr<StepPlanner::RoutingTables>> routing_tables_;
+  // Grouped-launch memos per scenario view and cost model, shared the same way (StepPlanner::GroupedMemo).
+  mutable std::map<std::pair<const ScenarioSpec*, const GpuCostModel*>,
+                   std::shared_ptr<StepPlanner::GroupedMemo>>
+      grouped_memos_;
+};
+
+}  // namespace moesim

@@ -1,0 +1,844 @@
+#include "sim/serving/step/step_planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/engine/check.h"
+#include "sim/serving/experts/expert_loop.h"
+#include "sim/serving/step/routing_draw.h"
+
+namespace moesim {
+
+OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
+  const double held = std::clamp(held_share, 0.0, 1.0);
+  OverlapStage o;
+  o.time = max(comm, work + comm.scaled(held));
+  o.exposed = o.time - work;
+  o.hidden = comm - o.exposed;
+  o.contention = o.time - max(comm, work);
+  return o;
+}
+
+namespace {
+
+// Contiguous when the experts divide over the EP group; else (redundant slots make the EP size legal, and
+// EPLB fills them in the expert loop) slot s holds expert s mod E until then.
+Placement first_placement(const ScenarioSpec& s) {
+  const int layers = s.model.moe_layers();
+  const int experts = s.model.routed_experts;
+  const int ep = s.deployment.expert_ranks();
+  if (experts % ep == 0) return contiguous_placement(layers, experts, ep);
+  Placement p(layers, experts, ep, s.experts.slots_per_gpu(experts, ep));
+  for (int l = 0; l < layers; ++l) {
+    const auto slots = p.mutable_phy2log(l);
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      slots[i] = static_cast<int>(i % static_cast<std::size_t>(experts));
+  }
+  p.finalize();
+  return p;
+}
+
+}  // namespace
+
+StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
+                         const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift,
+                         const CoactivationModel* coactivation)
+    : s_(s),
+      gpu_(gpu),
+      fabric_(fabric),
+      popularity_(popularity),
+      drift_(drift),
+      coact_(coactivation),
+      gpus_(s.deployment.ep_size),
+      groups_(s.deployment.attention_dp),
+      tp_(s.deployment.attention_tp),
+      etp_(s.deployment.expert_tp),
+      ranks_(s.deployment.expert_ranks()),
+      placement_(first_placement(s)),
+      nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
+  const ModelSpec& m = s.model;
+  MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
+
+  // Expert cost by token count, memoised up to the most tokens one expert can see in a step (capped:
+  // larger counts are costed directly). Filled on first use: grouped engines cost the loop rarely, and a
+  // cluster builds one planner per replica (65,537 profile evaluations each were 19% of a 1,024-GPU run).
+  const auto max_tokens = std::min<std::int64_t>(s.deployment.max_batched_tokens * groups_, 1 << 16);
+  // Under expert TP each GPU runs every local expert with inter / expert_tp columns (Megatron-LM's split:
+  // gate/up by columns, down by rows), so its FLOPs and weight bytes are 1/expert_tp of the expert's.
+  inter_ = static_cast<int>(m.expert_inter / etp_);
+  expert_flops_per_token_ = 6.0 * double(m.hidden) * double(inter_);
+  expert_bytes_ = m.expert_params() * bytes_per_element(s.precision.routed_experts);
+
+  const auto g = static_cast<std::size_t>(gpus_);
+  const auto ranks = static_cast<std::size_t>(ranks_);
+  rank_bytes_.resize(ranks);
+  rank_pairs_.resize(ranks);
+  layer_imbalance_.resize(static_cast<std::size_t>(s.model.moe_layers()));
+  if (gpus_ > 1) {
+    layer_a2a_s_.resize(2 * static_cast<std::size_t>(s.model.moe_layers()));
+    gpu_a2a_s_.resize(2 * g);
+    gpu_slowest_.resize(g);
+    gpu_dispatch_.resize(g);
+    gpu_combine_.resize(g);
+  }
+  gpu_tokens_.resize(g);
+  busy_s_.resize(g);
+  flops_.resize(g);
+  bytes_.resize(g);
+  pre_moe_.resize(static_cast<std::size_t>(groups_));
+  small_moe_.resize(static_cast<std::size_t>(groups_));
+  small_dense_.resize(static_cast<std::size_t>(groups_));
+  half_tokens_.resize(2 * g);
+  // Under attention TP the KV heads (GQA) are split over the group's GPUs; activations are whole.
+  kernel_shape_ = LayerKernelShape{.hidden = m.hidden,
+                                   .kv_bytes_per_token = m.kv_elements_per_token_per_layer() *
+                                                         bytes_per_element(s.precision.kv_cache) /
+                                                         (m.attention == AttentionKind::kGqa ? tp_ : 1),
+                                   .top_k = m.top_k,
+                                   .experts = m.routed_experts,
+                                   .moe = true,
+                                   .l2_bytes = s.cluster.gpu.l2_bytes};
+  dense_layer_.resize(static_cast<std::size_t>(groups_));
+  dense_attention_.resize(static_cast<std::size_t>(groups_));
+  group_flops_moe_.resize(static_cast<std::size_t>(groups_));
+  group_bytes_moe_.resize(static_cast<std::size_t>(groups_));
+  traffic_.ranks = gpus_;
+  traffic_.ranks_per_node = std::min(gpus_, s.cluster.gpus_per_node);
+  traffic_.separable = true;  // expected shares: every source sends alike (O(ranks x nodes) costing)
+  traffic_.src_tokens.assign(g, 0.0);
+  traffic_.rank_share.assign(g, 0.0);
+  traffic_.pair_share.assign(g, 0.0);
+  traffic_.node_share.assign(static_cast<std::size_t>(nodes_), 0.0);
+  const auto layers = static_cast<std::size_t>(m.moe_layers());
+  touch_gpu_.assign(layers * ranks, 0.0);
+  touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
+  touch_valid_.assign(layers, 0);
+  touch_memo_.resize(layers);
+  if (drift_ != nullptr) drift_version_ = drift_->version();
+  draw_ =
+      std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
+  for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
+  traffic_.dispatch_bytes_per_token = double(m.hidden) * activation_bytes_per_element(s.precision.dispatch);
+  traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
+  if (s.experts.any()) {
+    loop_ = std::make_unique<ExpertLoop>(
+        s, fabric, [this](int l) { return probs(l); }, coact_, ranks_, nodes_, placement_);
+    placement_ = loop_->placement();
+  }
+  if (coact_ != nullptr)
+    touch_scratch_.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
+  // Sized once the loop has set the placement (EPLB's redundant slots add experts per GPU; rebalancing keeps
+  // the slots per GPU).
+  // Every precision a copy can have: the routed experts' and, under quantisation, each class's.
+  std::vector<Precision> precisions{s.precision.routed_experts};
+  std::array<double, kPrecisionCount> dequant;
+  dequant.fill(1.0);
+  if (s.experts.quantization) {
+    precisions.insert(precisions.end(), {s.experts.quant.hot, s.experts.quant.warm, s.experts.quant.cold});
+    dequant = s.experts.quant.dequant_factor;
+  }
+  cost_ = std::make_unique<ExpertCost>(
+      gpu,
+      ExpertCostShape{.grouped = s.deployment.engine.experts == ExpertKernel::kGrouped,
+                      .hidden = m.hidden,
+                      .inter = inter_,
+                      .max_tokens = max_tokens},
+      ranks_, placement_.slots_per_gpu(), precisions, dequant);
+  set_placement(placement_);
+}
+
+StepPlanner::~StepPlanner() = default;
+
+void StepPlanner::share_routing(std::shared_ptr<RoutingTables> tables) {
+  MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
+  draw_->share_tables(std::move(tables));
+}
+
+void StepPlanner::set_binned_routing(bool on) {
+  binned_allowed_ = on;
+  set_placement(placement_);
+}
+
+void StepPlanner::set_placement(Placement p) {
+  MOESIM_CHECK(p.gpus() == ranks_ && p.experts() == s_.model.routed_experts,
+               "placement does not match the replica");
+  placement_ = std::move(p);
+  std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
+  const int experts = s_.model.routed_experts;
+  single_gpu_.assign(static_cast<std::size_t>(placement_.layers()) * static_cast<std::size_t>(experts), -1);
+  for (int l = 0; l < placement_.layers(); ++l) {
+    for (int e = 0; e < experts; ++e) {
+      const auto copies = placement_.slots_of(l, e);
+      if (copies.size() == 1) {
+        single_gpu_[static_cast<std::size_t>(l * experts + e)] = placement_.gpu_of_slot(copies[0]);
+      }
+    }
+  }
+  // Binned routing needs only per-rank sums: not with a mechanism that reads each expert's count (statistics,
+  // rerouting, co-activation groups, per-copy tiers or precisions), nor with a per-expert engine.
+  const bool per_expert =
+      coact_ != nullptr ||
+      (loop_ && (loop_->reads_each_expert() || s_.experts.tiers.enabled || s_.experts.quantization));
+  draw_->bin(placement_, single_gpu_,
+             binned_allowed_ && s_.deployment.engine.experts == ExpertKernel::kGrouped && !per_expert);
+}
+
+void StepPlanner::ensure_touch(int layer) {
+  const auto l = static_cast<std::size_t>(layer);
+  if (touch_valid_[l] != 0) return;
+  const auto layer_probs = probs(layer);
+  const int k = s_.model.top_k;
+  const auto g = static_cast<std::size_t>(ranks_);
+  const auto n = static_cast<std::size_t>(nodes_);
+  const SlotMap map = placement_.slot_map(layer);
+  // GPUs and nodes at once (the draw counts are solved once for both).
+  const TouchBins bins[] = {
+      {.slots_per_bin = map.slots_per_bin, .touch = std::span<double>(touch_gpu_).subspan(l * g, g)},
+      {.slots_per_bin = placement_.slots_per_gpu() * (ranks_ / nodes_),
+       .touch = std::span<double>(touch_node_).subspan(l * n, n)}};
+  // Drift's layers are permutations of a sorted vector: with one copy per expert, those are the slot
+  // masses in descending order, and the memo is checked without sorting them.
+  const std::span<const double> known = drift_ != nullptr && placement_.slots() == s_.model.routed_experts
+                                            ? drift_->sorted(layer)
+                                            : std::span<const double>{};
+  if (coact_ != nullptr) {
+    touch_fractions_coactivated(*coact_, layer, layer_probs, map, k, touch_scratch_, bins, touch_memo_[l],
+                                known);
+  } else {
+    touch_fractions_independent(layer_probs, map, k, bins, touch_memo_[l], known);
+  }
+  touch_valid_[l] = 1;
+}
+
+// The sum of an expert-TP rank's partial expert outputs: the ring all-reduce (a reduce-scatter and an
+// all-gather, NCCL's algorithm; Fabric::all_reduce) of the rank's received tokens x hidden at the combine
+// precision over its expert_tp GPUs; the all-gather half stands for gathering the dispatched tokens onto
+// every GPU of the rank. Under pure TP (one rank whose GPUs are the attention TP group) the tokens are
+// already on every GPU and the sum is the attention group's post-FFN all-reduce (group_attention).
+Duration StepPlanner::expert_tp_reduce(double rank_tokens) const {
+  if (etp_ == 1 || (ranks_ == 1 && tp_ == etp_) || rank_tokens <= 0) return Duration::zero();
+  const double bytes = rank_tokens * double(s_.model.hidden) * bytes_per_element(s_.precision.combine);
+  return fabric_.all_reduce(bytes, etp_, true, all_reduce_kernel(s_.deployment.engine, bytes, etp_, true));
+}
+
+// A group's batch as two micro-batches by sequences, as SGLang's two-batch overlap splits it: A takes the
+// larger half of the decode sequences and of the prefill tokens; context and attention pairs follow.
+std::pair<GroupBatch, GroupBatch> StepPlanner::split_batch(const GroupBatch& b) {
+  GroupBatch a;
+  GroupBatch c;
+  a.decode_seqs = (b.decode_seqs + 1) / 2;
+  c.decode_seqs = b.decode_seqs - a.decode_seqs;
+  const double da = b.decode_seqs > 0 ? double(a.decode_seqs) / double(b.decode_seqs) : 0.0;
+  a.decode_context_tokens = b.decode_context_tokens * da;
+  c.decode_context_tokens = b.decode_context_tokens - a.decode_context_tokens;
+  a.decode_draft_tokens = b.decode_seqs > 0 ? b.decode_draft_tokens / b.decode_seqs * a.decode_seqs : 0;
+  c.decode_draft_tokens = b.decode_draft_tokens - a.decode_draft_tokens;
+  a.decode_draft_pairs = b.decode_draft_pairs * da;
+  c.decode_draft_pairs = b.decode_draft_pairs - a.decode_draft_pairs;
+  a.prefill_tokens = (b.prefill_tokens + 1) / 2;
+  c.prefill_tokens = b.prefill_tokens - a.prefill_tokens;
+  const double pa = b.prefill_tokens > 0 ? double(a.prefill_tokens) / double(b.prefill_tokens) : 0.0;
+  a.prefill_pairs = b.prefill_pairs * pa;
+  c.prefill_pairs = b.prefill_pairs - a.prefill_pairs;
+  a.prefill_kv_tokens = b.prefill_kv_tokens * pa;
+  c.prefill_kv_tokens = b.prefill_kv_tokens - a.prefill_kv_tokens;
+  return {a, c};
+}
+
+Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, double held_share, StepPart part) {
+  const OverlapStage o = moesim::overlap_stage(work, comm, held_share);
+  plan_.parts[part] += o.exposed;
+  plan_.comm_hidden += o.hidden;
+  plan_.comm_sm_contention += o.contention;
+  return o.time;
+}
+
+void StepPlanner::set_nic_shared(std::span<const double> out, std::span<const double> in) {
+  traffic_.nic_out_shared.assign(out.begin(), out.end());
+  traffic_.nic_in_shared.assign(in.begin(), in.end());
+}
+
+// Dispatch and combine of one layer for `src_tokens` tokens on each GPU (the whole batch or one
+// micro-batch; `pairs` routed (token, expert) pairs of the whole batch), with the expert-TP sum of
+// partial outputs added to the combine.
+StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double> src_tokens, double pairs) {
+  LayerComm out;
+  double sent = 0;
+  for (const double t : src_tokens) sent += t;
+  double rank_tokens_max = sent;  // one rank: every token
+  if (ranks_ > 1 && sent > 0) {
+    // Dedup'd dispatch: a token is sent once to each rank (node) holding at least one of its k
+    // experts, with the expected touch fractions of this layer's popularity and placement; the
+    // per-pair traffic of low-latency kernels follows this step's sampled counts. Under expert TP a
+    // rank's GPUs each receive 1/expert_tp of its tokens (then all-gathered inside the rank).
+    ensure_touch(layer);
+    const int k = s_.model.top_k;
+    const double* touch_gpu =
+        touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(ranks_);
+    const double* touch_node =
+        touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
+    // The traffic is an outer product: source GPU s sends src_tokens[s] x (a GPU's or node's share).
+    const AllToAllMode mode = s_.deployment.all_to_all_mode;
+    std::copy(src_tokens.begin(), src_tokens.end(), traffic_.src_tokens.begin());
+    std::copy(touch_node, touch_node + nodes_, traffic_.node_share.begin());
+    for (int d = 0; d < gpus_; ++d) {
+      const auto r = static_cast<std::size_t>(d / etp_);
+      traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[r] / etp_;
+      traffic_.pair_share[static_cast<std::size_t>(d)] = k * cost_->pairs(static_cast<int>(r)) / pairs / etp_;
+    }
+    // Each GPU's own times on one MoE layer a step, in turn (sample_layer_), scaled to the step's layers:
+    // asking every collective for them cost 6% of a run's instructions.
+    const bool sample = layer == sample_layer_ && !gpu_a2a_s_.empty();
+    const AllToAllCost c = sample
+                               ? fabric_.all_to_all(traffic_, mode, gpu_dispatch_, gpu_combine_, a2a_scratch_)
+                               : fabric_.all_to_all(traffic_, mode, {}, {}, a2a_scratch_);
+    out.dispatch = c.dispatch;
+    out.combine = c.combine;
+    if (sample) sample_gpus();
+    out.held_share = comm_held_share(c.mode);
+    plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
+    plan_.dispatch_nic_bytes += c.nic_bytes;
+    rank_tokens_max = 0;
+    for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
+  }
+  out.combine += expert_tp_reduce(rank_tokens_max);
+  if (!layer_a2a_s_.empty()) {
+    layer_a2a_s_[2 * static_cast<std::size_t>(layer)] += out.dispatch.seconds();
+    layer_a2a_s_[2 * static_cast<std::size_t>(layer) + 1] += out.combine.seconds();
+  }
+  return out;
+}
+
+// The sampled layer's per-GPU times into gpu_a2a_s_ (x the MoE layers: an estimate of the step's) and the
+// slowest GPUs, those whose own dispatch + combine is the collective's (floors make ties; tied GPUs share
+// the collective evenly), into gpu_slowest_.
+void StepPlanner::sample_gpus() {
+  const double layers = s_.model.moe_layers();
+  Duration slowest = Duration::zero();
+  int tied = 0;
+  for (std::size_t d = 0; d < gpu_dispatch_.size(); ++d) {
+    gpu_a2a_s_[2 * d] += gpu_dispatch_[d].seconds() * layers;
+    gpu_a2a_s_[2 * d + 1] += gpu_combine_[d].seconds() * layers;
+    const Duration own = gpu_dispatch_[d] + gpu_combine_[d];
+    if (own > slowest) {
+      slowest = own;
+      tied = 0;
+    }
+    tied += own == slowest ? 1 : 0;
+  }
+  for (std::size_t d = 0; d < gpu_dispatch_.size() && tied > 0; ++d) {
+    if (gpu_dispatch_[d] + gpu_combine_[d] == slowest) gpu_slowest_[d] += 1.0 / tied;
+  }
+}
+
+// The share of the GPU's SM time the All-to-All kernels take from compute while they run, as the
+// overlapped stage's `held_share` (overlap_stage: a stage takes max(comm, work + comm x share)).
+// - DeepEP V1 normal kernels hold 24 SMs throughout, as configured in its usage example,
+//   Buffer.set_num_sms(24) (docs/legacy.md); NVLink-domain kernels the 24 SMs of DeepEP V2's minimum-SM
+//   NVLink row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
+// - Low-latency kernels with the receive hook hold every SM while they send and receive and none while the
+//   data is in flight (SGLang, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert
+//   Parallelism", lmsys.org 2025-05-05, decode TBO breakdown). On one stream the other micro-batch's
+//   compute waits for those phases: of the 0.17 ms a layer's dispatch takes at 128 tokens per GPU (EP72,
+//   H100), DeepEP's unit test spends 0.06 ms occupying SMs (same source, decode detail breakdown), so a
+//   share of 0.06 / 0.17 of the kernel's time. The same share is taken for the combine (no separate
+//   figure is published); both send and receive scale with the routed pairs, as the in-flight time does.
+// deployment.comm_sms overrides: that many SMs held throughout.
+double StepPlanner::comm_held_share(AllToAllMode mode) const {
+  const double sms = s_.cluster.gpu.sms;
+  if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms / sms;
+  constexpr double kLowLatencySmPhases = 0.06 / 0.17;
+  constexpr double kHeldSms = 24;
+  switch (mode) {
+    case AllToAllMode::kLowLatency:
+      return kLowLatencySmPhases;
+    case AllToAllMode::kHighThroughput:
+    case AllToAllMode::kNvlinkDomain:
+    case AllToAllMode::kAuto:
+      return kHeldSms / sms;
+  }
+  return kHeldSms / sms;
+}
+
+Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
+  LayerKernelShape shape = kernel_shape_;
+  shape.moe = moe;
+  return layer_small_kernels_time(gpu_, shape, tokens, s_.deployment.engine);
+}
+
+double StepPlanner::routed_expert_bytes_per_gpu() const {
+  const TiersSpec& t = s_.experts.tiers;
+  if (t.enabled) return t.hbm_expert_bytes + t.staging_bytes;
+  double most = 0;
+  for (int g = 0; g < ranks_; ++g) {
+    double sum = 0;
+    for (int l = 0; l < placement_.layers(); ++l) {
+      const auto slots =
+          placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
+                                        static_cast<std::size_t>(placement_.slots_per_gpu()));
+      for (const int e : slots) sum += loop_ ? loop_->copy_bytes(l, e) : expert_bytes_;
+    }
+    most = std::max(most, sum / etp_);
+  }
+  return most;
+}
+
+// The exact per-expert draw of one layer, seen by the expert loop's statistics (what the router chose) and
+// then re-routed by its post-processing.
+std::span<std::int32_t> StepPlanner::sample_layer(int layer, std::int64_t tokens) {
+  const std::span<std::int32_t> counts = draw_->draw_counts(layer, probs(layer), tokens);
+  if (loop_) loop_->observe(layer, counts, draw_->group_tokens(), tokens, plan_);
+  return counts;
+}
+
+// Once per step, before routing: a drift update re-prepares the routing tables (and their bins); the expert
+// loop reclassifies and rebalances when due, and a new placement is followed at once.
+void StepPlanner::begin_step() {
+  if (drift_ != nullptr && drift_->version() != drift_version_) {
+    drift_version_ = drift_->version();
+    ++drift_updates_;
+    for (int l = 0; l < s_.model.moe_layers(); ++l) draw_->prepare(l, probs(l));
+    std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
+    if (draw_->binned()) set_placement(placement_);  // bins and laws follow the new tables
+  }
+  if (loop_ && loop_->begin_step(plan_)) set_placement(loop_->placement());
+}
+
+// Per-group costs that are the same for every layer: attention (projections + core), shared experts,
+// gate and TP all-reduces for MoE layers; attention and dense FFN for dense layers.
+std::pair<AttentionWork, AttentionWork> StepPlanner::attention_work(const GroupBatch& b) const {
+  const ModelSpec& m = s_.model;
+  const double tp = tp_;
+  const double kv_elem = m.kv_elements_per_token_per_layer() * bytes_per_element(s_.precision.kv_cache);
+  const double shard = m.attention == AttentionKind::kGqa ? 1.0 / tp : 1.0;  // GQA heads split over TP
+  const double qo = 2.0 / tp;  // BF16 Q in and O out, heads split over TP
+  // Verified draft positions read their sequence's KV once with the sequence's own token (one kernel over
+  // k + 1 queries, as FlashMLA and FlashInfer run speculative decoding) and add their Q/O and pairs.
+  const double dec_queries = double(b.decode_seqs + b.decode_draft_tokens);
+  const AttentionWork dec{
+      .bytes = b.decode_context_tokens * kv_elem * shard +
+               dec_queries * m.attention_qo_elements_per_token(false) * qo,
+      .flops = (b.decode_context_tokens + b.decode_draft_pairs) * m.attention_flops_per_pair(false) / tp,
+      .is_prefill = false};
+  const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard +
+                                   double(b.prefill_tokens) * m.attention_qo_elements_per_token(true) * qo,
+                          .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
+                          .is_prefill = true};
+  return {dec, pre};
+}
+
+// Projections, attention core and the two TP all-reduces of one layer (after attention, after the FFN).
+Duration StepPlanner::group_attention(const GroupBatch& b) const {
+  const ModelSpec& m = s_.model;
+  const std::int64_t t = b.tokens();
+  if (t == 0) return Duration::zero();
+  const auto attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp_);
+  const auto [dec, pre] = attention_work(b);
+  const double ar_bytes = double(t) * double(m.hidden) * 2.0;
+  const bool one_node = tp_ <= s_.cluster.gpus_per_node;
+  const Duration ar = fabric_.all_reduce(ar_bytes, tp_, one_node,
+                                         all_reduce_kernel(s_.deployment.engine, ar_bytes, tp_, one_node)) *
+                      2;
+  return gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = s_.precision.attention}) +
+         gpu_.attention(dec) + gpu_.attention(pre) + ar;
+}
+
+Duration StepPlanner::group_shared_and_gate(const GroupBatch& b) const {
+  const ModelSpec& m = s_.model;
+  const std::int64_t t = b.tokens();
+  if (t == 0) return Duration::zero();
+  const Duration shared =
+      m.shared_experts > 0
+          ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
+                                          .hidden = m.hidden,
+                                          .inter = m.shared_expert_inter * m.shared_experts / tp_,
+                                          .weights = s_.precision.shared_experts})
+          : Duration::zero();
+  const Duration gate =
+      gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = s_.precision.router});
+  return shared + gate;
+}
+
+Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
+  return group_attention(b) + group_shared_and_gate(b);
+}
+
+void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
+  const ModelSpec& m = s_.model;
+  const PrecisionSpec& p = s_.precision;
+  const double tp = tp_;
+  for (int r = 0; r < groups_; ++r) {
+    const GroupBatch& b = groups[static_cast<std::size_t>(r)];
+    const auto ri = static_cast<std::size_t>(r);
+    const std::int64_t t = b.tokens();
+    small_moe_[ri] = small_kernels(t, true);
+    small_dense_[ri] = m.num_dense_layers > 0 ? small_kernels(t, false) : Duration::zero();
+    if (t == 0) {
+      pre_moe_[ri] = dense_layer_[ri] = dense_attention_[ri] = Duration::zero();
+      group_flops_moe_[ri] = group_bytes_moe_[ri] = 0;
+      continue;
+    }
+    const Duration attn = group_attention(b);
+    pre_moe_[ri] = attn + group_shared_and_gate(b);
+    const Duration dense =
+        m.num_dense_layers > 0
+            ? gpu_.expert_ffn(ExpertFfnWork{
+                  .tokens = t, .hidden = m.hidden, .inter = m.dense_inter / tp_, .weights = p.dense_ffn})
+            : Duration::zero();
+    dense_layer_[ri] = m.num_dense_layers > 0 ? attn + dense : Duration::zero();
+    dense_attention_[ri] = m.num_dense_layers > 0 ? attn : Duration::zero();
+    const auto [dec, pre] = attention_work(b);
+    const double attn_flops = 2.0 * double(t) * m.attention_params_per_layer() / tp + dec.flops + pre.flops;
+    const double attn_bytes =
+        m.attention_params_per_layer() / tp * bytes_per_element(p.attention) + dec.bytes + pre.bytes;
+    group_flops_moe_[ri] = attn_flops + 2.0 * double(t) * m.shared_expert_params() / tp;
+    group_bytes_moe_[ri] = attn_bytes + m.shared_expert_params() / tp * bytes_per_element(p.shared_experts);
+    // Dense layers: counted once per step for every GPU of the group.
+    for (int k = 0; k < tp_; ++k) {
+      const auto gi = static_cast<std::size_t>(r * tp_ + k);
+      busy_s_[gi] += (dense_layer_[ri] + small_dense_[ri]).seconds() * m.num_dense_layers;
+      flops_[gi] += (attn_flops + 2.0 * double(t) * m.dense_ffn_params() / tp) * m.num_dense_layers;
+      bytes_[gi] +=
+          (attn_bytes + m.dense_ffn_params() / tp * bytes_per_element(p.dense_ffn)) * m.num_dense_layers;
+    }
+  }
+}
+
+const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) {
+  (void)begin_plan(groups, now);
+  return finish_plan();
+}
+
+// The step's cheap part: every group's attention, dense layers and small kernels (and the two-batch
+// split). What it sets is never lowered by finish_plan(), so the sum of the parts so far is a lower bound
+// of the step's time (zero under pipeline parallelism, whose total is assembled differently).
+Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
+  MOESIM_CHECK(static_cast<int>(groups.size()) == groups_, "one batch per attention group expected");
+  const ModelSpec& m = s_.model;
+  plan_ = StepPlan{};
+  PendingPlan& p = pending_;
+  p = PendingPlan{};
+  p.full = groups;
+  p.now = now;
+  if (s_.deployment.pipeline_stages > 1) {
+    // Pipeline parallelism: cost one micro-batch (1/M of every group's work) through all layers.
+    const std::int64_t mb = s_.deployment.pipeline_microbatches;
+    const double f = 1.0 / static_cast<double>(mb);
+    micro_.resize(groups.size());
+    for (std::size_t r = 0; r < groups.size(); ++r) {
+      const GroupBatch& b = groups[r];
+      micro_[r] = GroupBatch{.decode_seqs = (b.decode_seqs + mb - 1) / mb,
+                             .decode_context_tokens = b.decode_context_tokens * f,
+                             .prefill_tokens = (b.prefill_tokens + mb - 1) / mb,
+                             .prefill_pairs = b.prefill_pairs * f,
+                             .prefill_kv_tokens = b.prefill_kv_tokens * f,
+                             .sampled_seqs = (b.sampled_seqs + mb - 1) / mb};
+    }
+    groups = micro_;
+  }
+  layer_time_.assign(static_cast<std::size_t>(m.num_layers), Duration::zero());
+  std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
+  std::fill(flops_.begin(), flops_.end(), 0.0);
+  std::fill(bytes_.begin(), bytes_.end(), 0.0);
+  std::fill(rank_bytes_.begin(), rank_bytes_.end(), 0.0);
+  std::fill(rank_pairs_.begin(), rank_pairs_.end(), 0.0);
+  std::fill(layer_imbalance_.begin(), layer_imbalance_.end(), 0.0);
+  std::fill(layer_a2a_s_.begin(), layer_a2a_s_.end(), 0.0);
+  std::fill(gpu_a2a_s_.begin(), gpu_a2a_s_.end(), 0.0);
+  std::fill(gpu_slowest_.begin(), gpu_slowest_.end(), 0.0);
+  cost_groups(groups);
+
+  std::int64_t& total_tokens = p.total_tokens;
+  Duration& pre_moe_max = p.pre_moe_max;
+  Duration& dense_max = p.dense_max;
+  Duration& small_max = p.small_max;
+  Duration& small_dense_max = p.small_dense_max;
+  Duration dense_attention = Duration::zero();  // of the slowest group's dense layer
+  for (int r = 0; r < groups_; ++r) {
+    const GroupBatch& b = groups[static_cast<std::size_t>(r)];
+    total_tokens += b.tokens();
+    p.prefill_tokens += b.prefill_tokens;
+    p.sampled_max = std::max(p.sampled_max, b.sampled_seqs);
+    pre_moe_max = max(pre_moe_max, pre_moe_[static_cast<std::size_t>(r)]);
+    if (dense_layer_[static_cast<std::size_t>(r)] > dense_max) {
+      dense_max = dense_layer_[static_cast<std::size_t>(r)];
+      dense_attention = dense_attention_[static_cast<std::size_t>(r)];
+    }
+    small_max = max(small_max, small_moe_[static_cast<std::size_t>(r)]);
+    small_dense_max = max(small_dense_max, small_dense_[static_cast<std::size_t>(r)]);
+    // Under TP the group's tokens are split over its GPUs for dispatch (sequence parallel).
+    for (int k = 0; k < tp_; ++k)
+      gpu_tokens_[static_cast<std::size_t>(r * tp_ + k)] = double(b.tokens()) / tp_;
+  }
+  plan_.tokens = total_tokens;
+  // Dense layers: their attention is attention, the rest their FFN (and all-reduces).
+  plan_.parts[StepPart::kDenseFfn] = (dense_max - dense_attention) * m.num_dense_layers;
+  for (int l = 0; l < m.num_dense_layers; ++l)
+    layer_time_[static_cast<std::size_t>(l)] = dense_max + small_dense_max;
+  plan_.parts[StepPart::kAttention] = pre_moe_max * m.moe_layers() + dense_attention * m.num_dense_layers;
+  plan_.parts[StepPart::kLayerKernels] = small_max * m.moe_layers() + small_dense_max * m.num_dense_layers;
+  if (total_tokens == 0) return plan_.parts.sum();
+  // Two-batch overlap: every group's batch is split into two micro-batches by sequences (A takes the
+  // odd one: halves are unequal), each costed at its own size (its own launches, GEMMs, All-to-All).
+  const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
+  Duration& pre_a = p.pre_a;
+  Duration& pre_b = p.pre_b;
+  half_a_ = 1.0;
+  if (tbo) {
+    double tokens_a = 0;
+    for (int r = 0; r < groups_; ++r) {
+      const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
+      if (a.tokens() > 0) pre_a = max(pre_a, group_pre_moe(a) + small_kernels(a.tokens(), true));
+      if (b.tokens() > 0) pre_b = max(pre_b, group_pre_moe(b) + small_kernels(b.tokens(), true));
+      tokens_a += double(a.tokens());
+      for (int t = 0; t < tp_; ++t) {
+        const auto gi = static_cast<std::size_t>(r * tp_ + t);
+        half_tokens_[gi] = double(a.tokens()) / tp_;
+        half_tokens_[static_cast<std::size_t>(gpus_) + gi] = double(b.tokens()) / tp_;
+      }
+    }
+    half_a_ = tokens_a / double(total_tokens);
+    // Under two-batch overlap each micro-batch runs the layer's small kernels: part of its compute.
+    small_max = Duration::zero();
+    plan_.parts[StepPart::kAttention] =
+        (pre_a + pre_b) * m.moe_layers() + dense_attention * m.num_dense_layers;
+    plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
+  }
+  p.full_layer = draw_->begin_step(total_tokens, tbo, half_a_, m.moe_layers());
+  return s_.deployment.pipeline_stages > 1 ? Duration::zero() : plan_.parts.sum();
+}
+
+// Exact routing's counts onto the copies that serve them, at the routed experts' precision: an expert with
+// several copies has its tokens split evenly over them (EPLB). Returns the largest count.
+std::int32_t StepPlanner::place_counts(int layer, std::span<const std::int32_t> counts) {
+  const int experts = s_.model.routed_experts;
+  const auto replicas = placement_.replicas(layer);
+  const int* single =
+      single_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts);
+  const Precision p = s_.precision.routed_experts;
+  const double bytes = expert_bytes_ / etp_;
+  std::int32_t max_count = 0;
+  for (int e = 0; e < experts; ++e) {
+    const std::int32_t c = counts[static_cast<std::size_t>(e)];
+    if (c == 0) continue;
+    max_count = std::max(max_count, c);
+    if (single[e] >= 0) {
+      const std::int32_t a = micro_batch_a(c, half_a_);
+      cost_->add_copy(single[e], p, a, c - a, bytes);
+      continue;
+    }
+    const auto copies = placement_.slots_of(layer, e);
+    const int reps = replicas[static_cast<std::size_t>(e)];
+    for (std::size_t r = 0; r < copies.size(); ++r) {
+      const std::int32_t share = replica_share(c, reps, static_cast<int>(r));
+      if (share == 0) continue;
+      const std::int32_t a = micro_batch_a(share, half_a_);
+      cost_->add_copy(placement_.gpu_of_slot(copies[r]), p, a, share - a, bytes);
+    }
+  }
+  return max_count;
+}
+
+// One MoE layer's communication and the layer's time: dispatch, experts and combine back to back, or DeepEP's
+// two-micro-batch schedule (docs/legacy.md, its overlap figure): four stages per layer, each one
+// micro-batch's communication beside the other's compute (overlap_stage()). `stall`: the wait for expert
+// loads.
+Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max,
+                                     bool tbo, bool tiers) {
+  const double slots = double(p.total_tokens) * s_.model.top_k;
+  const auto g = static_cast<std::size_t>(gpus_);
+  Duration stall = Duration::zero();
+  Duration time;
+  if (!tbo) {
+    const LayerComm c = layer_comm(layer, gpu_tokens_, slots);
+    if (tiers) stall = loop_->layer_stall(request + c.dispatch, experts_max, *cost_);
+    plan_.parts[StepPart::kDispatch] += c.dispatch;
+    plan_.parts[StepPart::kCombine] += c.combine;
+    plan_.parts[StepPart::kExperts] += experts_max;
+    time = p.pre_moe_max + p.small_max + c.dispatch + experts_max + c.combine;
+  } else {
+    // Each micro-batch's experts wait for its slowest rank.
+    Duration experts_a = Duration::zero();
+    Duration experts_b = Duration::zero();
+    for (int r = 0; r < ranks_; ++r) {
+      experts_a = max(experts_a, cost_->half_time(r, 0));
+      experts_b = max(experts_b, cost_->half_time(r, 1));
+    }
+    const LayerComm a = layer_comm(layer, std::span<const double>(half_tokens_).first(g), slots);
+    const LayerComm b = layer_comm(layer, std::span<const double>(half_tokens_).subspan(g, g), slots);
+    if (tiers) stall = loop_->layer_stall(request + a.dispatch, experts_max, *cost_);
+    time = add_overlap_stage(p.pre_b, a.dispatch, a.held_share, StepPart::kDispatch) +
+           add_overlap_stage(experts_a, b.dispatch, b.held_share, StepPart::kDispatch) +
+           add_overlap_stage(experts_b, a.combine, a.held_share, StepPart::kCombine) +
+           add_overlap_stage(p.pre_a, b.combine, b.held_share, StepPart::kCombine);
+    plan_.parts[StepPart::kExperts] += experts_a + experts_b;
+  }
+  plan_.parts[StepPart::kExpertStall] += stall;
+  return time + stall;
+}
+
+// The step's MoE layers: routing drawn per layer, the copies that serve it costed as the engine launches them
+// (ExpertCost), All-to-All and loads; then the LM head, the draft and the pipeline schedule. Touches only
+// this planner and what it reads (see plan_async_safe).
+const StepPlan& StepPlanner::finish_plan() {
+  const ModelSpec& m = s_.model;
+  const PendingPlan& p = pending_;
+  begin_step();
+  if (p.total_tokens == 0) {
+    plan_.total = plan_.parts.sum();
+    return plan_;
+  }
+  const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
+  const bool tiers = loop_ && loop_->tiers();
+  const bool per_copy = loop_ && loop_->per_copy();
+  // Start of the layer being costed (loads are queued from it).
+  Time cursor =
+      p.now + plan_.parts[StepPart::kRebalance] + (p.dense_max + p.small_dense_max) * m.num_dense_layers;
+  const double slots = double(p.total_tokens) * m.top_k;
+  const double mean_pairs_gpu = slots / ranks_;
+  const double mean_pairs_expert = slots / m.routed_experts;
+  double gpu_imb_sum = 0;
+  double expert_imb_sum = 0;
+  // Binned routing: the layer that draws every expert this step (the others draw per-rank sums).
+  const int full_layer = p.full_layer;
+  if (m.moe_layers() > 0)
+    sample_layer_ = static_cast<int>(plans_++ % static_cast<std::uint64_t>(m.moe_layers()));
+  double full_layer_imbalance = 1.0;
+  for (int layer = 0; layer < m.moe_layers(); ++layer) {
+    const Time request = cursor + p.pre_moe_max + p.small_max;  // routing is known after the gate
+    cost_->begin_layer();
+    std::int32_t max_count = 0;
+    if (full_layer >= 0 && layer != full_layer) {
+      draw_->draw_sums(layer, p.total_tokens, p.prefill_tokens > 0, placement_, *cost_,
+                       s_.precision.routed_experts, expert_bytes_ / etp_);
+    } else {
+      const std::span<const std::int32_t> counts = sample_layer(layer, p.total_tokens);
+      max_count =
+          per_copy ? loop_->cost_copies(layer, counts, single_gpu_, half_a_, request, *cost_, quality_, plan_)
+                   : place_counts(layer, counts);
+    }
+    cost_->finish_layer();
+    if (layer == full_layer) full_layer_imbalance = max_count / mean_pairs_expert;
+    Duration experts_max = Duration::zero();
+    double max_pairs = 0;
+    for (int g = 0; g < ranks_; ++g) {
+      const Duration t = cost_->time(g);
+      experts_max = max(experts_max, t);
+      max_pairs = std::max(max_pairs, cost_->pairs(g));
+      rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
+      rank_pairs_[static_cast<std::size_t>(g)] += cost_->pairs(g);
+      for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
+        busy_s_[static_cast<std::size_t>(i)] += t.seconds();
+        flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;
+      }
+    }
+    gpu_imb_sum += max_pairs / mean_pairs_gpu;
+    layer_imbalance_[static_cast<std::size_t>(layer)] = max_pairs / mean_pairs_gpu;
+    expert_imb_sum += max_count / mean_pairs_expert;
+    const auto li = static_cast<std::size_t>(m.num_dense_layers + layer);
+    layer_time_[li] = layer_schedule(layer, p, request, experts_max, tbo, tiers);
+    // The next layer starts when this one ends on the critical path (under two-batch overlap the halves
+    // overlap), so loads are queued in time order and never after the step's end.
+    cursor += layer_time_[li];
+  }
+  for (int g = 0; g < gpus_; ++g) {
+    const auto gi = static_cast<std::size_t>(g);
+    const auto ri = static_cast<std::size_t>(g / tp_);
+    bytes_[gi] += rank_bytes_[static_cast<std::size_t>(g / etp_)];
+    busy_s_[gi] += (pre_moe_[ri] + small_moe_[ri]).seconds() * m.moe_layers();
+    flops_[gi] += group_flops_moe_[ri] * m.moe_layers();
+    bytes_[gi] += group_bytes_moe_[ri] * m.moe_layers();
+  }
+  plan_.gpu_imbalance = m.moe_layers() > 0 ? gpu_imb_sum / m.moe_layers() : 1.0;
+  plan_.expert_imbalance = full_layer >= 0      ? full_layer_imbalance
+                           : m.moe_layers() > 0 ? expert_imb_sum / m.moe_layers()
+                                                : 1.0;
+  if (p.sampled_max > 0) {
+    plan_.parts[StepPart::kLmHead] = gpu_.gemm(
+        GemmWork{.m = p.sampled_max, .n = m.vocab / tp_, .k = m.hidden, .weights = s_.precision.embeddings});
+  }
+  if (s_.production.speculative) add_draft_work();
+  plan_.total = plan_.parts.sum();
+  if (s_.deployment.pipeline_stages > 1) finish_pipeline(p.full);
+  if (loop_) loop_->end_step(p.now + plan_.total, plan_.gpu_imbalance, plan_);
+  return plan_;
+}
+
+// The draft's own work, k sequential passes per step (deployment.speculative). MTP (DeepSeek-V3 technical
+// report, section 2.2): each pass is one more transformer block of the target's shape plus the shared
+// output head, costed as one average layer of this step and one LM head. A draft model: each pass is this
+// step scaled by the draft's over the target's active parameters per token (layers and LM head alike).
+// Both cost every pass on the step's whole batch, as vLLM's MTP/EAGLE proposer runs its first pass over
+// every scheduled token; later passes (one token per sequence) are overestimated when prefill is mixed in.
+void StepPlanner::add_draft_work() {
+  const SpeculativeSpec& sp = *s_.production.speculative;
+  const ModelSpec& m = s_.model;
+  const double k = sp.draft_tokens;
+  auto active = [](const ModelSpec& x) { return x.active_params() - x.embedding_params(); };
+  const double layer_share =
+      sp.draft == DraftKind::kMtp ? k / double(m.num_layers) : k * active(sp.draft_model) / active(m);
+  const double head_share = sp.draft == DraftKind::kMtp ? k : layer_share;
+  for (const StepPart p : {StepPart::kAttention, StepPart::kLayerKernels, StepPart::kDenseFfn,
+                           StepPart::kExperts, StepPart::kDispatch, StepPart::kCombine}) {
+    plan_.parts[p] += plan_.parts[p].scaled(layer_share);
+  }
+  plan_.parts[StepPart::kLmHead] += plan_.parts[StepPart::kLmHead].scaled(head_share);
+  for (std::size_t g = 0; g < busy_s_.size(); ++g) {
+    busy_s_[g] *= 1.0 + layer_share;
+    flops_[g] *= 1.0 + layer_share;
+    bytes_[g] *= 1.0 + layer_share;
+  }
+}
+
+// M micro-batches through S stages (GPipe-style schedule, Huang et al., NeurIPS 2019): the first
+// micro-batch crosses every stage and link, then the slowest stage paces the other M - 1:
+// total = sum_s t_s + (S - 1) t_send + (M - 1) max_s t_s. The parts of the plan become the work of an
+// average stage (M micro-batches x its share of the layers); what is left is the pipeline bubble.
+void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
+  const ModelSpec& m = s_.model;
+  const int stages = s_.deployment.pipeline_stages;
+  const auto mb = s_.deployment.pipeline_microbatches;
+  std::vector<Duration>& t = stage_time_;
+  t.assign(static_cast<std::size_t>(stages), Duration::zero());
+  for (int l = 0; l < m.num_layers; ++l) {
+    t[static_cast<std::size_t>(static_cast<std::int64_t>(l) * stages / m.num_layers)] +=
+        layer_time_[static_cast<std::size_t>(l)];
+  }
+  t.back() += plan_.parts[StepPart::kLmHead];
+  std::int64_t tokens = 0;
+  for (const GroupBatch& b : full) tokens += b.tokens();
+  // Activations of one micro-batch (BF16 hidden states of every token) from each stage to the next,
+  // over NVLink when the whole replica sits in one node, else over the NICs.
+  const double bytes = static_cast<double>(tokens) / static_cast<double>(mb) * double(m.hidden) * 2.0;
+  const bool intra = s_.gpus_per_replica() <= s_.cluster.gpus_per_node;
+  const Duration send = fabric_.send_recv(bytes / gpus_, intra);
+  Duration sum = Duration::zero();
+  Duration slowest = Duration::zero();
+  for (const Duration x : t) {
+    sum += x;
+    slowest = max(slowest, x);
+  }
+  const Duration total = sum + send * (stages - 1) + slowest * (mb - 1);
+  const double work = static_cast<double>(mb) / stages;
+  for (const StepPart p :
+       {StepPart::kAttention, StepPart::kLayerKernels, StepPart::kDenseFfn, StepPart::kExperts,
+        StepPart::kDispatch, StepPart::kCombine, StepPart::kLmHead, StepPart::kExpertStall}) {
+    plan_.parts[p] = plan_.parts[p].scaled(work);
+  }
+  plan_.comm_hidden = plan_.comm_hidden.scaled(work);
+  plan_.comm_sm_contention = plan_.comm_sm_contention.scaled(work);
+  plan_.parts[StepPart::kPipelineSend] = send * (stages - 1);
+  const Duration parts = plan_.parts.sum();
+  // The bubble is what the schedule adds to the stages' average work; it cannot be negative because
+  // the schedule's total is at least the average stage's work times M (see above).
+  plan_.parts[StepPart::kPipelineBubble] =
+      max(Duration::zero(), total + plan_.parts[StepPart::kRebalance] - parts);
+  plan_.total = plan_.parts.sum();
+  for (std::size_t g = 0; g < busy_s_.size(); ++g) {
+    busy_s_[g] *= work;
+    flops_[g] *= work;
+    bytes_[g] *= work;
+  }
+}
+
+}  // namespace moesim
