@@ -352,7 +352,7 @@ struct Report {
   double expert_load_imbalance = 1;
   // The distributions under those means, over the window's steps: each expert-parallel rank's routed pairs
   // over the step's mean per rank (a sample per rank and step), and each MoE layer's largest rank over the
-  // mean (a sample per layer and step). Ratios, not seconds, in LatencyStats' fields.
+  // mean (a sample per step, of one layer in turn). Ratios, not seconds, in LatencyStats' fields.
   LatencyStats rank_load_share;
   LatencyStats layer_max_over_mean;
 

@@ -122,6 +122,8 @@ class StepPlanner {
   // per MoE layer the largest rank's pairs over the mean (all zero for an empty step).
   [[nodiscard]] std::span<const double> rank_pairs() const { return rank_pairs_; }
   [[nodiscard]] std::span<const double> layer_imbalance() const { return layer_imbalance_; }
+  // The MoE layer the last plan sampled for per-GPU figures (one a step, in turn: gpu_all_to_all_s).
+  [[nodiscard]] int sampled_layer() const { return sample_layer_; }
   // The last plan's All-to-All as each part of the replica ran it, before two-batch overlap hides any:
   // per MoE layer its dispatch and combine seconds (pairs: [2 x layer] dispatch, [2 x layer + 1] combine;
   // both micro-batches' under overlap); per GPU its own dispatch and combine seconds on one MoE layer,
