@@ -216,3 +216,30 @@ TEST_CASE("under disaggregation each pool is charged its own part of the TTFT, a
   log.on_finished(r, 2, 2);
   CHECK(log.pool_ttft_s(2) == Approx(4.5).epsilon(0.02));
 }
+
+TEST_CASE("an instance restarting after a failure counts as loading for the planner, not as serving") {
+  // Two instances of one GPU, the planner asking for its minimum of two (100 req/s each against 15); GPU 0
+  // fails at 3 s and is back after 2 s of detection, its weights and 0.75 s of fixed costs.
+  Json j = toy_autoscaled("last");
+  j["deployment"]["autoscale"]["pools"][0]["min_instances"] = 2;
+  j["deployment"]["autoscale"]["pools"][0]["initial_instances"] = 2;
+  j["deployment"]["autoscale"]["pools"][0]["capacity_req_per_s"] = 100;
+  j["faults"] = Json::parse(R"({"events": [{"at_s": 3, "gpu": 0}], "detect_s": 2, "weights_from": "nvme",
+                                "engine_start_s": 0.5, "cuda_graph_capture_s": 0.25})");
+  const LoadedScenario sc = parse_scenario(j, "");
+  const RooflineCostModel gpu(sc.spec.cluster.gpu);
+  const Report r = simulate(sc.spec, gpu);
+  REQUIRE(r.faults.records.size() == 1);
+  const double up_s = r.faults.records[0].recovered_s;
+  REQUIRE(up_s > 4.0);
+  int checked = 0;
+  for (const OperationsRow& row : r.operations.intervals) {
+    const OperationsPoolRow& p = row.pools[0];
+    // Observed at the interval's end: down from 3 s until up_s.
+    const bool down = row.end_s > 3.0 && row.end_s < up_s;
+    CHECK(p.active + p.loading == 2);
+    CHECK(p.active == (down ? 1 : 2));
+    checked += down ? 1 : 0;
+  }
+  CHECK(checked >= 1);
+}

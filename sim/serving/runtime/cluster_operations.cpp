@@ -93,9 +93,11 @@ PoolObservation Cluster::observe_pool(std::size_t pool, double arrival_rate) con
   const auto blocks = static_cast<double>(std::max<std::int64_t>(1, p.memory.kv_blocks_per_group));
   for (int k = p.first_replica; k < p.first_replica + p.spec.instances; ++k) {
     const InstanceState st = state_[static_cast<std::size_t>(k)];
-    o.loading += st == InstanceState::kLoading ? 1 : 0;
+    // An active instance restarting after a failure reloads its weights: loading, not serving.
+    const bool restarting = st == InstanceState::kActive && faults_ && faults_->down(k);
+    o.loading += st == InstanceState::kLoading || restarting ? 1 : 0;
     o.draining += st == InstanceState::kDraining ? 1 : 0;
-    if (st != InstanceState::kActive) continue;
+    if (st != InstanceState::kActive || restarting) continue;
     ++o.active;
     for (const AttentionGroup& g : replicas_[static_cast<std::size_t>(k)]->groups()) {
       o.queued += static_cast<std::int64_t>(g.waiting.size());
