@@ -285,3 +285,26 @@ TEST_CASE("a degraded NIC slows the All-to-All across nodes and nothing inside o
   // Inside one node the NIC carries nothing: the same run.
   CHECK(run(1, true).fingerprint == run(1, false).fingerprint);
 }
+
+TEST_CASE("an alert says when the measured window does not hold a failure and its recovery") {
+  const auto alert_of = [](const Report& r) {
+    for (const std::string& a : r.alerts)
+      if (a.find("outside the measured window") != std::string::npos) return true;
+    return false;
+  };
+  for (const double warmup : {0.0, 5.0}) {  // the GPU fails at 3 s
+    Json j = ep32(0, "recompute");
+    j["run"]["warmup_s"] = warmup;
+    j["run"]["duration_s"] = 30;
+    const LoadedScenario sc = parse_scenario(j, "");
+    const RooflineCostModel gpu(sc.spec.cluster.gpu);
+    const Report r = simulate(sc.spec, gpu);
+    REQUIRE(r.faults.records.size() == 1);
+    const FaultRecord& e = r.faults.records[0];
+    INFO("warm-up " << warmup << ", window " << r.window_from_s << " to " << r.window_to_s << ", failure "
+                    << e.at_s << " to " << e.recovered_s);
+    const bool inside = e.at_s >= r.window_from_s && e.recovered_s <= r.window_to_s;
+    CHECK(inside == (warmup == 0.0));
+    CHECK(alert_of(r) == !inside);
+  }
+}

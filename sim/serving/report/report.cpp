@@ -25,6 +25,24 @@ void latency_row(std::ostringstream& o, const char* name, const LatencyStats& l)
 
 std::vector<std::string> evaluate_alerts(const Report& r) {
   std::vector<std::string> a;
+  // A failure and its recovery the window does not hold whole: the figures miss part of what it cost.
+  int outside = 0;
+  std::string first;
+  for (const FaultRecord& f : r.faults.records) {
+    const double end = f.recovered_s >= f.at_s && !f.outcome.empty() ? f.recovered_s : r.sim_end_s;
+    if (r.window_kind == "whole run" || (f.at_s >= r.window_from_s && end <= r.window_to_s)) continue;
+    if (outside++ == 0)
+      first = "the " + f.kind + " failure at " + fmt("%.1f", f.at_s) + " s (recovered " + fmt("%.1f", end) +
+              " s)";
+  }
+  if (outside > 0) {
+    a.push_back(
+        first + (outside > 1 ? " and " + std::to_string(outside - 1) + " more" : std::string()) +
+        " lie partly outside the measured window (" + fmt("%.1f", r.window_from_s) + " to " +
+        fmt("%.1f", r.window_to_s) +
+        " s): its throughput, SLA and utilisation miss part of the recovery (shorten run.warmup_s, move the "
+        "failure or lengthen run.duration_s)");
+  }
   if (r.requests_measured == 0) {
     a.push_back(
         "no request was measured: none finished in the measurement window (after warm-up, before the last "
