@@ -90,6 +90,29 @@ TEST_CASE("Blackwell profiles apply the H200 fit's efficiencies to the Blackwell
   }
 }
 
+TEST_CASE(
+    "the A100 profile is the H200 fit moved by the A100 datasheet: memory x 2.039/4.8, BF16 x 312/989") {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  const ScenarioSpec a = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  const ScenarioSpec b = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "a100-sxm");
+  CHECK(b.cluster.gpu.hbm_bytes == Approx(80e9));
+  // No FP8 tensor cores: FP8 weights are costed at the BF16 rate (weight-only).
+  CHECK(b.cluster.gpu.peak_flops(Precision::kFP8) == b.cluster.gpu.peak_flops(Precision::kBF16));
+  const GpuProfile derived = derive_profile(*h200, a.cluster.gpu, b.cluster.gpu);
+  REQUIRE(derived.fits.size() == h200->fits.size());
+  for (std::size_t i = 0; i < derived.fits.size(); ++i) {
+    const RooflineFit& r = h200->fits[i].params;
+    const RooflineFit& d = derived.fits[i].params;
+    CHECK(d.bytes_per_s == Approx(r.bytes_per_s * 2.039 / 4.8));
+    if (h200->fits[i].precision == Precision::kBF16)
+      CHECK(d.flops_per_s == Approx(r.flops_per_s * 312 / 989));
+    CHECK(d.fixed_s == r.fixed_s);
+  }
+  const auto model = make_gpu_cost_model(b.cluster.gpu);
+  CHECK(model->source().find("efficiencies on the datasheet of a100-sxm") != std::string::npos);
+}
+
 TEST_CASE("the same deployment is never slower on an H200 than on an H100, for every reference scenario") {
   for (const std::string& file : reference_scenarios()) {
     INFO(file);
