@@ -160,30 +160,26 @@ void limited_by(const Report& r, CapacityResult& c) {
 }  // namespace
 
 namespace {
-// The share over a limit, bounded from `k` of `n` requests both by its batch-means interval (correlation)
-// and by the exact binomial (Clopper-Pearson) interval at 95% (a few events: a tail share of 1% needs
-// about 370 requests without one to be below it with confidence).
 struct ShareBounds {
   double lo = 0, hi = 1;
 };
-ShareBounds bounds(const BatchMeans& bm, std::int64_t k, std::int64_t n) {
-  ShareBounds s{bm.mean - bm.half_width, bm.mean + bm.half_width};
+// The exact binomial (Clopper-Pearson) interval at 95% of a share seen `k` times in `n` ([0, 1] without
+// requests): a few events decide it (a tail share of 1% needs about 370 requests without one to be below it
+// with confidence).
+ShareBounds binomial(std::int64_t k, std::int64_t n) {
   if (n <= 0) return ShareBounds{};
   using boost::math::binomial_distribution;
   const auto trials = static_cast<double>(n);
   const auto events = static_cast<double>(k);
-  s.lo = std::min(s.lo, binomial_distribution<>::find_lower_bound_on_p(trials, events, 0.025));
-  s.hi = std::max(s.hi, binomial_distribution<>::find_upper_bound_on_p(trials, events, 0.025));
-  return s;
+  return ShareBounds{binomial_distribution<>::find_lower_bound_on_p(trials, events, 0.025),
+                     binomial_distribution<>::find_upper_bound_on_p(trials, events, 0.025)};
 }
-}  // namespace
-
-namespace {
-// The Clopper-Pearson lower bound at 95% of a share seen `k` times in `n` (0 without requests).
-double binomial_lower(std::int64_t k, std::int64_t n) {
-  if (n <= 0) return 0;
-  return boost::math::binomial_distribution<>::find_lower_bound_on_p(static_cast<double>(n),
-                                                                     static_cast<double>(k), 0.025);
+// The share over a limit, bounded both by its batch-means interval (correlation) and by the binomial one of
+// its counts: the wider of the two.
+ShareBounds bounds(const BatchMeans& bm, std::int64_t k, std::int64_t n) {
+  if (n <= 0) return ShareBounds{};
+  const ShareBounds b = binomial(k, n);
+  return ShareBounds{std::min(bm.mean - bm.half_width, b.lo), std::max(bm.mean + bm.half_width, b.hi)};
 }
 }  // namespace
 
@@ -198,8 +194,8 @@ SlaVerdict sla_verdict(const Report& r) {
   // counts alone decide it by the exact binomial bound: too narrow for correlated requests, but a wrong
   // "fails" only lowers the capacity reported (never optimistic).
   if (intervals && (a.lo > alpha || b.lo > alpha)) return SlaVerdict::kFails;
-  if (r.ci_too_short && (binomial_lower(r.sla_ttft_over, r.sla_requests) > alpha ||
-                         binomial_lower(r.sla_tpot_over, r.sla_tpot_requests) > alpha))
+  if (r.ci_too_short && (binomial(r.sla_ttft_over, r.sla_requests).lo > alpha ||
+                         binomial(r.sla_tpot_over, r.sla_tpot_requests).lo > alpha))
     return SlaVerdict::kFails;
   // The number in system did not settle in the first half of the arrivals (MSER-5 at its bound): the run is
   // too short to tell a steady state from a transient or from overload, and its intervals describe the

@@ -59,16 +59,20 @@ TEST_CASE("run_until stops at the limit and advances the clock") {
   REQUIRE(ran == 2);
 }
 
+namespace {
+// An event as the engine must order it: by time, then phase, then scheduling order.
+struct Scheduled {
+  std::int64_t time_ps;
+  int phase;
+  int order;
+  auto operator<=>(const Scheduled&) const = default;
+};
+}  // namespace
+
 // The queue against a sort: thousands of events at few distinct times (many ties), in both phases, one in
 // ten cancelled, some scheduled by running events (always later than now, so that sorting every event
 // by (time, phase, scheduling order) gives the one order the engine may run them in).
 TEST_CASE("many tied events with cancellations run in (time, phase, scheduling order)") {
-  struct Scheduled {
-    std::int64_t time_ps;
-    int phase;
-    int order;
-    auto operator<=>(const Scheduled&) const = default;
-  };
   Simulator sim;
   Rng rng = RandomStreams(7).stream("queue");
   std::vector<Scheduled> expected;
@@ -165,12 +169,6 @@ TEST_CASE("a FIFO server with Poisson arrivals and exponential service matches M
 // that ran by (time, phase, scheduling order) gives the only order the engine may run them in (children
 // are scheduled at least 1 ps after their parent).
 TEST_CASE("a large queue of spread, tied and far events runs in (time, phase, scheduling order)") {
-  struct Scheduled {
-    std::int64_t time_ps;
-    int phase;
-    int order;
-    auto operator<=>(const Scheduled&) const = default;
-  };
   Simulator sim;
   Rng rng = RandomStreams(11).stream("tiers");
   std::vector<Scheduled> scheduled;

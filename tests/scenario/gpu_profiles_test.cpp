@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,25 @@ namespace {
 
 ScenarioSpec scenario_on(const std::string& file, const std::string& gpu) {
   return load_scenario(file, {"cluster.gpu=\"" + gpu + "\""}).spec;
+}
+
+// The H200 profile moved to `gpu`: every fit's memory term scaled by `memory`, its compute by `compute` of
+// its precision (checked where that is set), its fixed cost kept.
+void check_derived_from_h200(const std::string& gpu, double memory,
+                             const std::function<std::optional<double>(Precision)>& compute) {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  const ScenarioSpec a = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  const ScenarioSpec b = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", gpu);
+  const GpuProfile derived = derive_profile(*h200, a.cluster.gpu, b.cluster.gpu);
+  REQUIRE(derived.fits.size() == h200->fits.size());
+  for (std::size_t i = 0; i < derived.fits.size(); ++i) {
+    const RooflineFit& r = h200->fits[i].params;
+    const RooflineFit& d = derived.fits[i].params;
+    CHECK(d.bytes_per_s == Approx(r.bytes_per_s * memory));
+    if (const auto f = compute(h200->fits[i].precision)) CHECK(d.flops_per_s == Approx(r.flops_per_s * *f));
+    CHECK(d.fixed_s == r.fixed_s);
+  }
 }
 
 std::vector<std::string> reference_scenarios() {
@@ -57,19 +78,8 @@ Duration step_cost(ScenarioSpec s, bool prefill) {
 }  // namespace
 
 TEST_CASE("an H100 profile is the H200 fit with memory terms scaled by 3.35/4.8 and compute by 989/989") {
-  const auto h200 = find_profile("h200-sxm");
-  REQUIRE(h200.has_value());
-  const ScenarioSpec a = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  check_derived_from_h200("h100-sxm", 3.35 / 4.8, [](Precision) { return std::optional<double>(1.0); });
   const ScenarioSpec b = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h100-sxm");
-  const GpuProfile derived = derive_profile(*h200, a.cluster.gpu, b.cluster.gpu);
-  REQUIRE(derived.fits.size() == h200->fits.size());
-  for (std::size_t i = 0; i < derived.fits.size(); ++i) {
-    const RooflineFit& r = h200->fits[i].params;
-    const RooflineFit& d = derived.fits[i].params;
-    CHECK(d.bytes_per_s == Approx(r.bytes_per_s * 3.35 / 4.8));
-    CHECK(d.flops_per_s == Approx(r.flops_per_s));
-    CHECK(d.fixed_s == r.fixed_s);
-  }
   const auto model = make_gpu_cost_model(b.cluster.gpu);
   CHECK(model->source().find("profile hwmodels/profiles/h200-sxm.json scaled to h100-sxm") == 0);
 }
@@ -92,23 +102,13 @@ TEST_CASE("Blackwell profiles apply the H200 fit's efficiencies to the Blackwell
 
 TEST_CASE(
     "the A100 profile is the H200 fit moved by the A100 datasheet: memory x 2.039/4.8, BF16 x 312/989") {
-  const auto h200 = find_profile("h200-sxm");
-  REQUIRE(h200.has_value());
-  const ScenarioSpec a = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
   const ScenarioSpec b = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "a100-sxm");
   CHECK(b.cluster.gpu.hbm_bytes == Approx(80e9));
   // No FP8 tensor cores: FP8 weights are costed at the BF16 rate (weight-only).
   CHECK(b.cluster.gpu.peak_flops(Precision::kFP8) == b.cluster.gpu.peak_flops(Precision::kBF16));
-  const GpuProfile derived = derive_profile(*h200, a.cluster.gpu, b.cluster.gpu);
-  REQUIRE(derived.fits.size() == h200->fits.size());
-  for (std::size_t i = 0; i < derived.fits.size(); ++i) {
-    const RooflineFit& r = h200->fits[i].params;
-    const RooflineFit& d = derived.fits[i].params;
-    CHECK(d.bytes_per_s == Approx(r.bytes_per_s * 2.039 / 4.8));
-    if (h200->fits[i].precision == Precision::kBF16)
-      CHECK(d.flops_per_s == Approx(r.flops_per_s * 312 / 989));
-    CHECK(d.fixed_s == r.fixed_s);
-  }
+  check_derived_from_h200("a100-sxm", 2.039 / 4.8, [](Precision p) {
+    return p == Precision::kBF16 ? std::optional<double>(312.0 / 989) : std::nullopt;
+  });
   const auto model = make_gpu_cost_model(b.cluster.gpu);
   CHECK(model->source().find("efficiencies on the datasheet of a100-sxm") != std::string::npos);
 }

@@ -50,6 +50,7 @@ class ReportBuilder {
   void fill_all_to_all(Report& r, const WindowTotals& m) const;
   void fill_intervals(Report& r, const WindowChoice& c) const;
   void fill_intervals(Report& r, const WindowChoice& c, int batches) const;
+  static void fill_sla_counts(Report& r, const std::vector<WindowTotals>& batches);
   void fill_experts(Report& r, const WindowTotals& m) const;
   void fill_prefix(Report& r) const;
   void fill_pools(Report& r, const WindowTotals& m) const;
@@ -294,12 +295,7 @@ void ReportBuilder::fill_intervals(Report& r, const WindowChoice& c) const {
   if (fit < kMinCiBatches) {
     r.ci_too_short = true;
     // The counts alone (a binomial bound can still tell a share far over its limit).
-    for (const WindowTotals& t : batch_segments(metrics_.series(), c.first_segment, 1)) {
-      r.sla_requests += t.finished;
-      r.sla_ttft_over += t.ttft_over;
-      r.sla_tpot_requests += t.tpot_counted;
-      r.sla_tpot_over += t.tpot_over;
-    }
+    fill_sla_counts(r, batch_segments(metrics_.series(), c.first_segment, 1));
     return;
   }
   for (const int batches : {std::min(kCiBatches, fit), std::min(kCiBatches / 2, fit)}) {
@@ -310,19 +306,24 @@ void ReportBuilder::fill_intervals(Report& r, const WindowChoice& c) const {
   }
 }
 
+// The SLA counts under the shares' intervals, summed over the window's batches.
+void ReportBuilder::fill_sla_counts(Report& r, const std::vector<WindowTotals>& batches) {
+  r.sla_requests = r.sla_ttft_over = r.sla_tpot_requests = r.sla_tpot_over = 0;
+  for (const WindowTotals& t : batches) {
+    r.sla_requests += t.finished;
+    r.sla_ttft_over += t.ttft_over;
+    r.sla_tpot_requests += t.tpot_counted;
+    r.sla_tpot_over += t.tpot_over;
+  }
+}
+
 void ReportBuilder::fill_intervals(Report& r, const WindowChoice& c, int batches) const {
   const std::vector<WindowTotals> b = batch_segments(metrics_.series(), c.first_segment, batches);
   if (b.size() < 2) return;
   const double batch_s =
       metrics_.series().width() *
       static_cast<double>((metrics_.series().full_segments() - c.first_segment) / b.size());
-  r.sla_requests = r.sla_ttft_over = r.sla_tpot_requests = r.sla_tpot_over = 0;
-  for (const WindowTotals& t : b) {
-    r.sla_requests += t.finished;
-    r.sla_ttft_over += t.ttft_over;
-    r.sla_tpot_requests += t.tpot_counted;
-    r.sla_tpot_over += t.tpot_over;
-  }
+  fill_sla_counts(r, b);
   std::vector<double> tokens, ttft_over, tpot_over, finished, tpot_counted;
   for (const WindowTotals& t : b) {
     tokens.push_back(static_cast<double>(t.output_tokens) / batch_s);
