@@ -8,7 +8,9 @@
 #include <sstream>
 #include <variant>
 
+#include "sim/app/replications.h"
 #include "sim/engine/check.h"
+#include "sim/engine/random.h"
 #include "sim/serving/runtime/serving_simulation.h"
 
 namespace moesim {
@@ -31,24 +33,43 @@ CapacityBracket find_capacity(double start_req_s, const std::function<bool(doubl
 
 namespace {
 
-// The state of a three-outcome search: the highest rate that met, the lowest that did not meet, the
-// highest that did not fail, the lowest that failed (0: none yet).
+// The state of a three-outcome search. Verdicts need not be monotone in the rate (a light probe may see
+// too few requests to decide; replications are noisy), so the bounds are read from every verdict so far:
+// the lowest rate that failed, the highest that met below it (never above a failure: not optimistic), the
+// lowest above that which did not meet and the highest below the failure that did not fail (0: none yet).
 struct Search {
   const std::function<SlaVerdict(double)>& verdict;
   const CapacitySearchSettings& s;
   double start;
   CapacityBracket b;
+  std::map<double, SlaVerdict> seen;
   double not_met = 0;
   double not_failed = 0;
 
   SlaVerdict probe(double rate) {
     ++b.probes;
     const SlaVerdict v = verdict(rate);
-    if (v == SlaVerdict::kMeets) b.holds_req_s = std::max(b.holds_req_s, rate);
-    if (v != SlaVerdict::kMeets && (not_met == 0 || rate < not_met)) not_met = rate;
-    if (v != SlaVerdict::kFails) not_failed = std::max(not_failed, rate);
-    if (v == SlaVerdict::kFails && (b.fails_req_s == 0 || rate < b.fails_req_s)) b.fails_req_s = rate;
+    seen[rate] = v;
     if (v == SlaVerdict::kUndecided) b.undecided.push_back(rate);
+    b.fails_req_s = 0;
+    for (const auto& [r, w] : seen) {
+      if (w == SlaVerdict::kFails) {
+        b.fails_req_s = r;
+        break;
+      }
+    }
+    const auto below_fails = [&](double r) { return b.fails_req_s == 0 || r < b.fails_req_s; };
+    b.holds_req_s = not_met = not_failed = 0;
+    for (const auto& [r, w] : seen) {
+      if (w == SlaVerdict::kMeets && below_fails(r)) b.holds_req_s = r;
+      if (w != SlaVerdict::kFails && below_fails(r)) not_failed = r;
+    }
+    for (const auto& [r, w] : seen) {
+      if (w != SlaVerdict::kMeets && r > b.holds_req_s) {
+        not_met = r;
+        break;
+      }
+    }
     return v;
   }
   // Doubles from `from` until a probe fails.
@@ -79,14 +100,16 @@ struct Search {
 CapacityBracket find_capacity(double start_req_s, const std::function<SlaVerdict(double)>& verdict,
                               const CapacitySearchSettings& s) {
   MOESIM_CHECK(start_req_s > 0 && s.rel_tol > 0, "find_capacity: needs a positive start rate and tolerance");
-  Search x{verdict, s, start_req_s, {}};
+  Search x{verdict, s, start_req_s, {}, {}};
   x.probe(start_req_s);
   x.up(start_req_s);
   x.down(start_req_s);
   // Narrow the lower bound (meets | the lowest rate that did not meet), then the upper one (the highest
   // rate that did not fail | fails).
   while (x.wide(x.b.holds_req_s, x.not_met)) x.probe(0.5 * (x.b.holds_req_s + x.not_met));
-  while (x.wide(x.not_failed, x.b.fails_req_s)) x.probe(0.5 * (x.not_failed + x.b.fails_req_s));
+  while (s.narrow_fails && x.wide(x.not_failed, x.b.fails_req_s)) {
+    x.probe(0.5 * (x.not_failed + x.b.fails_req_s));
+  }
   std::vector<double> between;
   for (const double r : x.b.undecided) {
     if (r > x.b.holds_req_s && r < x.b.fails_req_s) between.push_back(r);
@@ -118,96 +141,147 @@ bool sla_holds(const Report& r) {
   return r.sla_met && r.requests_dropped == 0 && r.requests_measured > 0 && !r.overloaded;
 }
 
-namespace {
-
-struct Probe {
-  SlaVerdict verdict = SlaVerdict::kUndecided;
-  Report report;
-};
-
-// Runs `rate` until its verdict is decided: run.duration_s, then twice as long, up to max_probe_factor.
-Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
-                const CapacitySearchSettings& s) {
-  ScenarioSpec p = with_arrival_rate(spec, rate);
-  for (double f = 1;; f *= 2) {
-    p.run.duration = Duration::from_seconds(spec.run.duration.seconds() * f);
-    Probe out{SlaVerdict::kUndecided, simulate(p, gpu)};
-    out.verdict = sla_verdict(out.report);
-    if (out.verdict != SlaVerdict::kUndecided || 2 * f > s.max_probe_factor) return out;
-  }
+std::uint64_t replication_seed(std::uint64_t seed, int k) {
+  if (k == 0) return seed;
+  return splitmix64(seed + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL) >> 11;
 }
 
-// Which limit the lowest probe that did not meet the SLA is furthest over (as a share of its limit).
-void limited_by(const Report& r, CapacityResult& c) {
-  const double alpha = 1.0 - r.sla_percentile / 100.0;
-  if (r.requests_dropped > 0) {
-    c.limited_by = "drops";
-    c.limited_why = "requests were dropped (waiting queue full or too long for the KV cache)";
-  } else if (r.overloaded) {
-    c.limited_by = "overload";
-    c.limited_why = "the number in system grows: the deployment serves less than the offered load";
-  } else {
-    const bool ttft = r.ci_ttft_over_share.mean >= r.ci_tpot_over_share.mean;
-    const BatchMeans& share = ttft ? r.ci_ttft_over_share : r.ci_tpot_over_share;
-    c.limited_by = ttft ? "ttft" : "tpot";
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%.2f%% of requests over the %s limit (SLA allows %.2f%%)",
-                  100 * share.mean, ttft ? "TTFT" : "TPOT", 100 * alpha);
-    c.limited_why = buf;
-  }
-}
-
-}  // namespace
-
 namespace {
-struct ShareBounds {
-  double lo = 0, hi = 1;
-};
-// The exact binomial (Clopper-Pearson) interval at 95% of a share seen `k` times in `n` ([0, 1] without
-// requests): a few events decide it (a tail share of 1% needs about 370 requests without one to be below it
-// with confidence).
-ShareBounds binomial(std::int64_t k, std::int64_t n) {
-  if (n <= 0) return ShareBounds{};
+
+// The exact binomial (Clopper-Pearson) 95% interval of a share seen `k` times in `n` ([0, 1] without
+// requests).
+std::pair<double, double> binomial(std::int64_t k, std::int64_t n) {
+  if (n <= 0) return {0.0, 1.0};
   using boost::math::binomial_distribution;
   const auto trials = static_cast<double>(n);
   const auto events = static_cast<double>(k);
-  return ShareBounds{binomial_distribution<>::find_lower_bound_on_p(trials, events, 0.025),
-                     binomial_distribution<>::find_upper_bound_on_p(trials, events, 0.025)};
+  return {binomial_distribution<>::find_lower_bound_on_p(trials, events, 0.025),
+          binomial_distribution<>::find_upper_bound_on_p(trials, events, 0.025)};
 }
-// The share over a limit, bounded both by its batch-means interval (correlation) and by the binomial one of
-// its counts: the wider of the two.
-ShareBounds bounds(const BatchMeans& bm, std::int64_t k, std::int64_t n) {
-  if (n <= 0) return ShareBounds{};
-  const ShareBounds b = binomial(k, n);
-  return ShareBounds{std::min(bm.mean - bm.half_width, b.lo), std::max(bm.mean + bm.half_width, b.hi)};
+
+// `over` of `counted` per run (runs without a counted request say nothing and are left out).
+ShareEstimate estimate(const std::vector<std::pair<std::int64_t, std::int64_t>>& over_counted) {
+  std::vector<double> shares;
+  std::int64_t over = 0, counted = 0;
+  for (const auto& [k, n] : over_counted) {
+    if (n <= 0) continue;
+    shares.push_back(static_cast<double>(k) / static_cast<double>(n));
+    over += k;
+    counted += n;
+  }
+  const auto [blo, bhi] = binomial(over, counted);
+  ShareEstimate e;
+  if (shares.size() < 2) {  // one run (or none): the counts bound the mean, nothing bounds a new run
+    e.mean = counted > 0 ? static_cast<double>(over) / static_cast<double>(counted) : 0;
+    e.mean_lo = blo;
+    return e;
+  }
+  const double n = static_cast<double>(shares.size());
+  double sum = 0, squares = 0;
+  for (const double x : shares) sum += x;
+  e.mean = sum / n;
+  for (const double x : shares) squares += (x - e.mean) * (x - e.mean);
+  const double sd = std::sqrt(squares / (n - 1));
+  const double t = student_t_quantile(0.975, static_cast<int>(shares.size()) - 1);
+  e.mean_lo = std::max(0.0, std::min(e.mean - t * sd / std::sqrt(n), blo));
+  e.run_hi = std::min(1.0, std::max(e.mean + t * sd * std::sqrt(1 + 1 / n), bhi));
+  return e;
 }
+
 }  // namespace
 
-SlaVerdict sla_verdict(const Report& r) {
-  if (r.requests_dropped > 0) return SlaVerdict::kFails;
-  const double alpha = 1.0 - r.sla_percentile / 100.0;
-  const bool intervals = r.ci_ttft_over_share.batches >= 2 && r.ci_tpot_over_share.batches >= 2;
-  const ShareBounds a = bounds(r.ci_ttft_over_share, r.sla_ttft_over, r.sla_requests);
-  const ShareBounds b = bounds(r.ci_tpot_over_share, r.sla_tpot_over, r.sla_tpot_requests);
-  // Over a limit with confidence fails at once: a run that has not reached its steady state yet (it starts
-  // empty) only understates the shares. Without batches as long as the time in system (ci_too_short) the
-  // counts alone decide it by the exact binomial bound: too narrow for correlated requests, but a wrong
-  // "fails" only lowers the capacity reported (never optimistic).
-  if (intervals && (a.lo > alpha || b.lo > alpha)) return SlaVerdict::kFails;
-  if (r.ci_too_short && (binomial(r.sla_ttft_over, r.sla_requests).lo > alpha ||
-                         binomial(r.sla_tpot_over, r.sla_tpot_requests).lo > alpha))
-    return SlaVerdict::kFails;
-  // The number in system did not settle in the first half of the arrivals (MSER-5 at its bound): the run is
-  // too short to tell a steady state from a transient or from overload, and its intervals describe the
-  // transient (White, Cobb & Spratt 2000 lengthen such a run). A longer probe decides.
-  if (r.mser_at_bound) return SlaVerdict::kUndecided;
-  if (r.overloaded) return SlaVerdict::kFails;
-  // Too short for an interval: a longer probe decides.
-  if (r.ci_too_short) return SlaVerdict::kUndecided;
-  if (!intervals) return sla_holds(r) ? SlaVerdict::kMeets : SlaVerdict::kFails;  // a burst
-  if (a.hi <= alpha && b.hi <= alpha && sla_holds(r)) return SlaVerdict::kMeets;
+ProbeStats probe_stats(const std::vector<Report>& runs) {
+  MOESIM_CHECK(!runs.empty(), "probe_stats: needs at least one run");
+  ProbeStats p;
+  p.runs = static_cast<int>(runs.size());
+  p.allowed_share = 1.0 - runs.front().sla_percentile / 100.0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ttft, tpot;
+  for (const Report& r : runs) {
+    ttft.emplace_back(r.sla_ttft_over, r.sla_requests);
+    tpot.emplace_back(r.sla_tpot_over, r.sla_tpot_requests);
+    p.dropped += r.requests_dropped > 0 ? 1 : 0;
+    p.overloaded += r.overloaded && !r.mser_at_bound ? 1 : 0;
+    p.transient += r.mser_at_bound ? 1 : 0;
+  }
+  p.ttft = estimate(ttft);
+  p.tpot = estimate(tpot);
+  return p;
+}
+
+SlaVerdict sla_verdict(const ProbeStats& p) {
+  const double a = p.allowed_share;
+  if (p.dropped > 0 || 2 * p.overloaded > p.runs) return SlaVerdict::kFails;
+  // Over a limit with confidence fails at once: a run that has not left its transient (it starts empty)
+  // only understates the shares.
+  if (p.ttft.mean_lo > a || p.tpot.mean_lo > a) return SlaVerdict::kFails;
+  if (p.transient > 0 || p.overloaded > 0) return SlaVerdict::kUndecided;
+  if (p.ttft.run_hi <= a && p.tpot.run_hi <= a) return SlaVerdict::kMeets;
   return SlaVerdict::kUndecided;
 }
+
+namespace {
+
+struct Probe {
+  ProbeRecord record;
+  Report report;  // replication 0's
+};
+
+// Runs `rate` until its verdict is decided: settings.replications runs of run.duration_s, twice as long
+// while a run has not left its transient (up to max_probe_factor), twice as many while undecided (up to
+// max_replications).
+Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
+                const CapacitySearchSettings& s) {
+  ScenarioSpec p = with_arrival_rate(spec, rate);
+  std::vector<Report> runs;
+  int n = std::max(2, s.replications);
+  for (double f = 1;;) {
+    p.run.duration = Duration::from_seconds(spec.run.duration.seconds() * f);
+    while (static_cast<int>(runs.size()) < n) {
+      p.run.seed = replication_seed(spec.run.seed, static_cast<int>(runs.size()));
+      runs.push_back(simulate(p, gpu));
+    }
+    Probe out{ProbeRecord{rate, SlaVerdict::kUndecided, p.run.duration.seconds(), probe_stats(runs)}, {}};
+    out.record.verdict = sla_verdict(out.record.stats);
+    const bool longer = out.record.stats.transient > 0 && 2 * f <= s.max_probe_factor;
+    const bool more = !longer && 2 * n <= std::max(n, s.max_replications);
+    if (out.record.verdict != SlaVerdict::kUndecided || (!longer && !more)) {
+      out.report = std::move(runs.front());
+      return out;
+    }
+    if (longer) {
+      f *= 2;
+      runs.clear();
+    } else {
+      n *= 2;
+    }
+  }
+}
+
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100 * share);
+  return buf;
+}
+
+// Which limit the lowest probe that did not meet the SLA is furthest over (as a share of its limit).
+void limited_by(const ProbeStats& p, CapacityResult& c) {
+  if (p.dropped > 0) {
+    c.limited_by = "drops";
+    c.limited_why = "requests were dropped (waiting queue full or too long for the KV cache)";
+  } else if (2 * p.overloaded > p.runs) {
+    c.limited_by = "overload";
+    c.limited_why = "the number in system grows: the deployment serves less than the offered load";
+  } else {
+    const bool ttft = p.ttft.mean >= p.tpot.mean;
+    const ShareEstimate& e = ttft ? p.ttft : p.tpot;
+    c.limited_by = ttft ? "ttft" : "tpot";
+    c.limited_why = percent(e.mean) + " of requests over the " + (ttft ? "TTFT" : "TPOT") + " limit (" +
+                    std::to_string(p.runs) + " runs; one run up to " + percent(e.run_hi) + "; SLA allows " +
+                    percent(p.allowed_share) + ")";
+  }
+}
+
+}  // namespace
 
 CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu,
                                const CapacitySearchSettings& settings) {
@@ -226,23 +300,23 @@ CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu
                      "so that a probe at a higher rate is a heavier load, not a shorter burst");
   }
   if (!(start > 0)) throw InputError("workload.arrival.rate_per_s", "capacity search needs a rate above 0");
-  std::map<double, Report> probed;  // every probe's last run, by rate
-  std::map<double, SlaVerdict> verdicts;
+  std::map<double, Report> probed;  // replication 0 of every probe, by rate
   CapacityResult c;
   c.bracket = find_capacity(start, std::function<SlaVerdict(double)>([&](double rate) {
                               Probe p = run_probe(spec, gpu, rate, settings);
-                              verdicts[rate] = p.verdict;
+                              c.probes.push_back(p.record);
                               probed[rate] = std::move(p.report);
-                              return p.verdict;
+                              return p.record.verdict;
                             }),
                             settings);
   c.at_capacity = probed.at(c.bracket.holds_req_s);
-  for (const auto& [rate, v] : verdicts) {
-    if (v != SlaVerdict::kMeets && rate > c.bracket.holds_req_s) {
-      limited_by(probed.at(rate), c);
-      break;
-    }
+  const ProbeRecord* lowest = nullptr;
+  for (const ProbeRecord& p : c.probes) {
+    if (p.verdict != SlaVerdict::kMeets && p.rate_req_s > c.bracket.holds_req_s &&
+        (lowest == nullptr || p.rate_req_s < lowest->rate_req_s))
+      lowest = &p;
   }
+  if (lowest != nullptr) limited_by(lowest->stats, c);
   return c;
 }
 

@@ -1,11 +1,16 @@
 // Capacity at SLA: the highest Poisson/gamma arrival rate (workload.arrival.rate_per_s) at which a scenario
-// still meets its SLA, found by bracketing and bisection on the rate. A probe is a stochastic experiment:
-// it runs the scenario (arrivals over run.duration_s, required) and decides from the batch-means intervals
-// of the shares of requests over the SLA's limits whether the SLA holds or fails with 95% confidence; an
-// undecided probe runs again twice as long, up to a cap, and stays undecided there (said so). The result
-// is an interval: the highest rate that meets the SLA with confidence and the lowest that fails.
+// still meets its SLA, found by bracketing and bisection on the rate. A probe is a stochastic experiment
+// decided by independent replications (Law & Kelton's replication/deletion approach): runs of the scenario
+// (arrivals over run.duration_s, required) with their own seeds, each measured over its steady window. A
+// share over an SLA limit is far from normal within one run (its tail events follow rare long prompts, so
+// the batch means of one run understate its spread several times); across replications it is estimated
+// from what varies between runs. A probe meets when a new run of its length would meet the SLA with 95%
+// probability (Student-t prediction bound), fails when the long-run share is over the SLA's with 95%
+// confidence, and is undecided otherwise: it doubles its replications, up to a cap. The result is an
+// interval: the highest rate that meets and the lowest that fails; the long-run capacity lies between.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -21,8 +26,15 @@ class GpuCostModel;
 struct CapacitySearchSettings {
   double rel_tol = 0.02;  // stop when the bracket (holds, fails) is narrower than rel_tol x holds
   int max_probes = 60;
-  double max_factor = 1e6;      // give up expanding (or shrinking) the bracket this far from the start rate
-  double max_probe_factor = 8;  // an undecided probe doubles its run.duration_s up to this factor
+  double max_factor = 1e6;  // give up expanding (or shrinking) the bracket this far from the start rate
+  // A probe whose runs have not left their transient (Report::mser_at_bound) doubles run.duration_s up to
+  // this factor.
+  double max_probe_factor = 8;
+  int replications = 4;      // independent runs a probe starts with (at least 2)
+  int max_replications = 8;  // an undecided probe doubles its runs up to this
+  // Bisect the upper end (the lowest rate that fails) to rel_tol too; otherwise it is the lowest rate seen
+  // failing while the lower end was narrowed (cheaper where only the capacity itself is wanted).
+  bool narrow_fails = true;
 };
 
 enum class SlaVerdict { kMeets, kFails, kUndecided };
@@ -54,21 +66,57 @@ CapacityBracket find_capacity(double start_req_s, const std::function<SlaVerdict
 double arrival_rate_per_s(const ScenarioSpec& spec);
 ScenarioSpec with_arrival_rate(ScenarioSpec spec, double rate_per_s);
 
-// The SLA holds for a run when its percentile latencies are within the limits (Report::sla_met) and every
-// request was served: none dropped and some measured.
+// The SLA holds for one run when its percentile latencies are within the limits (Report::sla_met), every
+// request was served (none dropped, some measured) and it was not overloaded.
 bool sla_holds(const Report& r);
-// The SLA at percentile p holds when at most a share 1 - p/100 of the requests is over each limit. Meets:
-// neither share's 95% interval reaches above that share, and sla_holds; fails: a share's interval lies
-// wholly above it, or a request was dropped, or the run is overloaded past its transient; undecided
-// otherwise, and whenever the number in system did not settle in the first half of the arrivals
-// (Report::mser_at_bound: too short to tell a transient from overload). A share's
-// interval is the wider of its batch means (Report::ci_ttft_over_share, ci_tpot_over_share) and the exact
-// binomial one of its counts. A run without intervals (a burst) is decided by sla_holds.
-SlaVerdict sla_verdict(const Report& r);
+// The seed of a probe's k-th replication: the scenario's run.seed for k = 0 (the run a capacity reports is
+// the user's seed), then splitmix64 outputs (53 bits, so JSON readers keep them exact). Every probe uses the
+// same seeds: common random numbers across rates (Law & Kelton 11.2), so the verdicts of nearby rates differ
+// by the load, not by the draw.
+std::uint64_t replication_seed(std::uint64_t seed, int k);
+
+// A share over an SLA limit estimated from n replications: the mean of their shares, the lower end of its
+// 95% interval (the long-run share is at least this) and the upper 95% prediction bound of one new run's
+// share (Student t with n - 1 degrees of freedom, mean + t s sqrt(1 + 1/n)); both also bounded by the exact
+// binomial interval of the pooled counts (the wider of the two: a few requests decide nothing).
+struct ShareEstimate {
+  double mean = 0;
+  double mean_lo = 0;
+  double run_hi = 1;
+};
+
+// What a probe's replications say: the TTFT and TPOT shares over their limits, the share the SLA allows
+// (1 - percentile / 100), and the runs that dropped requests, were overloaded past their transient (the
+// number in system grew through the window) or had not left the transient (Report::mser_at_bound).
+struct ProbeStats {
+  int runs = 0;
+  double allowed_share = 0;
+  ShareEstimate ttft;
+  ShareEstimate tpot;
+  int dropped = 0;
+  int overloaded = 0;
+  int transient = 0;
+};
+ProbeStats probe_stats(const std::vector<Report>& runs);
+
+// Fails: a run dropped requests, most runs were overloaded, or a share's mean is over the allowed share
+// with confidence (a run that has not left its transient only understates it). Otherwise undecided while
+// a run is in its transient (a longer probe decides) or overloaded, or while a share's prediction bound
+// exceeds the allowed share; meets when neither does.
+SlaVerdict sla_verdict(const ProbeStats& p);
+
+// One probe of the search: its rate, verdict, run length, replications and shares.
+struct ProbeRecord {
+  double rate_req_s = 0;
+  SlaVerdict verdict = SlaVerdict::kUndecided;
+  double duration_s = 0;
+  ProbeStats stats;
+};
 
 struct CapacityResult {
   CapacityBracket bracket;
-  Report at_capacity;  // the run at bracket.holds_req_s
+  Report at_capacity;               // replication 0 (the scenario's seed) at bracket.holds_req_s
+  std::vector<ProbeRecord> probes;  // in the order run
   // "Limited by" from the probes: the constraint that fails first as the load grows, read from the
   // lowest failing probe ("ttft", "tpot", "overload", "drops").
   std::string limited_by;

@@ -392,6 +392,15 @@ std::vector<std::size_t> pareto_front(const std::vector<FrontPoint>& pts) {
   return out;
 }
 
+CapacitySearchSettings capacity_settings(const VerifySettings& v) {
+  CapacitySearchSettings st;
+  st.rel_tol = v.capacity_tol;
+  st.replications = v.replications;
+  st.max_replications = v.max_replications;
+  st.narrow_fails = false;
+  return st;
+}
+
 namespace {
 
 // ---- Checking, static pass, verification rounds -----------------------------------------------------
@@ -504,15 +513,14 @@ void static_pass(std::vector<Candidate>& cs, unsigned jobs, const SearchOptions&
 }
 
 // The capacity search at the SLA from a start rate near the static capacity; figures of the run there.
-SimFigures simulate_candidate(const Json& scenario, double start_req_s, double tol) {
+SimFigures simulate_candidate(const Json& scenario, double start_req_s, const VerifySettings& v) {
   SimFigures f;
   f.done = true;
   try {
     const LoadedScenario sc = parse_scenario(scenario, ".");
     const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
-    CapacitySearchSettings st;
-    st.rel_tol = tol;
-    const CapacityResult r = capacity_at_sla(with_arrival_rate(sc.spec, start_req_s), *gpu, st);
+    const CapacityResult r =
+        capacity_at_sla(with_arrival_rate(sc.spec, start_req_s), *gpu, capacity_settings(v));
     const Report& rep = r.at_capacity;
     f.capacity_req_s = r.bracket.holds_req_s;
     f.fails_req_s = r.bracket.fails_req_s;
@@ -546,8 +554,12 @@ std::string text_key(const std::string& text) {
 // Simulates (or reads back from the output folder) one point; the result as JSON text.
 std::string verify_point(const Candidate& c, const SearchSpec& spec, const std::filesystem::path& dir) {
   const double start = std::max(1e-3, 0.8 * c.st.capacity_req_s);
-  const Json key{
-      {"scenario", c.scenario}, {"start_req_s", start}, {"capacity_tol", spec.verify.capacity_tol}};
+  // Everything the point's figures depend on: a folder of another version's points is simulated again.
+  const Json key{{"scenario", c.scenario},
+                 {"start_req_s", start},
+                 {"capacity_tol", spec.verify.capacity_tol},
+                 {"replications", {spec.verify.replications, spec.verify.max_replications}},
+                 {"capacity_method", "replications"}};
   const std::string key_text = key.dump();
   const std::filesystem::path file = dir / "points" / (text_key(key_text) + ".json");
   if (std::filesystem::exists(file)) {
@@ -563,7 +575,7 @@ std::string verify_point(const Candidate& c, const SearchSpec& spec, const std::
     } catch (const std::exception&) {  // a partial, foreign or older-format file: simulate again
     }
   }
-  const Json sim = sim_figures_json(simulate_candidate(c.scenario, start, spec.verify.capacity_tol));
+  const Json sim = sim_figures_json(simulate_candidate(c.scenario, start, spec.verify));
   std::filesystem::create_directories(file.parent_path());
   const std::filesystem::path tmp = file.string() + ".tmp";
   {

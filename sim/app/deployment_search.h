@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hwmodels/gpu_cost_model.h"
+#include "sim/app/capacity_search.h"
 #include "sim/scenario/json_reader.h"
 #include "sim/scenario/search_spec_parser.h"
 #include "sim/serving/spec/memory_plan.h"
@@ -156,5 +157,8 @@ struct FrontPoint {
 std::vector<std::size_t> pareto_front(const std::vector<FrontPoint>& points);
 
 SearchResult run_search(const SearchSpec& spec, const SearchOptions& options);
+
+// The capacity search a verification runs: verify's tolerance and replications, the lower end narrowed.
+CapacitySearchSettings capacity_settings(const VerifySettings& v);
 
 }  // namespace moesim

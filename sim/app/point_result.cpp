@@ -22,6 +22,39 @@ std::string as_internal_error(const std::string& what) {
   constexpr std::string_view kPrefix = "internal error: ";
   return what.rfind(kPrefix, 0) == 0 ? what : std::string(kPrefix) + what;
 }
+const char* verdict_name(SlaVerdict v) {
+  switch (v) {
+    case SlaVerdict::kMeets:
+      return "meets";
+    case SlaVerdict::kFails:
+      return "fails";
+    case SlaVerdict::kUndecided:
+      return "undecided";
+  }
+  return "undecided";
+}
+
+// Every probe of a capacity search, in the order run: what a review reads to see how the interval was
+// decided (shares over each limit across the probe's replications).
+Json probe_log_json(const std::vector<ProbeRecord>& probes) {
+  auto share = [](const ShareEstimate& e) {
+    return Json{{"mean", e.mean}, {"mean_lo95", e.mean_lo}, {"one_run_hi95", e.run_hi}};
+  };
+  Json out = Json::array();
+  for (const ProbeRecord& p : probes) {
+    out.push_back(Json{{"rate_req_s", p.rate_req_s},
+                       {"verdict", verdict_name(p.verdict)},
+                       {"runs", p.stats.runs},
+                       {"duration_s", p.duration_s},
+                       {"allowed_share", p.stats.allowed_share},
+                       {"ttft_over_share", share(p.stats.ttft)},
+                       {"tpot_over_share", share(p.stats.tpot)},
+                       {"runs_dropping", p.stats.dropped},
+                       {"runs_overloaded", p.stats.overloaded},
+                       {"runs_in_transient", p.stats.transient}});
+  }
+  return out;
+}
 }  // namespace
 
 Replication run_replication(ScenarioSpec spec, std::uint64_t seed, const PointSettings& settings) {
@@ -36,13 +69,15 @@ Replication run_replication(ScenarioSpec spec, std::uint64_t seed, const PointSe
     Json capacity;
     if (settings.capacity) {
       CapacityResult c = capacity_at_sla(spec, *gpu, settings.search);
-      // The interval: meets with 95% confidence at holds, fails at fails; undecided probes between.
+      // The interval: a run of the probe length meets at holds (95% prediction), the long-run share fails at
+      // fails (95% confidence); undecided probes between.
       capacity = Json{{"meets_req_s", c.bracket.holds_req_s},
                       {"fails_req_s", c.bracket.fails_req_s},
                       {"undecided_req_s", c.bracket.undecided},
                       {"probes", c.bracket.probes},
                       {"limited_by", c.limited_by},
-                      {"limited_why", c.limited_why}};
+                      {"limited_why", c.limited_why},
+                      {"probe_log", probe_log_json(c.probes)}};
       out.capacity_req_s = c.bracket.holds_req_s;
       out.capacity_fails_req_s = c.bracket.fails_req_s;
       out.probes = c.bracket.probes;
@@ -199,7 +234,7 @@ std::vector<PointResult> run_points(TaskPool& pool, const std::vector<ScenarioSp
         if (!r.error.empty()) s += "  ERROR";
         if (!std::isnan(r.capacity_req_s)) {
           char buf[96];
-          std::snprintf(buf, sizeof buf, "  capacity %.4g req/s (%d runs)", r.capacity_req_s, r.probes);
+          std::snprintf(buf, sizeof buf, "  capacity %.4g req/s (%d probes)", r.capacity_req_s, r.probes);
           s += buf;
         }
         return s;

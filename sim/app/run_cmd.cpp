@@ -92,11 +92,24 @@ void print_capacity(const Replication& rep) {
     std::snprintf(b, sizeof b, "%s%.3f", undecided.empty() ? "" : ", ", u.get<double>());
     undecided += b;
   }
+  // The probes at the interval's ends: their run length and replications.
+  const double meets = c.at("meets_req_s").get<double>();
+  const double fails = c.at("fails_req_s").get<double>();
+  double meets_s = 0;
+  int meets_runs = 0, runs = 0;
+  for (const Json& p : c.at("probe_log")) {
+    runs += p.at("runs").get<int>();
+    if (p.at("rate_req_s").get<double>() == meets) {
+      meets_s = p.at("duration_s").get<double>();
+      meets_runs = p.at("runs").get<int>();
+    }
+  }
   std::printf(
-      "  seed %llu: meets the SLA with 95%% confidence at %.3f req/s, fails at %.3f%s%s%s (%d probes)\n",
-      static_cast<unsigned long long>(rep.seed), c.at("meets_req_s").get<double>(),
-      c.at("fails_req_s").get<double>(), undecided.empty() ? "" : "; undecided at ", undecided.c_str(),
-      undecided.empty() ? "" : " (the SLA metric sits at its limit there)", c.at("probes").get<int>());
+      "  seed %llu: at %.3f req/s a %.0f s run meets the SLA with 95%% probability (%d runs); at %.3f the "
+      "long-run share over a limit exceeds the SLA's with 95%% confidence%s%s%s (%d probes, %d runs)\n",
+      static_cast<unsigned long long>(rep.seed), meets, meets_s, meets_runs, fails,
+      undecided.empty() ? "" : "; undecided at ", undecided.c_str(),
+      undecided.empty() ? "" : " (the long-run capacity lies in between)", c.at("probes").get<int>(), runs);
   if (!c.at("limited_by").get<std::string>().empty()) {
     std::printf("    limited by %s first as the load grows: %s\n",
                 c.at("limited_by").get<std::string>().c_str(),

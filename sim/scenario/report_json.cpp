@@ -252,6 +252,12 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
         {"tpot_at_percentile_s", r.sla_tpot_at_percentile},
         {"met", r.sla_met},
         {"violation_rate", r.sla_violation_rate},
+        // The counts under the window's shares over each limit (what a capacity probe's verdict reads).
+        {"window_counts",
+         {{"requests", r.sla_requests},
+          {"ttft_over", r.sla_ttft_over},
+          {"tpot_requests", r.sla_tpot_requests},
+          {"tpot_over", r.sla_tpot_over}}},
         {"goodput_requests_per_s", r.goodput_requests_per_s},
         {"goodput_tokens_per_s", r.goodput_tokens_per_s}}},
       {"step",

@@ -174,6 +174,12 @@ void parse_verify(JsonReader& root, VerifySettings& v) {
   v.margin = r->bounded("margin", v.margin, 0.0, 10.0);
   v.capacity_tol = r->bounded("capacity_tol", v.capacity_tol, 1e-4, 1.0);
   if (!(v.capacity_tol > 0)) r->fail("capacity_tol", "must be above 0");
+  v.replications = r->int_in("replications", v.replications, 2, 1000);
+  v.max_replications = r->int_in("max_replications", std::max(v.max_replications, v.replications), 2, 1000);
+  if (v.max_replications < v.replications) {
+    r->fail("max_replications",
+            "must be at least verify.replications (" + std::to_string(v.replications) + ")");
+  }
   r->finish();
 }
 

@@ -46,6 +46,10 @@ struct VerifySettings {
   int max_points = 24;         // simulated points at most, over all rounds
   double margin = 0.15;        // optimism added to the best observed simulated/static ratio
   double capacity_tol = 0.05;  // capacity search bracket, share of the rate
+  // Independent runs per capacity probe, first and at most (run --capacity: 4 and 8). The search narrows
+  // only the capacity's lower end to capacity_tol: the upper end is the lowest rate it saw fail.
+  int replications = 4;
+  int max_replications = 4;
 };
 
 struct SearchSpec {

@@ -106,6 +106,14 @@ TEST_CASE("a malformed search SPEC names the key that is wrong") {
   j = good;
   j["space"]["mtp"] = Json::array({1});
   CHECK_THAT(spec_error(j), Catch::StartsWith("space.mtp[0]: expected true or false"));
+  j = good;
+  j["verify"]["replications"] = 8;
+  j["verify"]["max_replications"] = 4;
+  CHECK_THAT(spec_error(j),
+             Catch::StartsWith("verify.max_replications: must be at least verify.replications"));
+  j = good;
+  j["verify"]["replications"] = 1;  // no spread from one run
+  CHECK_THAT(spec_error(j), Catch::StartsWith("verify.replications:"));
 
   // The CLI: one line naming the key, exit 2.
   Tmp t;
@@ -150,8 +158,7 @@ TEST_CASE("on a toy space the search's front equals the front of simulating ever
       continue;
     }
     const double start = c.has_static && c.st.capacity_req_s > 0 ? 0.8 * c.st.capacity_req_s : 1.0;
-    CapacitySearchSettings st;
-    st.rel_tol = spec.verify.capacity_tol;
+    const CapacitySearchSettings st = capacity_settings(spec.verify);
     try {
       const CapacityResult cr =
           capacity_at_sla(with_arrival_rate(sc.spec, start), *make_gpu_cost_model(sc.spec.cluster.gpu), st);

@@ -284,7 +284,10 @@ void ReportBuilder::fill_steps(Report& r, const WindowTotals& m) const {
 
 // Within-run 95% intervals by batch means over the steady window's segments.
 void ReportBuilder::fill_intervals(Report& r, const WindowChoice& c) const {
-  if (c.with_drain) return;
+  if (c.with_drain) {  // a burst: no steady window to batch, the counts over the whole run
+    fill_sla_counts(r, {metrics_.series().sum(c.first_segment, true)});
+    return;
+  }
   // Batches long enough to be nearly independent: 20, or 10 when a lag-1 autocorrelation of 20 is above
   // kMaxLag1 (Law & Kelton 5th ed. 9.5.3); the lag-1 values stay in the report. A batch is also at least
   // as long as the requests' time in system at the SLA percentile (a request's latency depends on the
