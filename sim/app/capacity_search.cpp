@@ -1,11 +1,15 @@
 #include "sim/app/capacity_search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <boost/math/distributions/binomial.hpp>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 #include <variant>
 
 #include "sim/app/replications.h"
@@ -226,20 +230,47 @@ struct Probe {
   Report report;  // replication 0's
 };
 
+// Appends replications runs.size() .. n - 1 of `p` (each its own seed), on up to `threads` threads; each
+// run lands in its own slot, so the order (and everything computed from it) is the same for any count.
+void run_replications(ScenarioSpec p, const GpuCostModel& gpu, int n, int threads,
+                      std::vector<Report>& runs) {
+  const std::uint64_t seed = p.run.seed;
+  const auto first = static_cast<int>(runs.size());
+  runs.resize(static_cast<std::size_t>(std::max(n, first)));
+  std::atomic<int> next{first};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (int k = next++; k < n; k = next++) {
+      try {
+        ScenarioSpec q = p;
+        q.run.seed = replication_seed(seed, k);
+        runs[static_cast<std::size_t>(k)] = simulate(q, gpu);
+      } catch (...) {
+        const std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min(threads, n - first); ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 // Runs `rate` until its verdict is decided: settings.replications runs of run.duration_s, twice as long
 // while a run has not left its transient (up to max_probe_factor), twice as many while undecided (up to
 // max_replications).
 Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
                 const CapacitySearchSettings& s) {
   ScenarioSpec p = with_arrival_rate(spec, rate);
+  p.run.seed = spec.run.seed;
   std::vector<Report> runs;
   int n = std::max(2, s.replications);
   for (double f = 1;;) {
     p.run.duration = Duration::from_seconds(spec.run.duration.seconds() * f);
-    while (static_cast<int>(runs.size()) < n) {
-      p.run.seed = replication_seed(spec.run.seed, static_cast<int>(runs.size()));
-      runs.push_back(simulate(p, gpu));
-    }
+    run_replications(p, gpu, n, s.threads, runs);
     Probe out{ProbeRecord{rate, SlaVerdict::kUndecided, p.run.duration.seconds(), probe_stats(runs)}, {}};
     out.record.verdict = sla_verdict(out.record.stats);
     const bool longer = out.record.stats.transient > 0 && 2 * f <= s.max_probe_factor;

@@ -35,6 +35,7 @@ struct CapacitySearchSettings {
   // Bisect the upper end (the lowest rate that fails) to rel_tol too; otherwise it is the lowest rate seen
   // failing while the lower end was narrowed (cheaper where only the capacity itself is wanted).
   bool narrow_fails = true;
+  int threads = 1;  // a probe's replications run on this many threads (the result is the same for any)
 };
 
 enum class SlaVerdict { kMeets, kFails, kUndecided };

@@ -210,6 +210,9 @@ std::vector<PointResult> run_points(TaskPool& pool, const std::vector<ScenarioSp
   for (std::size_t p = 0; p < specs.size(); ++p) {
     for (int k = 0; k < seeds[p]; ++k) tasks.push_back(Task{p, k});
   }
+  // Threads the tasks leave idle run a capacity probe's replications.
+  PointSettings local = settings;
+  local.search.threads = std::max(1, static_cast<int>(pool.jobs() / std::max<std::size_t>(1, tasks.size())));
   const std::vector<std::string> encoded = pool.run(
       tasks.size(),
       [&](std::size_t i) {
@@ -217,7 +220,7 @@ std::vector<PointResult> run_points(TaskPool& pool, const std::vector<ScenarioSp
         const ScenarioSpec& spec = specs[t.point];
         const std::uint64_t seed = spec.run.seed + static_cast<std::uint64_t>(t.replication);
         try {
-          return encode_replication(run_replication(spec, seed, settings));
+          return encode_replication(run_replication(spec, seed, local));
         } catch (const std::exception& e) {  // the pool's tasks must not throw: a bug, reported as one
           Replication failed;
           failed.seed = seed;

@@ -29,6 +29,8 @@ class TaskPool {
   // The process that writes outputs (rank 0, or the only process).
   [[nodiscard]] bool is_output_rank() const { return rank_ == 0; }
   [[nodiscard]] int ranks() const { return size_; }
+  // Threads of this process.
+  [[nodiscard]] unsigned jobs() const { return jobs_; }
 
  private:
   unsigned jobs_ = 1;
