@@ -323,6 +323,15 @@ TEST_CASE("run --capacity prints the capacity with the throughput per GPU and co
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("capacity_req_s") && Catch::Contains("output_tok_s_per_gpu") &&
                         Catch::Contains("gpu_hours_per_million_output_tokens"));
+  // The probes' replications on two threads: the same file.
+  const auto r1 =
+      moesim_test::run_moesim(t, "run " + f.string() + " --capacity -j 1 --out " + (t.dir / "o1").string());
+  REQUIRE(r1.code == 0);
+  const auto r2 =
+      moesim_test::run_moesim(t, "run " + f.string() + " --capacity -j 2 --out " + (t.dir / "o2").string());
+  REQUIRE(r2.code == 0);
+  CHECK(moesim_test::slurp(t.dir / "o1" / "replications.json") ==
+        moesim_test::slurp(t.dir / "o2" / "replications.json"));
   const Json j = load_json_file((t.dir / "o" / "replications.json").string());
   const Json& rep = j["replications"][0];
   // Cost at capacity from the report's own throughput: GPU-hours per million output tokens.
