@@ -752,9 +752,16 @@ void check_scenario_sections(const SearchSpec& spec) {
   }
 }
 
-SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
+SearchResult run_search(const SearchSpec& spec, const SearchOptions& options) {
   check_scenario_sections(spec);
+  // Under mpirun every rank runs the static pass and the rounds' bookkeeping (cheap and deterministic),
+  // the verifications are spread over the ranks, and every rank receives every round's results, so that
+  // all decide the next round alike; rank 0 reports and writes.
+  TaskPool pool(options.jobs);
+  SearchOptions o = options;
   SearchResult r;
+  r.output_rank = pool.is_output_rank();
+  if (!r.output_rank) o.progress = nullptr;
   r.candidates = enumerate_candidates(spec);
   if (r.candidates.empty()) {
     throw InputError("space",
@@ -763,12 +770,6 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
   }
   if (o.progress)
     o.progress("search " + spec.name + ": " + std::to_string(r.candidates.size()) + " candidate deployments");
-  TaskPool pool(o.jobs);
-  if (pool.ranks() > 1) {
-    throw InputError("mpirun",
-                     "search decides each verification round from the last one's results; run it "
-                     "in one process with -j N threads");
-  }
   const unsigned jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Candidate>& cs = r.candidates;
   static_pass(cs, jobs, o);
@@ -820,7 +821,8 @@ SearchResult run_search(const SearchSpec& spec, const SearchOptions& o) {
                       ? fixed(f.capacity_req_s, 2) + " req/s, " +
                             point_text(FrontPoint{.x = f.tokens_per_s_per_user, .y = f.tokens_per_s_per_gpu})
                       : "failed: " + f.error);
-        });
+        },
+        true);
     for (std::size_t k = 0; k < round.size(); ++k)
       cs[round[k]].sim = sim_figures_from_json(Json::parse(out[k]));
     simulated += static_cast<int>(round.size());

@@ -106,6 +106,7 @@ struct SearchResult {
   int rounds = 0;
   std::size_t recommended = static_cast<std::size_t>(-1);  // none when nothing held its SLA
   std::string recommendation_note;
+  bool output_rank = true;  // under mpirun: only rank 0 writes the outputs
 };
 
 // Every combination of the SPEC's axes, as candidate scenarios (no check yet), in a fixed order.

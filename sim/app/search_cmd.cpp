@@ -186,6 +186,7 @@ void execute_search(const SearchCommandOptions& o) {
   so.out_dir = dir;
   if (!o.quiet) so.progress = [](const std::string& s) { std::cerr << s << "\n"; };
   const SearchResult r = run_search(spec, so);
+  if (!r.output_rank) return;                  // under mpirun rank 0 writes
   std::filesystem::remove_all(dir / "front");  // a resumed search rewrites its whole front
   std::vector<std::string> files;
   Json front = Json::array();

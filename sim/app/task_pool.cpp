@@ -91,7 +91,7 @@ TaskPool::~TaskPool() {
 
 std::vector<std::string> TaskPool::run(
     std::size_t n, const std::function<std::string(std::size_t)>& run_one,
-    const std::function<std::string(std::size_t, const std::string&)>& label) {
+    const std::function<std::string(std::size_t, const std::string&)>& label, bool everywhere) {
   std::vector<std::size_t> mine;
   for (std::size_t i = static_cast<std::size_t>(rank_); i < n; i += static_cast<std::size_t>(size_))
     mine.push_back(i);
@@ -140,10 +140,14 @@ std::vector<std::string> TaskPool::run(
                "MPI gather: a rank's results exceed 2 GiB");
   int my_size = static_cast<int>(packed.size());
   std::vector<int> sizes(static_cast<std::size_t>(size_));
-  MPI_Gather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (everywhere) {
+    MPI_Allgather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  } else {
+    MPI_Gather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  }
   std::vector<int> offsets(static_cast<std::size_t>(size_), 0);
   std::string all;
-  if (rank_ == 0) {
+  if (rank_ == 0 || everywhere) {
     long long total = 0;
     for (int r = 0; r < size_; ++r) {
       offsets[static_cast<std::size_t>(r)] = static_cast<int>(total);
@@ -152,10 +156,16 @@ std::vector<std::string> TaskPool::run(
     MOESIM_CHECK(total < std::numeric_limits<int>::max(), "MPI gather: the results exceed 2 GiB");
     all.resize(static_cast<std::size_t>(total));
   }
-  MPI_Gatherv(packed.data(), my_size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0,
-              MPI_COMM_WORLD);
-  if (rank_ != 0) return {};
-  for (int r = 1; r < size_; ++r) {
+  if (everywhere) {
+    MPI_Allgatherv(packed.data(), my_size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR,
+                   MPI_COMM_WORLD);
+  } else {
+    MPI_Gatherv(packed.data(), my_size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0,
+                MPI_COMM_WORLD);
+    if (rank_ != 0) return {};
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;  // this rank's own results are in place
     std::size_t pos = static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]);
     for (std::size_t i = static_cast<std::size_t>(r); i < n; i += static_cast<std::size_t>(size_)) {
       std::uint64_t len = 0;

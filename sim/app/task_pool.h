@@ -22,9 +22,11 @@ class TaskPool {
   TaskPool& operator=(const TaskPool&) = delete;
 
   // Runs run(i) for every i < n; on the output rank returns all results in task order, elsewhere an empty
-  // vector. label(i, result) names a task (and its outcome) in the progress lines. run must not throw.
+  // vector (every rank gets them all with `everywhere`: for work whose next step depends on them).
+  // label(i, result) names a task (and its outcome) in the progress lines. run must not throw.
   std::vector<std::string> run(std::size_t n, const std::function<std::string(std::size_t)>& run,
-                               const std::function<std::string(std::size_t, const std::string&)>& label);
+                               const std::function<std::string(std::size_t, const std::string&)>& label,
+                               bool everywhere = false);
 
   // The process that writes outputs (rank 0, or the only process).
   [[nodiscard]] bool is_output_rank() const { return rank_ == 0; }
