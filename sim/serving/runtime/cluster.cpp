@@ -94,14 +94,10 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
   if (s_.autoscale.enabled || s_.faults.enabled())
     pool.router = std::make_unique<AcceptingRouter>(std::move(pool.router));
   pool.first_replica = static_cast<int>(replicas_.size());
-  std::vector<std::unique_ptr<StepPlanner>> planners;
-  for (int i = 0; i < p.instances; ++i) {
-    const auto global = static_cast<std::uint64_t>(pool.first_replica + i);
-    planners.push_back(models_.make_planner(v, gpu, streams_.stream("routing", global)));
-  }
-  // Per-expert precisions and replicas change the routed-expert weights: measured on the placement.
-  if (s_.experts.quantization && !planners.empty()) {
-    pool.memory = plan_memory(v, planners.front()->routed_expert_bytes_per_gpu());
+  // Per-expert precisions and replicas change the routed-expert weights: measured on an instance's expert
+  // loop (every instance of the pool starts from the same placement and precisions).
+  if (s_.experts.quantization && p.instances > 0) {
+    pool.memory = plan_memory(v, models_.make_expert_loop(v)->routed_expert_bytes_per_gpu());
   }
   check_pool_fits(s_, static_cast<std::size_t>(index), pool.memory);
   const ReplicaContext ctx{.s = v,
@@ -116,9 +112,10 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
                            .pool = index,
                            .plans = plans_.get()};
   for (int i = 0; i < p.instances; ++i) {
+    const auto global = static_cast<std::uint64_t>(pool.first_replica + i);
     replicas_.push_back(std::make_unique<Replica>(
-        pool.first_replica + i, ctx, std::move(planners[static_cast<std::size_t>(i)]),
-        pool.memory.kv_blocks_per_group, p.first_gpu + i * p.deployment.gpus_per_instance()));
+        pool.first_replica + i, ctx, gpu, streams_.stream("routing", global), pool.memory.kv_blocks_per_group,
+        p.first_gpu + i * p.deployment.gpus_per_instance()));
   }
 }
 

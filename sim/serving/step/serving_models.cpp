@@ -18,14 +18,42 @@ ServingModels::ServingModels(const ScenarioSpec& s, const RandomStreams& streams
   }
 }
 
-std::unique_ptr<StepPlanner> ServingModels::make_planner(const GpuCostModel& gpu, Rng routing) const {
-  return make_planner(s_, gpu, routing);
+const StepPlan& StandalonePlanner::plan(std::span<const GroupBatch> groups, Time now) {
+  if (!loop) return planner->plan(groups, now);
+  (void)planner->begin_plan(groups, now);
+  planner->add_loop_events(loop->begin_step());
+  const StepPlan& p = planner->finish_plan();
+  if (p.tokens > 0) planner->add_loop_events(loop->end_step(now + p.total, p.gpu_imbalance));
+  return p;
+}
+
+std::unique_ptr<ExpertLoop> ServingModels::make_expert_loop(const ScenarioSpec& view) const {
+  if (!view.experts.any()) return nullptr;
+  const DriftingPopularity* drift = drift_.get();
+  const ExpertPopularity* popularity = &popularity_;
+  return std::make_unique<ExpertLoop>(
+      view, fabric_,
+      [drift, popularity](int l) { return drift != nullptr ? drift->layer(l) : popularity->layer(l); },
+      coactivation_.get());
+}
+
+StandalonePlanner ServingModels::make_standalone(const GpuCostModel& gpu, Rng routing) const {
+  return make_standalone(s_, gpu, routing);
+}
+
+StandalonePlanner ServingModels::make_standalone(const ScenarioSpec& view, const GpuCostModel& gpu,
+                                                 Rng routing) const {
+  StandalonePlanner out;
+  out.loop = make_expert_loop(view);
+  out.planner = make_planner(view, gpu, routing, out.loop.get());
+  return out;
 }
 
 std::unique_ptr<StepPlanner> ServingModels::make_planner(const ScenarioSpec& pool_view,
-                                                         const GpuCostModel& gpu, Rng routing) const {
+                                                         const GpuCostModel& gpu, Rng routing,
+                                                         ExpertLoop* loop) const {
   auto planner = std::make_unique<StepPlanner>(pool_view, gpu, fabric_, popularity_, routing, drift_.get(),
-                                               coactivation_.get());
+                                               coactivation_.get(), loop);
   if (planner->routing_shareable()) {
     auto [it, fresh] = routing_tables_.try_emplace(&pool_view, planner->routing_tables());
     if (!fresh) planner->share_routing(it->second);

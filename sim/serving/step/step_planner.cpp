@@ -19,30 +19,9 @@ OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
   return o;
 }
 
-namespace {
-
-// Contiguous when the experts divide over the EP group; else (redundant slots make the EP size legal, and
-// EPLB fills them in the expert loop) slot s holds expert s mod E until then.
-Placement first_placement(const ScenarioSpec& s) {
-  const int layers = s.model.moe_layers();
-  const int experts = s.model.routed_experts;
-  const int ep = s.deployment.expert_ranks();
-  if (experts % ep == 0) return contiguous_placement(layers, experts, ep);
-  Placement p(layers, experts, ep, s.experts.slots_per_gpu(experts, ep));
-  for (int l = 0; l < layers; ++l) {
-    const auto slots = p.mutable_phy2log(l);
-    for (std::size_t i = 0; i < slots.size(); ++i)
-      slots[i] = static_cast<int>(i % static_cast<std::size_t>(experts));
-  }
-  p.finalize();
-  return p;
-}
-
-}  // namespace
-
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
                          const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift,
-                         const CoactivationModel* coactivation)
+                         const CoactivationModel* coactivation, ExpertLoop* loop)
     : s_(s),
       gpu_(gpu),
       fabric_(fabric),
@@ -54,8 +33,9 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       tp_(s.deployment.attention_tp),
       etp_(s.deployment.expert_tp),
       ranks_(s.deployment.expert_ranks()),
-      placement_(first_placement(s)),
-      nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
+      placement_(loop != nullptr ? loop->placement() : initial_placement(s)),
+      nodes_(replica_nodes(s)),
+      loop_(loop) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
 
@@ -120,15 +100,11 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
   traffic_.dispatch_bytes_per_token = double(m.hidden) * activation_bytes_per_element(s.precision.dispatch);
   traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
-  if (s.experts.any()) {
-    loop_ = std::make_unique<ExpertLoop>(
-        s, fabric, [this](int l) { return probs(l); }, coact_, ranks_, nodes_, placement_);
-    placement_ = loop_->placement();
-  }
+  if (loop_ != nullptr) placement_version_ = loop_->placement_version();
   if (coact_ != nullptr)
     touch_scratch_.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
-  // Sized once the loop has set the placement (EPLB's redundant slots add experts per GPU; rebalancing keeps
-  // the slots per GPU).
+  // Sized by the loop's placement (EPLB's redundant slots add experts per GPU; rebalancing keeps the slots
+  // per GPU).
   // Every precision a copy can have: the routed experts' and, under quantisation, each class's.
   std::vector<Precision> precisions{s.precision.routed_experts};
   std::array<double, kPrecisionCount> dequant;
@@ -366,21 +342,14 @@ Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
   return layer_small_kernels_time(gpu_, shape, tokens, s_.deployment.engine);
 }
 
+// Without a loop every GPU holds its slots of every layer at the routed experts' precision.
 double StepPlanner::routed_expert_bytes_per_gpu() const {
-  const TiersSpec& t = s_.experts.tiers;
-  if (t.enabled) return t.hbm_expert_bytes + t.staging_bytes;
-  double most = 0;
-  for (int g = 0; g < ranks_; ++g) {
-    double sum = 0;
-    for (int l = 0; l < placement_.layers(); ++l) {
-      const auto slots =
-          placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
-                                        static_cast<std::size_t>(placement_.slots_per_gpu()));
-      for (const int e : slots) sum += loop_ ? loop_->copy_bytes(l, e) : expert_bytes_;
-    }
-    most = std::max(most, sum / etp_);
+  if (loop_ != nullptr) return loop_->routed_expert_bytes_per_gpu();
+  double sum = 0;
+  for (int l = 0; l < placement_.layers(); ++l) {
+    for (int i = 0; i < placement_.slots_per_gpu(); ++i) sum += expert_bytes_;
   }
-  return most;
+  return sum / etp_;
 }
 
 // The exact per-expert draw of one layer, seen by the expert loop's statistics (what the router chose) and
@@ -391,8 +360,8 @@ std::span<std::int32_t> StepPlanner::sample_layer(int layer, std::int64_t tokens
   return counts;
 }
 
-// Once per step, before routing: a drift update re-prepares the routing tables (and their bins); the expert
-// loop reclassifies and rebalances when due, and a new placement is followed at once.
+// Once per step, before routing: a drift update re-prepares the routing tables (and their bins); a placement
+// the expert loop published since the last step (a rebalance at its step boundary) is followed at once.
 void StepPlanner::begin_step() {
   if (drift_ != nullptr && drift_->version() != drift_version_) {
     drift_version_ = drift_->version();
@@ -401,7 +370,20 @@ void StepPlanner::begin_step() {
     std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
     if (draw_->binned()) set_placement(placement_);  // bins and laws follow the new tables
   }
-  if (loop_ && loop_->begin_step(plan_)) set_placement(loop_->placement());
+  if (loop_ != nullptr && loop_->placement_version() != placement_version_) {
+    placement_version_ = loop_->placement_version();
+    set_placement(loop_->placement());
+  }
+}
+
+void StepPlanner::add_loop_events(const ExpertLoopEvents& e) {
+  plan_.parts[StepPart::kRebalance] += e.rebalance_pause;
+  plan_.rebalance_bytes += e.rebalance_bytes;
+  plan_.rebalances += e.rebalances;
+  plan_.evictions += e.evictions;
+  plan_.prefetches += e.prefetches;
+  plan_.host_bytes += e.host_bytes;
+  plan_.nvme_bytes += e.nvme_bytes;
 }
 
 // Per-group costs that are the same for every layer: attention (projections + core), shared experts,
@@ -505,6 +487,7 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
 }
 
 const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) {
+  MOESIM_CHECK(loop_ == nullptr, "a planner with an expert loop plans through the loop's owner");
   (void)begin_plan(groups, now);
   return finish_plan();
 }
@@ -760,7 +743,6 @@ const StepPlan& StepPlanner::finish_plan() {
   if (s_.production.speculative) add_draft_work();
   plan_.total = plan_.parts.sum();
   if (s_.deployment.pipeline_stages > 1) finish_pipeline(p.full);
-  if (loop_) loop_->end_step(p.now + plan_.total, plan_.gpu_imbalance, plan_);
   return plan_;
 }
 
