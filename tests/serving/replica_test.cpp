@@ -96,7 +96,8 @@ struct Bench {
                                                        .metrics = metrics,
                                                        .host = host,
                                                        .streams = streams},
-                                        gpu, streams.stream("routing", 0), memory.kv_blocks_per_group);
+                                        models.make_expert_loop(s), gpu, streams.stream("routing", 0),
+                                        memory.kv_blocks_per_group);
   }
   // A request of `prompt` and `output` tokens queued on group 0 now.
   void admit(std::int64_t prompt, std::int64_t output) {

@@ -94,10 +94,12 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
   if (s_.autoscale.enabled || s_.faults.enabled())
     pool.router = std::make_unique<AcceptingRouter>(std::move(pool.router));
   pool.first_replica = static_cast<int>(replicas_.size());
-  // Per-expert precisions and replicas change the routed-expert weights: measured on an instance's expert
-  // loop (every instance of the pool starts from the same placement and precisions).
-  if (s_.experts.quantization && p.instances > 0) {
-    pool.memory = plan_memory(v, models_.make_expert_loop(v)->routed_expert_bytes_per_gpu());
+  // Each instance's expert loop (null when no mechanism is on), which its replica will own.
+  std::vector<std::unique_ptr<ExpertLoop>> loops;
+  for (int i = 0; i < p.instances; ++i) loops.push_back(models_.make_expert_loop(v));
+  // Per-expert precisions and replicas change the routed-expert weights: measured on the placement.
+  if (s_.experts.quantization && !loops.empty()) {
+    pool.memory = plan_memory(v, loops.front()->routed_expert_bytes_per_gpu());
   }
   check_pool_fits(s_, static_cast<std::size_t>(index), pool.memory);
   const ReplicaContext ctx{.s = v,
@@ -113,9 +115,10 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
                            .plans = plans_.get()};
   for (int i = 0; i < p.instances; ++i) {
     const auto global = static_cast<std::uint64_t>(pool.first_replica + i);
-    replicas_.push_back(std::make_unique<Replica>(
-        pool.first_replica + i, ctx, gpu, streams_.stream("routing", global), pool.memory.kv_blocks_per_group,
-        p.first_gpu + i * p.deployment.gpus_per_instance()));
+    replicas_.push_back(
+        std::make_unique<Replica>(pool.first_replica + i, ctx, std::move(loops[static_cast<std::size_t>(i)]),
+                                  gpu, streams_.stream("routing", global), pool.memory.kv_blocks_per_group,
+                                  p.first_gpu + i * p.deployment.gpus_per_instance()));
   }
 }
 

@@ -4,11 +4,11 @@
 
 namespace moesim {
 
-Replica::Replica(int index, ReplicaContext ctx, const GpuCostModel& gpu, Rng routing,
-                 std::int64_t kv_blocks_per_group, int first_gpu)
+Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<ExpertLoop> loop, const GpuCostModel& gpu,
+                 Rng routing, std::int64_t kv_blocks_per_group, int first_gpu)
     : index_(index),
       ctx_(ctx),
-      loop_(ctx.models.make_expert_loop(ctx.s)),
+      loop_(std::move(loop)),
       planner_(ctx.models.make_planner(ctx.s, gpu, routing, loop_.get())),
       accept_rng_(ctx.streams.stream("speculative", static_cast<std::uint64_t>(index))),
       plan_job_([this] { planner_->finish_plan(); }),

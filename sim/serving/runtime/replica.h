@@ -72,11 +72,13 @@ struct SpeculativeCounts {
 
 class Replica {
  public:
-  // `kv_blocks_per_group` blocks for each of the deployment's attention groups. Its expert loop and step
-  // planner are built from `ctx.models` on `gpu` (which outlives the replica), routing drawn from `routing`.
-  // `first_gpu`: of the cluster (fabric paths of KV transfers).
-  Replica(int index, ReplicaContext ctx, const GpuCostModel& gpu, Rng routing,
-          std::int64_t kv_blocks_per_group, int first_gpu = 0);
+  // `kv_blocks_per_group` blocks for each of the deployment's attention groups. `loop`: its expert loop
+  // (ServingModels::make_expert_loop of `ctx.s`; null when every mechanism is off), which it owns: built by
+  // the caller, whose memory plan reads the first instance's placement before the replicas exist. Its step
+  // planner is built from `ctx.models` on `gpu` (which outlives the replica) and follows `loop`; routing is
+  // drawn from `routing`. `first_gpu`: of the cluster (fabric paths of KV transfers).
+  Replica(int index, ReplicaContext ctx, std::unique_ptr<ExpertLoop> loop, const GpuCostModel& gpu,
+          Rng routing, std::int64_t kv_blocks_per_group, int first_gpu = 0);
 
   // Queues request `idx` on group `group` and wakes the replica; `front`: ahead of the queue (a migrated
   // request that was already running).

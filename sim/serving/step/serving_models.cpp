@@ -52,12 +52,15 @@ StandalonePlanner ServingModels::make_standalone(const ScenarioSpec& view, const
 std::unique_ptr<StepPlanner> ServingModels::make_planner(const ScenarioSpec& pool_view,
                                                          const GpuCostModel& gpu, Rng routing,
                                                          ExpertLoop* loop) const {
+  // The pool's first planner prepares the routing tables; the others of the pool take them (neither
+  // prepared nor binned again: most of a planner's construction).
+  std::shared_ptr<StepPlanner::RoutingTables> tables;
+  const bool shareable = loop == nullptr && drift_ == nullptr && coactivation_ == nullptr;
+  if (const auto it = routing_tables_.find(&pool_view); shareable && it != routing_tables_.end())
+    tables = it->second;
   auto planner = std::make_unique<StepPlanner>(pool_view, gpu, fabric_, popularity_, routing, drift_.get(),
-                                               coactivation_.get(), loop);
-  if (planner->routing_shareable()) {
-    auto [it, fresh] = routing_tables_.try_emplace(&pool_view, planner->routing_tables());
-    if (!fresh) planner->share_routing(it->second);
-  }
+                                               coactivation_.get(), loop, tables);
+  if (shareable && !tables) routing_tables_.emplace(&pool_view, planner->routing_tables());
   auto [memo, fresh] = grouped_memos_.try_emplace({&pool_view, &gpu}, planner->grouped_memo());
   if (!fresh) planner->share_grouped_memo(memo->second);
   return planner;

@@ -67,7 +67,7 @@ class ServingModels {
   ExpertPopularity popularity_;
   std::unique_ptr<DriftingPopularity> drift_;
   std::unique_ptr<CoactivationModel> coactivation_;
-  // Routing tables per scenario view (a pool), shared by its replicas' planners (StepPlanner::share_routing).
+  // Routing tables per scenario view (a pool), shared by its replicas' planners (StepPlanner's `routing`).
   mutable std::map<const ScenarioSpec*, std::shared_ptr<StepPlanner::RoutingTables>> routing_tables_;
   // Grouped-launch memos per scenario view and cost model, shared the same way (StepPlanner::GroupedMemo).
   mutable std::map<std::pair<const ScenarioSpec*, const GpuCostModel*>,

@@ -21,7 +21,8 @@ OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
 
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
                          const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift,
-                         const CoactivationModel* coactivation, ExpertLoop* loop)
+                         const CoactivationModel* coactivation, ExpertLoop* loop,
+                         std::shared_ptr<RoutingDraw::Tables> routing)
     : s_(s),
       gpu_(gpu),
       fabric_(fabric),
@@ -97,7 +98,9 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   if (drift_ != nullptr) drift_version_ = drift_->version();
   draw_ =
       std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
-  for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
+  if (!routing) {
+    for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
+  }
   traffic_.dispatch_bytes_per_token = double(m.hidden) * activation_bytes_per_element(s.precision.dispatch);
   traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
   if (loop_ != nullptr) placement_version_ = loop_->placement_version();
@@ -120,15 +123,16 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
                       .inter = inter_,
                       .max_tokens = max_tokens},
       ranks_, placement_.slots_per_gpu(), precisions, dequant);
-  set_placement(placement_);
+  if (!routing) {
+    set_placement(placement_);
+    return;
+  }
+  MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
+  map_placement(placement_);
+  draw_->share_tables(std::move(routing), placement_, single_gpu_);
 }
 
 StepPlanner::~StepPlanner() = default;
-
-void StepPlanner::share_routing(std::shared_ptr<RoutingTables> tables) {
-  MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
-  draw_->share_tables(std::move(tables));
-}
 
 void StepPlanner::set_binned_routing(bool on) {
   binned_allowed_ = on;
@@ -136,6 +140,11 @@ void StepPlanner::set_binned_routing(bool on) {
 }
 
 void StepPlanner::set_placement(Placement p) {
+  map_placement(std::move(p));
+  draw_->bin(placement_, single_gpu_, binning_allowed());
+}
+
+void StepPlanner::map_placement(Placement p) {
   MOESIM_CHECK(p.gpus() == ranks_ && p.experts() == s_.model.routed_experts,
                "placement does not match the replica");
   placement_ = std::move(p);
@@ -150,13 +159,15 @@ void StepPlanner::set_placement(Placement p) {
       }
     }
   }
-  // Binned routing needs only per-rank sums: not with a mechanism that reads each expert's count (statistics,
-  // rerouting, co-activation groups, per-copy tiers or precisions), nor with a per-expert engine.
+}
+
+// Binned routing needs only per-rank sums: not with a mechanism that reads each expert's count (statistics,
+// rerouting, co-activation groups, per-copy tiers or precisions), nor with a per-expert engine.
+bool StepPlanner::binning_allowed() const {
   const bool per_expert =
       coact_ != nullptr ||
       (loop_ && (loop_->reads_each_expert() || s_.experts.tiers.enabled || s_.experts.quantization));
-  draw_->bin(placement_, single_gpu_,
-             binned_allowed_ && s_.deployment.engine.experts == ExpertKernel::kGrouped && !per_expert);
+  return binned_allowed_ && s_.deployment.engine.experts == ExpertKernel::kGrouped && !per_expert;
 }
 
 void StepPlanner::ensure_touch(int layer) {
@@ -257,10 +268,18 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     const AllToAllMode mode = s_.deployment.all_to_all_mode;
     std::copy(src_tokens.begin(), src_tokens.end(), traffic_.src_tokens.begin());
     std::copy(touch_node, touch_node + nodes_, traffic_.node_share.begin());
-    for (int d = 0; d < gpus_; ++d) {
-      const auto r = static_cast<std::size_t>(d / etp_);
-      traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[r] / etp_;
-      traffic_.pair_share[static_cast<std::size_t>(d)] = k * cost_->pairs(static_cast<int>(r)) / pairs / etp_;
+    if (etp_ == 1) {  // a GPU is a rank (a division by one is exact: left out)
+      for (int d = 0; d < gpus_; ++d) {
+        traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[d];
+        traffic_.pair_share[static_cast<std::size_t>(d)] = k * cost_->pairs(d) / pairs;
+      }
+    } else {
+      for (int d = 0; d < gpus_; ++d) {
+        const auto r = static_cast<std::size_t>(d / etp_);
+        traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[r] / etp_;
+        traffic_.pair_share[static_cast<std::size_t>(d)] =
+            k * cost_->pairs(static_cast<int>(r)) / pairs / etp_;
+      }
     }
     // Each GPU's own times on one MoE layer a step, in turn (sample_layer_), scaled to the step's layers:
     // asking every collective for them cost 6% of a run's instructions.
@@ -274,8 +293,10 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     out.held_share = comm_held_share(c.mode);
     plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
     plan_.dispatch_nic_bytes += c.nic_bytes;
-    rank_tokens_max = 0;
-    for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
+    rank_tokens_max = 0;  // read by the expert-TP sum only
+    if (etp_ > 1) {
+      for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
+    }
   }
   out.combine += expert_tp_reduce(rank_tokens_max);
   if (!layer_a2a_s_.empty()) {
@@ -710,6 +731,11 @@ const StepPlan& StepPlanner::finish_plan() {
       max_pairs = std::max(max_pairs, cost_->pairs(g));
       rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
       rank_pairs_[static_cast<std::size_t>(g)] += cost_->pairs(g);
+      if (etp_ == 1) {
+        busy_s_[static_cast<std::size_t>(g)] += t.seconds();
+        flops_[static_cast<std::size_t>(g)] += cost_->pairs(g) * expert_flops_per_token_;
+        continue;
+      }
       for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
         busy_s_[static_cast<std::size_t>(i)] += t.seconds();
         flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;

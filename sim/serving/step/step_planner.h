@@ -83,10 +83,13 @@ class StepPlanner {
   // `popularity` when given: the planner re-prepares its routing tables when its version changes. The caller
   // advances it. `loop` (optional; null when every experts-in-the-loop mechanism is off) is the replica's
   // expert loop, which outlives the planner: the planner follows the placement it publishes and asks it per
-  // MoE layer; its owner runs its step boundary (see plan()).
+  // MoE layer; its owner runs its step boundary (see plan()). `routing` (optional): the routing tables of an
+  // identical planner (same scenario view and popularity, routing_shareable()), shared read-only instead of
+  // preparing and binning its own (routing_tables()).
   StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
               const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift = nullptr,
-              const CoactivationModel* coactivation = nullptr, ExpertLoop* loop = nullptr);
+              const CoactivationModel* coactivation = nullptr, ExpertLoop* loop = nullptr,
+              std::shared_ptr<RoutingDraw::Tables> routing = nullptr);
   ~StepPlanner();
   StepPlanner(const StepPlanner&) = delete;
   StepPlanner& operator=(const StepPlanner&) = delete;
@@ -123,8 +126,6 @@ class StepPlanner {
   // Takes the memo of a planner of the same scenario view and cost model.
   void share_grouped_memo(std::shared_ptr<GroupedMemo> memo) { cost_->share_memo(std::move(memo)); }
   [[nodiscard]] std::shared_ptr<RoutingTables> routing_tables() const { return draw_->tables(); }
-  // Takes `tables` from an identical planner (same scenario view, popularity and placement).
-  void share_routing(std::shared_ptr<RoutingTables> tables);
 
   // Of the last plan, per GPU of the replica: time spent computing, FLOPs and HBM bytes.
   [[nodiscard]] std::span<const double> gpu_busy_s() const { return busy_s_; }
@@ -164,6 +165,10 @@ class StepPlanner {
   // Follows a placement (the first, or the expert loop's after a rebalance): the single-copy map, the routing
   // bins and, lazily, the touch fractions.
   void set_placement(Placement p);
+  // set_placement's map of single copies and dropped touch fractions (without the bins).
+  void map_placement(Placement p);
+  // Binned routing where it applies (see bins_).
+  [[nodiscard]] bool binning_allowed() const;
   // The all-reduce that sums an expert-TP rank's partial outputs for `rank_tokens` tokens (zero without
   // expert TP, and under pure TP where the attention group's all-reduce does it).
   [[nodiscard]] Duration expert_tp_reduce(double rank_tokens) const;
