@@ -2,8 +2,8 @@
 // of a MoE layer receives, drawn from the layer's popularity, and what that gives each expert-parallel rank
 // per micro-batch. The exact per-expert draw (RoutingSampler::sample, or the co-activation sampler) is the
 // reference; the binned fast paths (per-GPU sums of hot experts with tallied cold ones, or Gaussian bin sums)
-// draw the same law of what a grouped launch reads, and tests/serving/routing_fast_paths_test.cpp holds them
-// to it. The draw owns its random stream, tables and laws; the planner asks it per layer.
+// draw the same law of what a grouped launch reads, and tests/serving/step/routing_fast_paths_test.cpp holds
+// them to it. The draw owns its random stream, tables and laws; the planner asks it per layer.
 #pragma once
 
 #include <cstdint>
