@@ -50,13 +50,40 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   expert_flops_per_token_ = 6.0 * double(m.hidden) * double(inter_);
   expert_bytes_ = m.expert_params() * bytes_per_element(s.precision.routed_experts);
 
+  size_scratch();
+  if (drift_ != nullptr) drift_version_ = drift_->version();
+  draw_ =
+      std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
+  if (!routing) {
+    for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
+  }
+  traffic_.dispatch_bytes_per_token = double(m.hidden) * activation_bytes_per_element(s.precision.dispatch);
+  traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
+  if (loop_ != nullptr) placement_version_ = loop_->placement_version();
+  if (coact_ != nullptr)
+    touch_scratch_.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
+  cost_ = make_expert_cost(max_tokens);
+  if (!routing) {
+    set_placement(placement_);
+    return;
+  }
+  MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
+  map_placement(placement_);
+  draw_->share_tables(std::move(routing), placement_, single_gpu_);
+}
+
+StepPlanner::~StepPlanner() = default;
+
+// The per-step scratch, sized once: per GPU, rank, attention group and MoE layer.
+void StepPlanner::size_scratch() {
+  const ModelSpec& m = s_.model;
   const auto g = static_cast<std::size_t>(gpus_);
   const auto ranks = static_cast<std::size_t>(ranks_);
   rank_bytes_.resize(ranks);
   rank_pairs_.resize(ranks);
-  layer_imbalance_.resize(static_cast<std::size_t>(s.model.moe_layers()));
+  layer_imbalance_.resize(static_cast<std::size_t>(m.moe_layers()));
   if (gpus_ > 1) {
-    layer_a2a_s_.resize(2 * static_cast<std::size_t>(s.model.moe_layers()));
+    layer_a2a_s_.resize(2 * static_cast<std::size_t>(m.moe_layers()));
     gpu_a2a_s_.resize(2 * g);
     gpu_slowest_.resize(g);
     gpu_dispatch_.resize(g);
@@ -73,18 +100,18 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   // Under attention TP the KV heads (GQA) are split over the group's GPUs; activations are whole.
   kernel_shape_ = LayerKernelShape{.hidden = m.hidden,
                                    .kv_bytes_per_token = m.kv_elements_per_token_per_layer() *
-                                                         bytes_per_element(s.precision.kv_cache) /
+                                                         bytes_per_element(s_.precision.kv_cache) /
                                                          (m.attention == AttentionKind::kGqa ? tp_ : 1),
                                    .top_k = m.top_k,
                                    .experts = m.routed_experts,
                                    .moe = true,
-                                   .l2_bytes = s.cluster.gpu.l2_bytes};
+                                   .l2_bytes = s_.cluster.gpu.l2_bytes};
   dense_layer_.resize(static_cast<std::size_t>(groups_));
   dense_attention_.resize(static_cast<std::size_t>(groups_));
   group_flops_moe_.resize(static_cast<std::size_t>(groups_));
   group_bytes_moe_.resize(static_cast<std::size_t>(groups_));
   traffic_.ranks = gpus_;
-  traffic_.ranks_per_node = std::min(gpus_, s.cluster.gpus_per_node);
+  traffic_.ranks_per_node = std::min(gpus_, s_.cluster.gpus_per_node);
   traffic_.separable = true;  // expected shares: every source sends alike (O(ranks x nodes) costing)
   traffic_.src_tokens.assign(g, 0.0);
   traffic_.rank_share.assign(g, 0.0);
@@ -95,44 +122,28 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
   touch_valid_.assign(layers, 0);
   touch_memo_.resize(layers);
-  if (drift_ != nullptr) drift_version_ = drift_->version();
-  draw_ =
-      std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
-  if (!routing) {
-    for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
-  }
-  traffic_.dispatch_bytes_per_token = double(m.hidden) * activation_bytes_per_element(s.precision.dispatch);
-  traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
-  if (loop_ != nullptr) placement_version_ = loop_->placement_version();
-  if (coact_ != nullptr)
-    touch_scratch_.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
-  // Sized by the loop's placement (EPLB's redundant slots add experts per GPU; rebalancing keeps the slots
-  // per GPU).
-  // Every precision a copy can have: the routed experts' and, under quantisation, each class's.
-  std::vector<Precision> precisions{s.precision.routed_experts};
+}
+
+// The one expert cost, for every precision a copy can have.
+std::unique_ptr<ExpertCost> StepPlanner::make_expert_cost(std::int64_t max_tokens) const {
+  const ModelSpec& m = s_.model;
+  // Every precision a copy can have: the routed experts' and, under quantisation, each class's. Sized by the
+  // loop's placement (EPLB's redundant slots add experts per GPU; rebalancing keeps the slots per GPU).
+  std::vector<Precision> precisions{s_.precision.routed_experts};
   std::array<double, kPrecisionCount> dequant;
   dequant.fill(1.0);
-  if (s.experts.quantization) {
-    precisions.insert(precisions.end(), {s.experts.quant.hot, s.experts.quant.warm, s.experts.quant.cold});
-    dequant = s.experts.quant.dequant_factor;
+  if (s_.experts.quantization) {
+    precisions.insert(precisions.end(), {s_.experts.quant.hot, s_.experts.quant.warm, s_.experts.quant.cold});
+    dequant = s_.experts.quant.dequant_factor;
   }
-  cost_ = std::make_unique<ExpertCost>(
-      gpu,
-      ExpertCostShape{.grouped = s.deployment.engine.experts == ExpertKernel::kGrouped,
+  return std::make_unique<ExpertCost>(
+      gpu_,
+      ExpertCostShape{.grouped = s_.deployment.engine.experts == ExpertKernel::kGrouped,
                       .hidden = m.hidden,
                       .inter = inter_,
                       .max_tokens = max_tokens},
       ranks_, placement_.slots_per_gpu(), precisions, dequant);
-  if (!routing) {
-    set_placement(placement_);
-    return;
-  }
-  MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
-  map_placement(placement_);
-  draw_->share_tables(std::move(routing), placement_, single_gpu_);
 }
-
-StepPlanner::~StepPlanner() = default;
 
 void StepPlanner::set_binned_routing(bool on) {
   binned_allowed_ = on;
@@ -513,6 +524,23 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   return finish_plan();
 }
 
+// Pipeline parallelism: one micro-batch (1/M of every group's work) goes through all layers.
+std::span<const GroupBatch> StepPlanner::pipeline_micro_batches(std::span<const GroupBatch> groups) {
+  const std::int64_t mb = s_.deployment.pipeline_microbatches;
+  const double f = 1.0 / static_cast<double>(mb);
+  micro_.resize(groups.size());
+  for (std::size_t r = 0; r < groups.size(); ++r) {
+    const GroupBatch& b = groups[r];
+    micro_[r] = GroupBatch{.decode_seqs = (b.decode_seqs + mb - 1) / mb,
+                           .decode_context_tokens = b.decode_context_tokens * f,
+                           .prefill_tokens = (b.prefill_tokens + mb - 1) / mb,
+                           .prefill_pairs = b.prefill_pairs * f,
+                           .prefill_kv_tokens = b.prefill_kv_tokens * f,
+                           .sampled_seqs = (b.sampled_seqs + mb - 1) / mb};
+  }
+  return micro_;
+}
+
 // The step's cheap part: every group's attention, dense layers and small kernels (and the two-batch
 // split). What it sets is never lowered by finish_plan(), so the sum of the parts so far is a lower bound
 // of the step's time (zero under pipeline parallelism, whose total is assembled differently).
@@ -524,22 +552,7 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   p = PendingPlan{};
   p.full = groups;
   p.now = now;
-  if (s_.deployment.pipeline_stages > 1) {
-    // Pipeline parallelism: cost one micro-batch (1/M of every group's work) through all layers.
-    const std::int64_t mb = s_.deployment.pipeline_microbatches;
-    const double f = 1.0 / static_cast<double>(mb);
-    micro_.resize(groups.size());
-    for (std::size_t r = 0; r < groups.size(); ++r) {
-      const GroupBatch& b = groups[r];
-      micro_[r] = GroupBatch{.decode_seqs = (b.decode_seqs + mb - 1) / mb,
-                             .decode_context_tokens = b.decode_context_tokens * f,
-                             .prefill_tokens = (b.prefill_tokens + mb - 1) / mb,
-                             .prefill_pairs = b.prefill_pairs * f,
-                             .prefill_kv_tokens = b.prefill_kv_tokens * f,
-                             .sampled_seqs = (b.sampled_seqs + mb - 1) / mb};
-    }
-    groups = micro_;
-  }
+  if (s_.deployment.pipeline_stages > 1) groups = pipeline_micro_batches(groups);
   layer_time_.assign(static_cast<std::size_t>(m.num_layers), Duration::zero());
   std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
   std::fill(flops_.begin(), flops_.end(), 0.0);
@@ -681,6 +694,29 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
   return time + stall;
 }
 
+// The layer's expert cost into the step's per-rank and per-GPU sums; returns the slowest rank's expert time
+// and sets `max_pairs` to the most routed pairs of a rank.
+Duration StepPlanner::add_layer_experts(double& max_pairs) {
+  Duration experts_max = Duration::zero();
+  for (int g = 0; g < ranks_; ++g) {
+    const Duration t = cost_->time(g);
+    experts_max = max(experts_max, t);
+    max_pairs = std::max(max_pairs, cost_->pairs(g));
+    rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
+    rank_pairs_[static_cast<std::size_t>(g)] += cost_->pairs(g);
+    if (etp_ == 1) {
+      busy_s_[static_cast<std::size_t>(g)] += t.seconds();
+      flops_[static_cast<std::size_t>(g)] += cost_->pairs(g) * expert_flops_per_token_;
+      continue;
+    }
+    for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
+      busy_s_[static_cast<std::size_t>(i)] += t.seconds();
+      flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;
+    }
+  }
+  return experts_max;
+}
+
 // The step's MoE layers: routing drawn per layer, the copies that serve it costed as the engine launches them
 // (ExpertCost), All-to-All and loads; then the LM head, the draft and the pipeline schedule. Touches only
 // this planner and what it reads (see plan_async_safe).
@@ -723,24 +759,8 @@ const StepPlan& StepPlanner::finish_plan() {
     }
     cost_->finish_layer();
     if (layer == full_layer) full_layer_imbalance = max_count / mean_pairs_expert;
-    Duration experts_max = Duration::zero();
     double max_pairs = 0;
-    for (int g = 0; g < ranks_; ++g) {
-      const Duration t = cost_->time(g);
-      experts_max = max(experts_max, t);
-      max_pairs = std::max(max_pairs, cost_->pairs(g));
-      rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
-      rank_pairs_[static_cast<std::size_t>(g)] += cost_->pairs(g);
-      if (etp_ == 1) {
-        busy_s_[static_cast<std::size_t>(g)] += t.seconds();
-        flops_[static_cast<std::size_t>(g)] += cost_->pairs(g) * expert_flops_per_token_;
-        continue;
-      }
-      for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
-        busy_s_[static_cast<std::size_t>(i)] += t.seconds();
-        flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;
-      }
-    }
+    const Duration experts_max = add_layer_experts(max_pairs);
     gpu_imb_sum += max_pairs / mean_pairs_gpu;
     layer_imbalance_[static_cast<std::size_t>(layer)] = max_pairs / mean_pairs_gpu;
     expert_imb_sum += max_count / mean_pairs_expert;
