@@ -107,7 +107,7 @@ std::vector<int> instance_ep_sizes(const SearchSpec& s, int gpus, const PoolShap
 
 // ---- Static step model --------------------------------------------------------------------------------
 
-double mean_step_s(StepPlanner& planner, Time& clock, std::span<const GroupBatch> groups, int steps) {
+double mean_step_s(StandalonePlanner& planner, Time& clock, std::span<const GroupBatch> groups, int steps) {
   double total = 0;
   for (int i = 0; i < steps; ++i) {
     const StepPlan& sp = planner.plan(groups, clock);
@@ -126,13 +126,13 @@ struct PoolPlanner {
   std::unique_ptr<ScenarioSpec> view;
   std::unique_ptr<RandomStreams> streams;
   std::unique_ptr<ServingModels> models;
-  std::unique_ptr<StepPlanner> planner;
+  StandalonePlanner planner;
   Time clock;
   PoolPlanner(const ScenarioSpec& s, const PoolSpec& p, const GpuCostModel& gpu)
       : view(std::make_unique<ScenarioSpec>(s.disaggregated() ? s.pool_view(p) : s)),
         streams(std::make_unique<RandomStreams>(s.run.seed)),
         models(std::make_unique<ServingModels>(*view, *streams)),
-        planner(models->make_planner(gpu, streams->stream("plan-routing"))) {}
+        planner(models->make_standalone(gpu, streams->stream("plan-routing"))) {}
   [[nodiscard]] int groups() const { return view->deployment.attention_dp; }
 
   // A decode step of `b` sequences per group at context `ctx` (k draft tokens each under speculation;
@@ -147,7 +147,7 @@ struct PoolPlanner {
                                          .sampled_seqs = n * (k + 1),
                                          .decode_draft_tokens = n * k,
                                          .decode_draft_pairs = static_cast<double>(n) * draft_pairs});
-    return mean_step_s(*planner, clock, g, kStaticSteps);
+    return mean_step_s(planner, clock, g, kStaticSteps);
   }
   // Chunked prefill's mixed step: `b` decode sequences as decode_s plus `chunk` prefill tokens per group
   // from a prompt of `prompt` tokens, a chunk attending on average to half the prompt before it.
@@ -168,7 +168,7 @@ struct PoolPlanner {
                    .sampled_seqs = n * (k + 1),
                    .decode_draft_tokens = n * k,
                    .decode_draft_pairs = static_cast<double>(n) * draft_pairs});
-    return mean_step_s(*planner, clock, g, kStaticSteps);
+    return mean_step_s(planner, clock, g, kStaticSteps);
   }
   // A step of `chunk` prefill tokens per group, whole prompts of `prompt` tokens (one chunk when longer),
   // as plan's prefill row.
@@ -180,7 +180,7 @@ struct PoolPlanner {
                                          .prefill_pairs = n * p * (p + 1) / 2,
                                          .prefill_kv_tokens = n * p,
                                          .sampled_seqs = std::max<std::int64_t>(1, std::llround(n))});
-    return mean_step_s(*planner, clock, g, kStaticSteps);
+    return mean_step_s(planner, clock, g, kStaticSteps);
   }
 };
 

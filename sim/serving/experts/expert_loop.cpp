@@ -22,20 +22,40 @@ std::vector<double> flat_probs(int layers, int experts, auto&& probs) {
 
 }  // namespace
 
+Placement initial_placement(const ScenarioSpec& s) {
+  const int layers = s.model.moe_layers();
+  const int experts = s.model.routed_experts;
+  const int ep = s.deployment.expert_ranks();
+  if (experts % ep == 0) return contiguous_placement(layers, experts, ep);
+  Placement p(layers, experts, ep, s.experts.slots_per_gpu(experts, ep));
+  for (int l = 0; l < layers; ++l) {
+    const auto slots = p.mutable_phy2log(l);
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      slots[i] = static_cast<int>(i % static_cast<std::size_t>(experts));
+  }
+  p.finalize();
+  return p;
+}
+
+int replica_nodes(const ScenarioSpec& s) {
+  const int ep = s.deployment.ep_size;
+  return std::max(1, ep / std::min(ep, s.cluster.gpus_per_node));
+}
+
 ExpertLoop::ExpertLoop(const ScenarioSpec& s, const Fabric& fabric,
                        std::function<std::span<const double>(int)> probs,
-                       const CoactivationModel* coactivation, int ranks, int nodes, Placement first)
+                       const CoactivationModel* coactivation)
     : s_(s),
       fabric_(fabric),
       probs_(std::move(probs)),
       coact_(coactivation),
       layers_(s.model.moe_layers()),
       experts_(s.model.routed_experts),
-      ranks_(ranks),
+      ranks_(s.deployment.expert_ranks()),
       gpus_(s.deployment.ep_size),
       etp_(s.deployment.expert_tp),
-      nodes_(nodes),
-      placement_(std::move(first)) {
+      nodes_(replica_nodes(s)),
+      placement_(initial_placement(s)) {
   const ModelSpec& m = s_.model;
   const ExpertsSpec& x = s_.experts;
   const int layers = layers_;
@@ -86,7 +106,7 @@ ExpertLoop::ExpertLoop(const ScenarioSpec& s, const Fabric& fabric,
 
 // Hot/warm/cold from the EWMA; under quantisation each expert's precision (and copy size) follows its
 // class (seed section 5); under tiers the caches re-pin hot copies and evict cold ones.
-void ExpertLoop::reclassify(StepPlan* plan) {
+void ExpertLoop::reclassify(ExpertLoopEvents* events) {
   const ExpertsSpec& x = s_.experts;
   const int experts = s_.model.routed_experts;
   const std::int64_t params = static_cast<std::int64_t>(s_.model.expert_params());
@@ -115,7 +135,7 @@ void ExpertLoop::reclassify(StepPlan* plan) {
                          evicted_);
       }
     }
-    if (plan != nullptr) plan->evictions += static_cast<std::int64_t>(evicted_.size());
+    if (events != nullptr) events->evictions += static_cast<std::int64_t>(evicted_.size());
     evicted_.clear();
   }
 }
@@ -217,7 +237,7 @@ Time ExpertLoop::miss_copy(int gpu, int copy, std::int32_t tokens, Time request,
 
 // New placement from the online statistics (EPLB or co-activation partition); the weights of every copy
 // that lands on a GPU that did not hold it cross the fabric from a GPU that did (or a fixed pause).
-void ExpertLoop::rebalance(StepPlan& plan) {
+void ExpertLoop::rebalance(ExpertLoopEvents& events) {
   const ExpertsSpec& x = s_.experts;
   const int layers = s_.model.moe_layers();
   const int experts = s_.model.routed_experts;
@@ -271,9 +291,9 @@ void ExpertLoop::rebalance(StepPlan& plan) {
       pause = max(pause, in);
     }
   }
-  plan.parts[StepPart::kRebalance] += pause;
-  plan.rebalance_bytes += moved;
-  ++plan.rebalances;
+  events.rebalance_pause += pause;
+  events.rebalance_bytes += moved;
+  ++events.rebalances;
   placement_ = std::move(next);
   ++placement_version_;
   if (!caches_.empty()) setup_tiers();
@@ -373,10 +393,11 @@ Duration ExpertLoop::layer_stall(Time experts_start, Duration experts_max, const
 
 // After the step: the imbalance the rebalance threshold watches; under tiers, the batch ends (staging
 // freed) and warm copies whose recent count passed the threshold are prefetched in the background.
-void ExpertLoop::end_step(Time step_end, double gpu_imbalance, StepPlan& plan) {
+ExpertLoopEvents ExpertLoop::end_step(Time step_end, double gpu_imbalance) {
+  ExpertLoopEvents out;
   imbalance_sum_ += gpu_imbalance;
   ++imbalance_steps_;
-  if (caches_.empty()) return;
+  if (caches_.empty()) return out;
   for (int g = 0; g < gpus_; ++g) {
     ExpertCache& cache = caches_[static_cast<std::size_t>(g)];
     cache.end_batch();
@@ -387,35 +408,52 @@ void ExpertLoop::end_step(Time step_end, double gpu_imbalance, StepPlan& plan) {
       if (a.outcome != CacheOutcome::kLoaded) continue;
       const Time done = loader_->load(g, a.source, a.bytes, step_end);
       cache.set_ready(cache.copy_id(key), done);
-      ++plan.prefetches;
-      (a.source == Tier::kNvme ? plan.nvme_bytes : plan.host_bytes) += double(a.bytes);
+      ++out.prefetches;
+      (a.source == Tier::kNvme ? out.nvme_bytes : out.host_bytes) += double(a.bytes);
     }
     candidates_.clear();
-    plan.evictions += static_cast<std::int64_t>(evicted_.size());
+    out.evictions += static_cast<std::int64_t>(evicted_.size());
     evicted_.clear();
   }
+  return out;
 }
 
-bool ExpertLoop::begin_step(StepPlan& plan) {
+ExpertLoopEvents ExpertLoop::begin_step() {
   const ExpertsSpec& x = s_.experts;
+  ExpertLoopEvents out;
   ++steps_;
   if (stats_ && (x.tiers.enabled || x.quantization) && x.tiers.reclassify_every_steps > 0 &&
       steps_ % x.tiers.reclassify_every_steps == 0) {
-    reclassify(&plan);
+    reclassify(&out);
   }
   const RebalanceSpec& r = x.rebalance;
-  if (!stats_ || !r.enabled()) return false;
+  if (!stats_ || !r.enabled()) return out;
   bool due = r.every_steps > 0 && steps_ - last_rebalance_ >= r.every_steps;
   if (r.imbalance_threshold > 0 && imbalance_steps_ >= r.check_steps) {
     due = due || imbalance_sum_ / double(imbalance_steps_) > r.imbalance_threshold;
     imbalance_sum_ = 0;
     imbalance_steps_ = 0;
   }
-  if (!due) return false;
+  if (!due) return out;
   last_rebalance_ = steps_;
-  const std::uint64_t before = placement_version_;
-  rebalance(plan);
-  return placement_version_ != before;
+  rebalance(out);
+  return out;
+}
+
+double ExpertLoop::routed_expert_bytes_per_gpu() const {
+  const TiersSpec& t = s_.experts.tiers;
+  if (t.enabled) return t.hbm_expert_bytes + t.staging_bytes;
+  const auto per = static_cast<std::size_t>(placement_.slots_per_gpu());
+  double most = 0;
+  for (int g = 0; g < ranks_; ++g) {
+    double sum = 0;
+    for (int l = 0; l < layers_; ++l) {
+      for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per))
+        sum += copy_bytes(l, e);
+    }
+    most = std::max(most, sum / etp_);
+  }
+  return most;
 }
 
 void ExpertLoop::observe(int layer, std::span<std::int32_t> counts,

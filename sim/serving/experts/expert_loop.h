@@ -1,9 +1,10 @@
-// Experts in the loop of one replica (docs/architecture.md "Experts in the loop"): the expert placement and
+// Experts in the loop of one replica (docs/architecture.md "One serving step"): the expert placement and
 // what moves it (online statistics, rebalances), each expert's hotness class and precision, the per-GPU tier
-// caches and the loaders behind them. The one part of a step that sees the clock: expert loads queue on its
-// loaders at the step's times. The step planner asks it once per step (begin_step, end_step) and per MoE
-// layer (observe, cost_copies, layer_stall); it publishes its placement with a version that moves at each
-// rebalance.
+// caches and the loaders behind them. An entity owned by the replica: the one part of a step that sees the
+// clock (expert loads queue on its loaders at the step's times). Its owner runs its step boundary
+// (begin_step before the step's routing, end_step after the step), the step planner asks it per MoE layer
+// (observe, cost_copies, layer_stall), and it publishes its placement with a version that moves at each
+// rebalance, which the planner follows.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +28,31 @@ namespace moesim {
 
 struct StepPlan;
 
+// The placement before any experts-in-the-loop policy: contiguous when the experts divide over the
+// expert-parallel ranks; else (redundant slots make the EP size legal, and EPLB fills them) slot s holds
+// expert s mod E.
+[[nodiscard]] Placement initial_placement(const ScenarioSpec& s);
+// Nodes the replica's expert-parallel GPUs span (at least one).
+[[nodiscard]] int replica_nodes(const ScenarioSpec& s);
+
+// What the loop did at a step boundary, which the step's plan reports: a rebalance's pause (a part of the
+// step) and the bytes it moved; copies evicted by a reclassification or a prefetch; prefetch loads.
+struct ExpertLoopEvents {
+  Duration rebalance_pause;
+  double rebalance_bytes = 0;
+  int rebalances = 0;
+  std::int64_t evictions = 0;
+  std::int64_t prefetches = 0;
+  double host_bytes = 0;
+  double nvme_bytes = 0;
+};
+
 class ExpertLoop final {
  public:
-  // `probs(l)`: layer l's popularity now. `first`: the placement before the scenario's policy applies (the
-  // loop replaces it by round-robin, EPLB or co-activation placement as experts.placement says).
+  // `probs(l)`: layer l's popularity now. The placement starts at initial_placement(s), replaced by
+  // round-robin, EPLB or co-activation placement as experts.placement says.
   ExpertLoop(const ScenarioSpec& s, const Fabric& fabric, std::function<std::span<const double>(int)> probs,
-             const CoactivationModel* coactivation, int ranks, int nodes, Placement first);
+             const CoactivationModel* coactivation);
   ExpertLoop(const ExpertLoop&) = delete;
   ExpertLoop& operator=(const ExpertLoop&) = delete;
 
@@ -50,9 +70,13 @@ class ExpertLoop final {
     return double(copy_bytes_[static_cast<std::size_t>(layer * experts_ + expert)]);
   }
 
-  // Once per step before routing: reclassification when due, then a rebalance when due (its pause and bytes
-  // added to `plan`). Returns whether the placement changed.
-  bool begin_step(StepPlan& plan);
+  // Largest routed-expert HBM bytes of any GPU (at each copy's precision; replicas included; a GPU of an
+  // expert-TP rank holds 1/expert_tp of each copy); under tiers the HBM the tiers are given.
+  [[nodiscard]] double routed_expert_bytes_per_gpu() const;
+
+  // Once per step before routing: reclassification when due, then a rebalance when due (a new placement and
+  // version).
+  ExpertLoopEvents begin_step();
   // What the router chose for `layer` (`counts`, `group_tokens` under co-activation) seen by the statistics,
   // then re-routed in place by the router's post-processing.
   void observe(int layer, std::span<std::int32_t> counts, std::span<const std::int64_t> group_tokens,
@@ -69,11 +93,11 @@ class ExpertLoop final {
   Duration layer_stall(Time experts_start, Duration experts_max, const ExpertCost& cost);
   // After the step: the imbalance the rebalance threshold watches; under tiers the batch ends and warm copies
   // whose recent count passed the threshold are prefetched from `step_end`.
-  void end_step(Time step_end, double gpu_imbalance, StepPlan& plan);
+  ExpertLoopEvents end_step(Time step_end, double gpu_imbalance);
 
  private:
-  void reclassify(StepPlan* plan);
-  void rebalance(StepPlan& plan);
+  void reclassify(ExpertLoopEvents* events);
+  void rebalance(ExpertLoopEvents& events);
   void setup_tiers();
   Time miss_copy(int gpu, int copy, std::int32_t tokens, Time request, StepPlan& plan);
   void wait_for_copy(std::size_t g, Time done, Duration ffn);

@@ -8,13 +8,12 @@
 namespace moesim {
 namespace {
 
-// Splits m over items in proportion to weight, each capped at cap(e); largest floors first, then the
-// remainder in index order. Returns what was placed (less than m only when the caps are reached).
+// Splits m over items in proportion to weight (whose sum over the items is `total`), each capped at cap(e);
+// largest floors first, then the remainder in index order. Returns what was placed (less than m only when
+// the caps are reached).
 template <class Weight, class Cap>
 std::int64_t split(std::span<const int> items, std::int64_t m, Weight weight, Cap cap,
-                   std::span<std::int64_t> out) {
-  double total = 0;
-  for (const int e : items) total += weight(e);
+                   std::span<std::int64_t> out, double total) {
   std::int64_t placed = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const int e = items[i];
@@ -76,17 +75,25 @@ RerouteResult Rerouter::apply_with(const Placement& placement, int layer, std::s
       result.within_threshold = true;
       return result;
     }
-    // Least loaded GPU that has a single-copy expert with room.
-    int lo = -1;
-    for (int g = 0; g < gpus; ++g) {
-      if (g == hi || (lo >= 0 && load_[static_cast<std::size_t>(g)] >= load_[static_cast<std::size_t>(lo)]))
-        continue;
+    // Least loaded GPU that has a single-copy expert with room (the first of equals). Mostly the least loaded
+    // GPU has one: it is looked at first.
+    const auto has_room = [&](int g) {
       for (int s = g * per; s < (g + 1) * per; ++s) {
         const int e = map[static_cast<std::size_t>(s)];
-        if (single(e) && counts[static_cast<std::size_t>(e)] < tokens) {
-          lo = g;
-          break;
-        }
+        if (single(e) && counts[static_cast<std::size_t>(e)] < tokens) return true;
+      }
+      return false;
+    };
+    int lo = hi == 0 ? 1 : 0;
+    for (int g = lo + 1; g < gpus; ++g) {
+      if (g != hi && load_[static_cast<std::size_t>(g)] < load_[static_cast<std::size_t>(lo)]) lo = g;
+    }
+    if (lo >= gpus || !has_room(lo)) {
+      lo = -1;
+      for (int g = 0; g < gpus; ++g) {
+        if (g == hi || (lo >= 0 && load_[static_cast<std::size_t>(g)] >= load_[static_cast<std::size_t>(lo)]))
+          continue;
+        if (has_room(g)) lo = g;
       }
     }
     if (lo < 0) break;
@@ -105,12 +112,21 @@ RerouteResult Rerouter::apply_with(const Placement& placement, int layer, std::s
     auto donor_cap = [&](int e) {
       return single(e) ? static_cast<std::int64_t>(counts[static_cast<std::size_t>(e)]) : 0;
     };
-    const std::int64_t taken = split(hi_slots, m, donor_w, donor_cap, take);
+    // With one copy per expert the donors' weights sum to the GPU's load (integers: exact in any order).
+    double donor_total = 0;
+    if (kAllSingle) {
+      donor_total = load_[static_cast<std::size_t>(hi)];
+    } else {
+      for (const int e : hi_slots) donor_total += donor_w(e);
+    }
+    const std::int64_t taken = split(hi_slots, m, donor_w, donor_cap, take, donor_total);
     auto recv_w = [&](int e) { return single(e) ? probs[static_cast<std::size_t>(e)] : 0.0; };
+    double recv_total = 0;
+    for (const int e : lo_slots) recv_total += recv_w(e);
     auto recv_cap = [&](int e) { return single(e) ? tokens - counts[static_cast<std::size_t>(e)] : 0; };
     const auto give = std::span<std::int64_t>(amount_).subspan(static_cast<std::size_t>(per),
                                                                static_cast<std::size_t>(per));
-    const std::int64_t moved = split(lo_slots, taken, recv_w, recv_cap, give);
+    const std::int64_t moved = split(lo_slots, taken, recv_w, recv_cap, give, recv_total);
     if (moved <= 0) break;
     // Take back only what the receivers accepted (in slot order), so totals stay conserved.
     std::int64_t back = taken - moved;

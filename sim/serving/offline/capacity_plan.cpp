@@ -147,8 +147,8 @@ void add_memory_advice(CapacityPlan& plan, const ScenarioSpec& s) {
 // One throughput point: `groups` costed `steps` times (routing is sampled), averaged.
 // `clock` is the planner's time: each costed step starts where the last one ended, as in a run (expert
 // loads and prefetches are queued in time order).
-ThroughputRow estimate(StepPlanner& planner, Time& clock, const CapacityPlan& plan, const ScenarioSpec& s,
-                       std::span<const GroupBatch> groups, int steps) {
+ThroughputRow estimate(StandalonePlanner& planner, Time& clock, const CapacityPlan& plan,
+                       const ScenarioSpec& s, std::span<const GroupBatch> groups, int steps) {
   ThroughputRow t;
   double total_s = 0;
   double a2a_s = 0;
@@ -159,12 +159,12 @@ ThroughputRow estimate(StepPlanner& planner, Time& clock, const CapacityPlan& pl
     clock += sp.total;
     total_s += sp.total.seconds();
     a2a_s += (sp.part(StepPart::kDispatch) + sp.part(StepPart::kCombine)).seconds();
-    for (const double f : planner.gpu_flops()) flops += f;
-    for (const double b : planner.gpu_bytes()) bytes += b;
+    for (const double f : planner->gpu_flops()) flops += f;
+    for (const double b : planner->gpu_bytes()) bytes += b;
     t.replica_tokens = sp.tokens;
   }
   const GpuSpec& g = s.cluster.gpu;
-  const double gpus = planner.gpus();
+  const double gpus = planner->gpus();
   const double step = total_s / steps;
   const double peak = g.peak_flops(s.precision.routed_experts);
   t.step_s = step;
@@ -193,8 +193,7 @@ void add_rows(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu
               const RowSet& rows) {
   const RandomStreams streams(s.run.seed);
   ServingModels models(s, streams);
-  const std::unique_ptr<StepPlanner> planner_owner = models.make_planner(gpu, streams.stream("plan-routing"));
-  StepPlanner& planner = *planner_owner;
+  StandalonePlanner planner = models.make_standalone(gpu, streams.stream("plan-routing"));
   Time clock;
   const auto dp = static_cast<std::size_t>(s.deployment.attention_dp);
   const double ctx = static_cast<double>(plan.context_tokens);

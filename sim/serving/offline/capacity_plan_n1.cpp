@@ -48,7 +48,7 @@ void coverage(PoolRate& r, const ScenarioSpec& view, const GpuCostModel& gpu, in
   if (view.model.routed_experts == 0) return;
   const RandomStreams streams(view.run.seed);
   const ServingModels models(view, streams);
-  const std::unique_ptr<StepPlanner> planner = models.make_planner(gpu, streams.stream("plan-routing"));
+  const StandalonePlanner planner = models.make_standalone(gpu, streams.stream("plan-routing"));
   const Placement& p = planner->placement();
   const DeploymentSpec& d = view.deployment;
   r.gpu_covered = r.ranks > 1;

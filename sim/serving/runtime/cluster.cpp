@@ -94,14 +94,12 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
   if (s_.autoscale.enabled || s_.faults.enabled())
     pool.router = std::make_unique<AcceptingRouter>(std::move(pool.router));
   pool.first_replica = static_cast<int>(replicas_.size());
-  std::vector<std::unique_ptr<StepPlanner>> planners;
-  for (int i = 0; i < p.instances; ++i) {
-    const auto global = static_cast<std::uint64_t>(pool.first_replica + i);
-    planners.push_back(models_.make_planner(v, gpu, streams_.stream("routing", global)));
-  }
+  // Each instance's expert loop (null when no mechanism is on), which its replica will own.
+  std::vector<std::unique_ptr<ExpertLoop>> loops;
+  for (int i = 0; i < p.instances; ++i) loops.push_back(models_.make_expert_loop(v));
   // Per-expert precisions and replicas change the routed-expert weights: measured on the placement.
-  if (s_.experts.quantization && !planners.empty()) {
-    pool.memory = plan_memory(v, planners.front()->routed_expert_bytes_per_gpu());
+  if (s_.experts.quantization && !loops.empty()) {
+    pool.memory = plan_memory(v, loops.front()->routed_expert_bytes_per_gpu());
   }
   check_pool_fits(s_, static_cast<std::size_t>(index), pool.memory);
   const ReplicaContext ctx{.s = v,
@@ -116,9 +114,11 @@ void Cluster::add_pool(const PoolSpec& p, const GpuCostModel& gpu) {
                            .pool = index,
                            .plans = plans_.get()};
   for (int i = 0; i < p.instances; ++i) {
-    replicas_.push_back(std::make_unique<Replica>(
-        pool.first_replica + i, ctx, std::move(planners[static_cast<std::size_t>(i)]),
-        pool.memory.kv_blocks_per_group, p.first_gpu + i * p.deployment.gpus_per_instance()));
+    const auto global = static_cast<std::uint64_t>(pool.first_replica + i);
+    replicas_.push_back(
+        std::make_unique<Replica>(pool.first_replica + i, ctx, std::move(loops[static_cast<std::size_t>(i)]),
+                                  gpu, streams_.stream("routing", global), pool.memory.kv_blocks_per_group,
+                                  p.first_gpu + i * p.deployment.gpus_per_instance()));
   }
 }
 

@@ -4,11 +4,12 @@
 
 namespace moesim {
 
-Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> planner,
-                 std::int64_t kv_blocks_per_group, int first_gpu)
+Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<ExpertLoop> loop, const GpuCostModel& gpu,
+                 Rng routing, std::int64_t kv_blocks_per_group, int first_gpu)
     : index_(index),
       ctx_(ctx),
-      planner_(std::move(planner)),
+      loop_(std::move(loop)),
+      planner_(ctx.models.make_planner(ctx.s, gpu, routing, loop_.get())),
       accept_rng_(ctx.streams.stream("speculative", static_cast<std::uint64_t>(index))),
       plan_job_([this] { planner_->finish_plan(); }),
       first_gpu_(first_gpu) {
@@ -145,6 +146,9 @@ void Replica::on_decide() {
   kv_in_.assign(gpus, 0.0);
   const Duration previous = planner_->last_plan().total;
   const Duration lower_bound = planner_->begin_plan(batches_, now);
+  // The expert loop's step boundary: reclassification and a rebalance when due (the planner follows a new
+  // placement as the plan goes on; the rebalance's pause is part of the step, beyond the lower bound).
+  if (loop_) planner_->add_loop_events(loop_->begin_step());
   const Duration horizon = previous > Duration::zero() ? previous : lower_bound;
   const bool kv =
       horizon > Duration::zero() && ctx_.host.kv_on_nics(first_gpu_, now, horizon, kv_out_, kv_in_);
@@ -168,6 +172,8 @@ void Replica::settle() {
 void Replica::on_planned() {
   settle();
   const StepPlan& plan = planner_->last_plan();
+  // After the step: the imbalance the loop's rebalance threshold watches, prefetches from the step's end.
+  if (loop_) planner_->add_loop_events(loop_->end_step(step_start_ + plan.total, plan.gpu_imbalance));
   if (ctx_.s.experts.load_aware_admission) {
     const auto busy = planner_->gpu_busy_s();
     const auto tp = static_cast<std::size_t>(ctx_.s.deployment.attention_tp);

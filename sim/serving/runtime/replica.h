@@ -1,6 +1,7 @@
-// A replica (docs/architecture.md "The serving runtime"): one serving instance, the entity that runs
-// continuous-batching iterations. It owns its attention groups (queues and KV-cache managers), its step
-// planner and with it the expert-loop state, and it alone hands the current time to what it owns.
+// A replica (docs/architecture.md "The runtime"): one serving instance, the entity that runs
+// continuous-batching iterations. It owns its attention groups (queues and KV-cache managers), its expert
+// loop (when a mechanism is on) and its step planner, and it alone hands the current time to what it owns:
+// it runs the expert loop's step boundary around each step's plan.
 #pragma once
 
 #include <cstdint>
@@ -71,10 +72,13 @@ struct SpeculativeCounts {
 
 class Replica {
  public:
-  // `kv_blocks_per_group` blocks for each of the deployment's attention groups.
-  // `first_gpu`: of the cluster (fabric paths of KV transfers).
-  Replica(int index, ReplicaContext ctx, std::unique_ptr<StepPlanner> planner,
-          std::int64_t kv_blocks_per_group, int first_gpu = 0);
+  // `kv_blocks_per_group` blocks for each of the deployment's attention groups. `loop`: its expert loop
+  // (ServingModels::make_expert_loop of `ctx.s`; null when every mechanism is off), which it owns: built by
+  // the caller, whose memory plan reads the first instance's placement before the replicas exist. Its step
+  // planner is built from `ctx.models` on `gpu` (which outlives the replica) and follows `loop`; routing is
+  // drawn from `routing`. `first_gpu`: of the cluster (fabric paths of KV transfers).
+  Replica(int index, ReplicaContext ctx, std::unique_ptr<ExpertLoop> loop, const GpuCostModel& gpu,
+          Rng routing, std::int64_t kv_blocks_per_group, int first_gpu = 0);
 
   // Queues request `idx` on group `group` and wakes the replica; `front`: ahead of the queue (a migrated
   // request that was already running).
@@ -102,6 +106,8 @@ class Replica {
   [[nodiscard]] int index() const { return index_; }
   [[nodiscard]] const std::vector<AttentionGroup>& groups() const { return groups_; }
   [[nodiscard]] const StepPlanner& planner() const { return *planner_; }
+  // Null when every experts-in-the-loop mechanism is off.
+  [[nodiscard]] const ExpertLoop* expert_loop() const { return loop_.get(); }
   [[nodiscard]] const SpeculativeCounts& speculative_counts() const { return speculative_; }
   // The share of its last step that the All-to-All kept a GPU's NIC path busy (the mean GPU's), which a KV
   // transfer through that NIC shares; 0 while the replica is idle with nothing to run (no step is coming).
@@ -121,6 +127,7 @@ class Replica {
 
   int index_;
   ReplicaContext ctx_;
+  std::unique_ptr<ExpertLoop> loop_;  // before the planner, which follows it
   std::unique_ptr<StepPlanner> planner_;
   std::vector<AttentionGroup> groups_;
   std::vector<GroupBatch> batches_;

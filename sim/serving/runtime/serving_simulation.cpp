@@ -25,7 +25,7 @@ std::vector<MemoryPlan> deployed_memory_plans(const ScenarioSpec& s, const GpuCo
       out.push_back(plan_memory(view));
     } else {
       // As a run wires the pool's first instance.
-      const auto planner = models->make_planner(
+      const auto planner = models->make_standalone(
           view, gpu, streams.stream("routing", static_cast<std::uint64_t>(first_replica)));
       out.push_back(plan_memory(view, planner->routed_expert_bytes_per_gpu()));
     }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "sim/engine/check.h"
 
@@ -41,27 +43,54 @@ void ExpertCost::share_memo(std::shared_ptr<GroupedMemo> memo) {
   memo_ = std::move(memo);
 }
 
+// Every rank's accumulators at zero (all-zero bytes: one memset instead of a store per field). The launches
+// are zero already: finish_layer() zeroes each one it reads, and those it does not read were never added to;
+// only a layer left unfinished leaves them to clear here.
 void ExpertCost::begin_layer() {
-  std::fill(rank_.begin(), rank_.end(), Rank{});
-  if (shape_.grouped) std::fill(launch_.begin(), launch_.end(), Launch{});
+  static_assert(std::is_trivially_copyable_v<Rank> && std::is_trivially_copyable_v<Launch>);
+  std::memset(static_cast<void*>(rank_.data()), 0, rank_.size() * sizeof(Rank));
+  if (launches_dirty_) std::fill(launch_.begin(), launch_.end(), Launch{});
+  launches_dirty_ = shape_.grouped;
   any_late_ = false;
+  any_b_ = false;
 }
 
 // Grouped engines launch one grouped GEMM pair per weight format and micro-batch; copies still loading run in
-// a launch of their own once they land (the resident ones do not wait for them).
+// a launch of their own once they land (the resident ones do not wait for them). Without a launch of
+// micro-batch B (no two-batch overlap) its half stays zero.
 void ExpertCost::finish_layer() {
   if (!shape_.grouped) return;
-  const Launch* l = launch_.data();
+  launches_dirty_ = false;
+  if (slots_ == 1 && !any_late_ && !any_b_) {  // one format, nothing late, one micro-batch: a launch a rank
+    Launch* l = launch_.data();
+    for (Rank& r : rank_) {
+      if (l->experts > 0) r.half[0] += grouped_at(l->experts, l->pairs, 0);
+      *l = Launch{};
+      l += 4;  // [half][late]
+    }
+    return;
+  }
+  const std::size_t halves = any_b_ ? 2 : 1;
+  const std::size_t per_half = 2 * slots_;  // [precision slot][late]
+  Launch* first = launch_.data();
   for (Rank& r : rank_) {
-    for (Duration& half : r.half) {
+    for (std::size_t h = 0; h < halves; ++h) {
+      Launch* l = first + h * per_half;
+      Duration half = r.half[h];
       for (std::size_t s = 0; s < slots_; ++s, l += 2) {
         if (l[0].experts > 0) half += grouped_at(l[0].experts, l[0].pairs, s);
-        if (!any_late_ || l[1].experts == 0) continue;
-        const Duration late = grouped_at(l[1].experts, l[1].pairs, s);
-        half += late;
-        r.late += late;
+        l[0] = Launch{};
+        if (!any_late_) continue;
+        if (l[1].experts > 0) {
+          const Duration late = grouped_at(l[1].experts, l[1].pairs, s);
+          half += late;
+          r.late += late;
+        }
+        l[1] = Launch{};
       }
+      r.half[h] = half;
     }
+    first += 2 * per_half;
   }
 }
 

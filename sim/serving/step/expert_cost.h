@@ -63,6 +63,7 @@ class ExpertCost final {
       l->pairs += a;
     }
     if (b > 0) {
+      any_b_ = true;
       l += 2 * slots_;  // the same format's launch of micro-batch B
       ++l->experts;
       l->pairs += b;
@@ -75,6 +76,7 @@ class ExpertCost final {
     r.pairs += pairs;
     r.bytes += bytes * touched;
     r.touched[half] += touched;
+    any_b_ = any_b_ || half == 1;
     Launch& l = launch_[launch(rank, half, slot_of(p), false)];
     l.experts += touched;
     l.pairs += pairs;
@@ -162,6 +164,8 @@ class ExpertCost final {
   std::vector<Rank> rank_;
   std::vector<Launch> launch_;
   bool any_late_ = false;
+  bool any_b_ = false;           // a launch of micro-batch B has experts (two-batch overlap)
+  bool launches_dirty_ = false;  // a layer began and has not been finished (its launches not zeroed)
 };
 
 }  // namespace moesim

@@ -39,42 +39,57 @@ RoutingDraw::Tables& RoutingDraw::own_tables() {
   return *tables_;
 }
 
-void RoutingDraw::share_tables(std::shared_ptr<Tables> tables) {
-  MOESIM_CHECK(tables->layers.size() == tables_->layers.size() && tables->bins.size() == tables_->bins.size(),
+void RoutingDraw::share_tables(std::shared_ptr<Tables> tables, const Placement& placement,
+                               std::span<const int> single_gpu) {
+  MOESIM_CHECK(tables->layers.size() == tables_->layers.size(),
                "routing tables shared between draws that differ");
   tables_ = std::move(tables);
-  for (RoutingSampler::BinLaw& law : bin_laws_) law.tokens = -1;  // derived from the tables it had
-  std::fill(bin_hot_for_.begin(), bin_hot_for_.end(), RoutingSampler::kNoSplit);
+  replicated_.clear();
+  if (binned()) {
+    MOESIM_CHECK(size_bins(placement, single_gpu) && replicated_.size() == tables_->bins.size(),
+                 "routing tables shared between draws that differ");
+  }
+  bin_laws_.assign(tables_->bins.size() * kLawSlots, RoutingSampler::BinLaw{});
 }
 
+bool RoutingDraw::size_bins(const Placement& placement, std::span<const int> single_gpu) {
+  replicated_.clear();
+  std::size_t most = 0;
+  for (int l = 0; l < placement.layers(); ++l) {
+    std::vector<int>& extra = replicated_.emplace_back();
+    for (int e = 0; e < experts_; ++e) {
+      if (single_gpu[static_cast<std::size_t>(l * experts_ + e)] < 0) extra.push_back(e);
+    }
+    most = std::max(most, extra.size());
+  }
+  const std::size_t nb = static_cast<std::size_t>(ranks_) + most;
+  if (nb > static_cast<std::size_t>(experts_)) {  // the sampler's scratch holds a normal per bin
+    replicated_.clear();
+    return false;
+  }
+  bin_pairs_.resize(nb);
+  bin_hot_.assign(nb * static_cast<std::size_t>(placement.layers()), 0);
+  bin_hot_for_.assign(static_cast<std::size_t>(placement.layers()), RoutingSampler::kNoSplit);
+  bin_cold_.resize(nb);
+  bin_sums_.resize(nb);
+  return true;
+}
+
+// Each expert's bin: its rank when it has one copy, else a bin of its own after the ranks' (replicated_).
 void RoutingDraw::bin(const Placement& placement, std::span<const int> single_gpu, bool allowed) {
   Tables& tables = own_tables();
   tables.bins.clear();
   replicated_.clear();
-  if (allowed && coact_ == nullptr && ranks_ > 1 && ranks_ <= experts_) {
+  if (allowed && coact_ == nullptr && ranks_ > 1 && ranks_ <= experts_ && size_bins(placement, single_gpu)) {
     std::vector<int> bin_of(static_cast<std::size_t>(experts_));
-    std::size_t most = 0;
     for (int l = 0; l < placement.layers(); ++l) {
-      std::vector<int>& extra = replicated_.emplace_back();
+      int extra = 0;
       for (int e = 0; e < experts_; ++e) {
         const int gpu = single_gpu[static_cast<std::size_t>(l * experts_ + e)];
-        bin_of[static_cast<std::size_t>(e)] = gpu >= 0 ? gpu : ranks_ + static_cast<int>(extra.size());
-        if (gpu < 0) extra.push_back(e);
+        bin_of[static_cast<std::size_t>(e)] = gpu >= 0 ? gpu : ranks_ + extra++;
       }
-      most = std::max(most, extra.size());
-      tables.bins.push_back(RoutingSampler::bin(tables.layers[static_cast<std::size_t>(l)], bin_of,
-                                                ranks_ + static_cast<int>(extra.size())));
-    }
-    const std::size_t nb = static_cast<std::size_t>(ranks_) + most;
-    if (nb <= static_cast<std::size_t>(experts_)) {  // the sampler's scratch holds a normal per bin
-      bin_pairs_.resize(nb);
-      bin_hot_.assign(nb * static_cast<std::size_t>(placement.layers()), 0);
-      bin_hot_for_.assign(static_cast<std::size_t>(placement.layers()), RoutingSampler::kNoSplit);
-      bin_cold_.resize(nb);
-      bin_sums_.resize(nb);
-    } else {
-      tables.bins.clear();
-      replicated_.clear();
+      tables.bins.push_back(
+          RoutingSampler::bin(tables.layers[static_cast<std::size_t>(l)], bin_of, ranks_ + extra));
     }
   }
   bin_laws_.assign(tables.bins.size() * kLawSlots, RoutingSampler::BinLaw{});

@@ -2,8 +2,8 @@
 // of a MoE layer receives, drawn from the layer's popularity, and what that gives each expert-parallel rank
 // per micro-batch. The exact per-expert draw (RoutingSampler::sample, or the co-activation sampler) is the
 // reference; the binned fast paths (per-GPU sums of hot experts with tallied cold ones, or Gaussian bin sums)
-// draw the same law of what a grouped launch reads, and tests/serving/routing_fast_paths_test.cpp holds them
-// to it. The draw owns its random stream, tables and laws; the planner asks it per layer.
+// draw the same law of what a grouped launch reads, and tests/serving/step/routing_fast_paths_test.cpp holds
+// them to it. The draw owns its random stream, tables and laws; the planner asks it per layer.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +41,10 @@ class RoutingDraw final {
   void bin(const Placement& placement, std::span<const int> single_gpu, bool allowed);
   [[nodiscard]] bool binned() const { return !tables_->bins.empty(); }
   [[nodiscard]] std::shared_ptr<Tables> tables() const { return tables_; }
-  // Takes `tables` from an identical draw (same popularity and placement).
-  void share_tables(std::shared_ptr<Tables> tables);
+  // Takes `tables` (prepared and binned) from an identical draw, instead of prepare() and bin(): the same
+  // popularity, `placement` and `single_gpu` as bin() takes.
+  void share_tables(std::shared_ptr<Tables> tables, const Placement& placement,
+                    std::span<const int> single_gpu);
 
   // Starts a step of `tokens` tokens (`tbo`: two micro-batches, micro-batch A taking `half_a` of each count):
   // fills the moment grid the bin sums read (on the caller's thread: the tables may be shared) and returns
@@ -63,6 +65,9 @@ class RoutingDraw final {
     return half_a_ == 1.0 ? n : static_cast<std::int32_t>(round_half_away(double(n) * half_a_));
   }
   Tables& own_tables();
+  // The experts of each layer with several copies (replicated_), and the binned draw's scratch sized for
+  // them; false (nothing sized) when the bins outnumber the experts.
+  bool size_bins(const Placement& placement, std::span<const int> single_gpu);
   const std::vector<RoutingSampler::Tally>& cold_tally();
 
   int layers_;

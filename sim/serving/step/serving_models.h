@@ -9,6 +9,7 @@
 #include "hwmodels/fabric.h"
 #include "hwmodels/gpu_cost_model.h"
 #include "sim/engine/random.h"
+#include "sim/serving/experts/expert_loop.h"
 #include "sim/serving/spec/scenario_spec.h"
 #include "sim/serving/step/step_planner.h"
 #include "workloads/coactivation.h"
@@ -16,6 +17,18 @@
 #include "workloads/popularity_drift.h"
 
 namespace moesim {
+
+// A step planner and the expert loop it follows, owned together, for a caller that costs steps without a
+// replica (`moesim plan`, the deployment search, tests): plan() runs the loop's step boundary around the
+// planner's two halves in the order a replica does (Replica::on_decide, on_planned).
+struct StandalonePlanner {
+  std::unique_ptr<ExpertLoop> loop;  // null when every experts-in-the-loop mechanism is off
+  std::unique_ptr<StepPlanner> planner;
+
+  const StepPlan& plan(std::span<const GroupBatch> groups, Time now);
+  StepPlanner& operator*() const { return *planner; }
+  StepPlanner* operator->() const { return planner.get(); }
+};
 
 class ServingModels {
  public:
@@ -36,12 +49,17 @@ class ServingModels {
     if (drift_) drift_->advance_to(now.seconds());
   }
 
-  // A step planner for one replica, wired with every part the scenario names.
-  [[nodiscard]] std::unique_ptr<StepPlanner> make_planner(const GpuCostModel& gpu, Rng routing) const;
-  // The same for an instance of a pool: `pool_view` (ScenarioSpec::pool_view; it must outlive the planner)
-  // gives its deployment.
-  [[nodiscard]] std::unique_ptr<StepPlanner> make_planner(const ScenarioSpec& pool_view,
-                                                          const GpuCostModel& gpu, Rng routing) const;
+  // The expert loop of an instance of `view`'s deployment (ScenarioSpec::pool_view for a pool; it must
+  // outlive the loop); null when every experts-in-the-loop mechanism is off.
+  [[nodiscard]] std::unique_ptr<ExpertLoop> make_expert_loop(const ScenarioSpec& view) const;
+  // The step planner of an instance of `view`'s deployment, wired with every part the scenario names and
+  // following `loop` (make_expert_loop's, owned by the caller and outliving the planner).
+  [[nodiscard]] std::unique_ptr<StepPlanner> make_planner(const ScenarioSpec& view, const GpuCostModel& gpu,
+                                                          Rng routing, ExpertLoop* loop) const;
+  // A planner with its own expert loop, for a caller that costs steps without a replica.
+  [[nodiscard]] StandalonePlanner make_standalone(const GpuCostModel& gpu, Rng routing) const;
+  [[nodiscard]] StandalonePlanner make_standalone(const ScenarioSpec& view, const GpuCostModel& gpu,
+                                                  Rng routing) const;
 
  private:
   const ScenarioSpec& s_;
@@ -49,7 +67,7 @@ class ServingModels {
   ExpertPopularity popularity_;
   std::unique_ptr<DriftingPopularity> drift_;
   std::unique_ptr<CoactivationModel> coactivation_;
-  // Routing tables per scenario view (a pool), shared by its replicas' planners (StepPlanner::share_routing).
+  // Routing tables per scenario view (a pool), shared by its replicas' planners (StepPlanner's `routing`).
   mutable std::map<const ScenarioSpec*, std::shared_ptr<StepPlanner::RoutingTables>> routing_tables_;
   // Grouped-launch memos per scenario view and cost model, shared the same way (StepPlanner::GroupedMemo).
   mutable std::map<std::pair<const ScenarioSpec*, const GpuCostModel*>,

@@ -19,30 +19,10 @@ OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
   return o;
 }
 
-namespace {
-
-// Contiguous when the experts divide over the EP group; else (redundant slots make the EP size legal, and
-// EPLB fills them in the expert loop) slot s holds expert s mod E until then.
-Placement first_placement(const ScenarioSpec& s) {
-  const int layers = s.model.moe_layers();
-  const int experts = s.model.routed_experts;
-  const int ep = s.deployment.expert_ranks();
-  if (experts % ep == 0) return contiguous_placement(layers, experts, ep);
-  Placement p(layers, experts, ep, s.experts.slots_per_gpu(experts, ep));
-  for (int l = 0; l < layers; ++l) {
-    const auto slots = p.mutable_phy2log(l);
-    for (std::size_t i = 0; i < slots.size(); ++i)
-      slots[i] = static_cast<int>(i % static_cast<std::size_t>(experts));
-  }
-  p.finalize();
-  return p;
-}
-
-}  // namespace
-
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
                          const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift,
-                         const CoactivationModel* coactivation)
+                         const CoactivationModel* coactivation, ExpertLoop* loop,
+                         std::shared_ptr<RoutingDraw::Tables> routing)
     : s_(s),
       gpu_(gpu),
       fabric_(fabric),
@@ -54,8 +34,9 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       tp_(s.deployment.attention_tp),
       etp_(s.deployment.expert_tp),
       ranks_(s.deployment.expert_ranks()),
-      placement_(first_placement(s)),
-      nodes_(std::max(1, s.deployment.ep_size / std::min(s.deployment.ep_size, s.cluster.gpus_per_node))) {
+      placement_(loop != nullptr ? loop->placement() : initial_placement(s)),
+      nodes_(replica_nodes(s)),
+      loop_(loop) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
 
@@ -69,13 +50,40 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   expert_flops_per_token_ = 6.0 * double(m.hidden) * double(inter_);
   expert_bytes_ = m.expert_params() * bytes_per_element(s.precision.routed_experts);
 
+  size_scratch();
+  if (drift_ != nullptr) drift_version_ = drift_->version();
+  draw_ =
+      std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
+  if (!routing) {
+    for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
+  }
+  traffic_.dispatch_bytes_per_token = double(m.hidden) * activation_bytes_per_element(s.precision.dispatch);
+  traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
+  if (loop_ != nullptr) placement_version_ = loop_->placement_version();
+  if (coact_ != nullptr)
+    touch_scratch_.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
+  cost_ = make_expert_cost(max_tokens);
+  if (!routing) {
+    set_placement(placement_);
+    return;
+  }
+  MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
+  map_placement(placement_);
+  draw_->share_tables(std::move(routing), placement_, single_gpu_);
+}
+
+StepPlanner::~StepPlanner() = default;
+
+// The per-step scratch, sized once: per GPU, rank, attention group and MoE layer.
+void StepPlanner::size_scratch() {
+  const ModelSpec& m = s_.model;
   const auto g = static_cast<std::size_t>(gpus_);
   const auto ranks = static_cast<std::size_t>(ranks_);
   rank_bytes_.resize(ranks);
   rank_pairs_.resize(ranks);
-  layer_imbalance_.resize(static_cast<std::size_t>(s.model.moe_layers()));
+  layer_imbalance_.resize(static_cast<std::size_t>(m.moe_layers()));
   if (gpus_ > 1) {
-    layer_a2a_s_.resize(2 * static_cast<std::size_t>(s.model.moe_layers()));
+    layer_a2a_s_.resize(2 * static_cast<std::size_t>(m.moe_layers()));
     gpu_a2a_s_.resize(2 * g);
     gpu_slowest_.resize(g);
     gpu_dispatch_.resize(g);
@@ -92,18 +100,18 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   // Under attention TP the KV heads (GQA) are split over the group's GPUs; activations are whole.
   kernel_shape_ = LayerKernelShape{.hidden = m.hidden,
                                    .kv_bytes_per_token = m.kv_elements_per_token_per_layer() *
-                                                         bytes_per_element(s.precision.kv_cache) /
+                                                         bytes_per_element(s_.precision.kv_cache) /
                                                          (m.attention == AttentionKind::kGqa ? tp_ : 1),
                                    .top_k = m.top_k,
                                    .experts = m.routed_experts,
                                    .moe = true,
-                                   .l2_bytes = s.cluster.gpu.l2_bytes};
+                                   .l2_bytes = s_.cluster.gpu.l2_bytes};
   dense_layer_.resize(static_cast<std::size_t>(groups_));
   dense_attention_.resize(static_cast<std::size_t>(groups_));
   group_flops_moe_.resize(static_cast<std::size_t>(groups_));
   group_bytes_moe_.resize(static_cast<std::size_t>(groups_));
   traffic_.ranks = gpus_;
-  traffic_.ranks_per_node = std::min(gpus_, s.cluster.gpus_per_node);
+  traffic_.ranks_per_node = std::min(gpus_, s_.cluster.gpus_per_node);
   traffic_.separable = true;  // expected shares: every source sends alike (O(ranks x nodes) costing)
   traffic_.src_tokens.assign(g, 0.0);
   traffic_.rank_share.assign(g, 0.0);
@@ -114,44 +122,27 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
   touch_valid_.assign(layers, 0);
   touch_memo_.resize(layers);
-  if (drift_ != nullptr) drift_version_ = drift_->version();
-  draw_ =
-      std::make_unique<RoutingDraw>(m.moe_layers(), m.routed_experts, m.top_k, ranks_, routing_rng, coact_);
-  for (int l = 0; l < m.moe_layers(); ++l) draw_->prepare(l, probs(l));
-  traffic_.dispatch_bytes_per_token = double(m.hidden) * activation_bytes_per_element(s.precision.dispatch);
-  traffic_.combine_bytes_per_token = double(m.hidden) * bytes_per_element(s.precision.combine);
-  if (s.experts.any()) {
-    loop_ = std::make_unique<ExpertLoop>(
-        s, fabric, [this](int l) { return probs(l); }, coact_, ranks_, nodes_, placement_);
-    placement_ = loop_->placement();
-  }
-  if (coact_ != nullptr)
-    touch_scratch_.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
-  // Sized once the loop has set the placement (EPLB's redundant slots add experts per GPU; rebalancing keeps
-  // the slots per GPU).
-  // Every precision a copy can have: the routed experts' and, under quantisation, each class's.
-  std::vector<Precision> precisions{s.precision.routed_experts};
+}
+
+// The one expert cost, for every precision a copy can have.
+std::unique_ptr<ExpertCost> StepPlanner::make_expert_cost(std::int64_t max_tokens) const {
+  const ModelSpec& m = s_.model;
+  // Every precision a copy can have: the routed experts' and, under quantisation, each class's. Sized by the
+  // loop's placement (EPLB's redundant slots add experts per GPU; rebalancing keeps the slots per GPU).
+  std::vector<Precision> precisions{s_.precision.routed_experts};
   std::array<double, kPrecisionCount> dequant;
   dequant.fill(1.0);
-  if (s.experts.quantization) {
-    precisions.insert(precisions.end(), {s.experts.quant.hot, s.experts.quant.warm, s.experts.quant.cold});
-    dequant = s.experts.quant.dequant_factor;
+  if (s_.experts.quantization) {
+    precisions.insert(precisions.end(), {s_.experts.quant.hot, s_.experts.quant.warm, s_.experts.quant.cold});
+    dequant = s_.experts.quant.dequant_factor;
   }
-  cost_ = std::make_unique<ExpertCost>(
-      gpu,
-      ExpertCostShape{.grouped = s.deployment.engine.experts == ExpertKernel::kGrouped,
+  return std::make_unique<ExpertCost>(
+      gpu_,
+      ExpertCostShape{.grouped = s_.deployment.engine.experts == ExpertKernel::kGrouped,
                       .hidden = m.hidden,
                       .inter = inter_,
                       .max_tokens = max_tokens},
       ranks_, placement_.slots_per_gpu(), precisions, dequant);
-  set_placement(placement_);
-}
-
-StepPlanner::~StepPlanner() = default;
-
-void StepPlanner::share_routing(std::shared_ptr<RoutingTables> tables) {
-  MOESIM_CHECK(routing_shareable(), "routing tables shared by a planner that changes its own");
-  draw_->share_tables(std::move(tables));
 }
 
 void StepPlanner::set_binned_routing(bool on) {
@@ -160,6 +151,11 @@ void StepPlanner::set_binned_routing(bool on) {
 }
 
 void StepPlanner::set_placement(Placement p) {
+  map_placement(std::move(p));
+  draw_->bin(placement_, single_gpu_, binning_allowed());
+}
+
+void StepPlanner::map_placement(Placement p) {
   MOESIM_CHECK(p.gpus() == ranks_ && p.experts() == s_.model.routed_experts,
                "placement does not match the replica");
   placement_ = std::move(p);
@@ -174,13 +170,15 @@ void StepPlanner::set_placement(Placement p) {
       }
     }
   }
-  // Binned routing needs only per-rank sums: not with a mechanism that reads each expert's count (statistics,
-  // rerouting, co-activation groups, per-copy tiers or precisions), nor with a per-expert engine.
+}
+
+// Binned routing needs only per-rank sums: not with a mechanism that reads each expert's count (statistics,
+// rerouting, co-activation groups, per-copy tiers or precisions), nor with a per-expert engine.
+bool StepPlanner::binning_allowed() const {
   const bool per_expert =
       coact_ != nullptr ||
       (loop_ && (loop_->reads_each_expert() || s_.experts.tiers.enabled || s_.experts.quantization));
-  draw_->bin(placement_, single_gpu_,
-             binned_allowed_ && s_.deployment.engine.experts == ExpertKernel::kGrouped && !per_expert);
+  return binned_allowed_ && s_.deployment.engine.experts == ExpertKernel::kGrouped && !per_expert;
 }
 
 void StepPlanner::ensure_touch(int layer) {
@@ -281,10 +279,18 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     const AllToAllMode mode = s_.deployment.all_to_all_mode;
     std::copy(src_tokens.begin(), src_tokens.end(), traffic_.src_tokens.begin());
     std::copy(touch_node, touch_node + nodes_, traffic_.node_share.begin());
-    for (int d = 0; d < gpus_; ++d) {
-      const auto r = static_cast<std::size_t>(d / etp_);
-      traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[r] / etp_;
-      traffic_.pair_share[static_cast<std::size_t>(d)] = k * cost_->pairs(static_cast<int>(r)) / pairs / etp_;
+    if (etp_ == 1) {  // a GPU is a rank (a division by one is exact: left out)
+      for (int d = 0; d < gpus_; ++d) {
+        traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[d];
+        traffic_.pair_share[static_cast<std::size_t>(d)] = k * cost_->pairs(d) / pairs;
+      }
+    } else {
+      for (int d = 0; d < gpus_; ++d) {
+        const auto r = static_cast<std::size_t>(d / etp_);
+        traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[r] / etp_;
+        traffic_.pair_share[static_cast<std::size_t>(d)] =
+            k * cost_->pairs(static_cast<int>(r)) / pairs / etp_;
+      }
     }
     // Each GPU's own times on one MoE layer a step, in turn (sample_layer_), scaled to the step's layers:
     // asking every collective for them cost 6% of a run's instructions.
@@ -298,8 +304,10 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     out.held_share = comm_held_share(c.mode);
     plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
     plan_.dispatch_nic_bytes += c.nic_bytes;
-    rank_tokens_max = 0;
-    for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
+    rank_tokens_max = 0;  // read by the expert-TP sum only
+    if (etp_ > 1) {
+      for (int r = 0; r < ranks_; ++r) rank_tokens_max = std::max(rank_tokens_max, sent * touch_gpu[r]);
+    }
   }
   out.combine += expert_tp_reduce(rank_tokens_max);
   if (!layer_a2a_s_.empty()) {
@@ -366,21 +374,14 @@ Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
   return layer_small_kernels_time(gpu_, shape, tokens, s_.deployment.engine);
 }
 
+// Without a loop every GPU holds its slots of every layer at the routed experts' precision.
 double StepPlanner::routed_expert_bytes_per_gpu() const {
-  const TiersSpec& t = s_.experts.tiers;
-  if (t.enabled) return t.hbm_expert_bytes + t.staging_bytes;
-  double most = 0;
-  for (int g = 0; g < ranks_; ++g) {
-    double sum = 0;
-    for (int l = 0; l < placement_.layers(); ++l) {
-      const auto slots =
-          placement_.phy2log(l).subspan(static_cast<std::size_t>(g * placement_.slots_per_gpu()),
-                                        static_cast<std::size_t>(placement_.slots_per_gpu()));
-      for (const int e : slots) sum += loop_ ? loop_->copy_bytes(l, e) : expert_bytes_;
-    }
-    most = std::max(most, sum / etp_);
+  if (loop_ != nullptr) return loop_->routed_expert_bytes_per_gpu();
+  double sum = 0;
+  for (int l = 0; l < placement_.layers(); ++l) {
+    for (int i = 0; i < placement_.slots_per_gpu(); ++i) sum += expert_bytes_;
   }
-  return most;
+  return sum / etp_;
 }
 
 // The exact per-expert draw of one layer, seen by the expert loop's statistics (what the router chose) and
@@ -391,8 +392,8 @@ std::span<std::int32_t> StepPlanner::sample_layer(int layer, std::int64_t tokens
   return counts;
 }
 
-// Once per step, before routing: a drift update re-prepares the routing tables (and their bins); the expert
-// loop reclassifies and rebalances when due, and a new placement is followed at once.
+// Once per step, before routing: a drift update re-prepares the routing tables (and their bins); a placement
+// the expert loop published since the last step (a rebalance at its step boundary) is followed at once.
 void StepPlanner::begin_step() {
   if (drift_ != nullptr && drift_->version() != drift_version_) {
     drift_version_ = drift_->version();
@@ -401,7 +402,20 @@ void StepPlanner::begin_step() {
     std::fill(touch_valid_.begin(), touch_valid_.end(), 0);
     if (draw_->binned()) set_placement(placement_);  // bins and laws follow the new tables
   }
-  if (loop_ && loop_->begin_step(plan_)) set_placement(loop_->placement());
+  if (loop_ != nullptr && loop_->placement_version() != placement_version_) {
+    placement_version_ = loop_->placement_version();
+    set_placement(loop_->placement());
+  }
+}
+
+void StepPlanner::add_loop_events(const ExpertLoopEvents& e) {
+  plan_.parts[StepPart::kRebalance] += e.rebalance_pause;
+  plan_.rebalance_bytes += e.rebalance_bytes;
+  plan_.rebalances += e.rebalances;
+  plan_.evictions += e.evictions;
+  plan_.prefetches += e.prefetches;
+  plan_.host_bytes += e.host_bytes;
+  plan_.nvme_bytes += e.nvme_bytes;
 }
 
 // Per-group costs that are the same for every layer: attention (projections + core), shared experts,
@@ -505,8 +519,26 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
 }
 
 const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) {
+  MOESIM_CHECK(loop_ == nullptr, "a planner with an expert loop plans through the loop's owner");
   (void)begin_plan(groups, now);
   return finish_plan();
+}
+
+// Pipeline parallelism: one micro-batch (1/M of every group's work) goes through all layers.
+std::span<const GroupBatch> StepPlanner::pipeline_micro_batches(std::span<const GroupBatch> groups) {
+  const std::int64_t mb = s_.deployment.pipeline_microbatches;
+  const double f = 1.0 / static_cast<double>(mb);
+  micro_.resize(groups.size());
+  for (std::size_t r = 0; r < groups.size(); ++r) {
+    const GroupBatch& b = groups[r];
+    micro_[r] = GroupBatch{.decode_seqs = (b.decode_seqs + mb - 1) / mb,
+                           .decode_context_tokens = b.decode_context_tokens * f,
+                           .prefill_tokens = (b.prefill_tokens + mb - 1) / mb,
+                           .prefill_pairs = b.prefill_pairs * f,
+                           .prefill_kv_tokens = b.prefill_kv_tokens * f,
+                           .sampled_seqs = (b.sampled_seqs + mb - 1) / mb};
+  }
+  return micro_;
 }
 
 // The step's cheap part: every group's attention, dense layers and small kernels (and the two-batch
@@ -520,22 +552,7 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   p = PendingPlan{};
   p.full = groups;
   p.now = now;
-  if (s_.deployment.pipeline_stages > 1) {
-    // Pipeline parallelism: cost one micro-batch (1/M of every group's work) through all layers.
-    const std::int64_t mb = s_.deployment.pipeline_microbatches;
-    const double f = 1.0 / static_cast<double>(mb);
-    micro_.resize(groups.size());
-    for (std::size_t r = 0; r < groups.size(); ++r) {
-      const GroupBatch& b = groups[r];
-      micro_[r] = GroupBatch{.decode_seqs = (b.decode_seqs + mb - 1) / mb,
-                             .decode_context_tokens = b.decode_context_tokens * f,
-                             .prefill_tokens = (b.prefill_tokens + mb - 1) / mb,
-                             .prefill_pairs = b.prefill_pairs * f,
-                             .prefill_kv_tokens = b.prefill_kv_tokens * f,
-                             .sampled_seqs = (b.sampled_seqs + mb - 1) / mb};
-    }
-    groups = micro_;
-  }
+  if (s_.deployment.pipeline_stages > 1) groups = pipeline_micro_batches(groups);
   layer_time_.assign(static_cast<std::size_t>(m.num_layers), Duration::zero());
   std::fill(busy_s_.begin(), busy_s_.end(), 0.0);
   std::fill(flops_.begin(), flops_.end(), 0.0);
@@ -677,6 +694,29 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
   return time + stall;
 }
 
+// The layer's expert cost into the step's per-rank and per-GPU sums; returns the slowest rank's expert time
+// and sets `max_pairs` to the most routed pairs of a rank.
+Duration StepPlanner::add_layer_experts(double& max_pairs) {
+  Duration experts_max = Duration::zero();
+  for (int g = 0; g < ranks_; ++g) {
+    const Duration t = cost_->time(g);
+    experts_max = max(experts_max, t);
+    max_pairs = std::max(max_pairs, cost_->pairs(g));
+    rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
+    rank_pairs_[static_cast<std::size_t>(g)] += cost_->pairs(g);
+    if (etp_ == 1) {
+      busy_s_[static_cast<std::size_t>(g)] += t.seconds();
+      flops_[static_cast<std::size_t>(g)] += cost_->pairs(g) * expert_flops_per_token_;
+      continue;
+    }
+    for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
+      busy_s_[static_cast<std::size_t>(i)] += t.seconds();
+      flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;
+    }
+  }
+  return experts_max;
+}
+
 // The step's MoE layers: routing drawn per layer, the copies that serve it costed as the engine launches them
 // (ExpertCost), All-to-All and loads; then the LM head, the draft and the pipeline schedule. Touches only
 // this planner and what it reads (see plan_async_safe).
@@ -719,19 +759,8 @@ const StepPlan& StepPlanner::finish_plan() {
     }
     cost_->finish_layer();
     if (layer == full_layer) full_layer_imbalance = max_count / mean_pairs_expert;
-    Duration experts_max = Duration::zero();
     double max_pairs = 0;
-    for (int g = 0; g < ranks_; ++g) {
-      const Duration t = cost_->time(g);
-      experts_max = max(experts_max, t);
-      max_pairs = std::max(max_pairs, cost_->pairs(g));
-      rank_bytes_[static_cast<std::size_t>(g)] += cost_->weight_bytes(g);
-      rank_pairs_[static_cast<std::size_t>(g)] += cost_->pairs(g);
-      for (int i = g * etp_; i < (g + 1) * etp_; ++i) {  // every GPU of the rank runs its shard
-        busy_s_[static_cast<std::size_t>(i)] += t.seconds();
-        flops_[static_cast<std::size_t>(i)] += cost_->pairs(g) * expert_flops_per_token_;
-      }
-    }
+    const Duration experts_max = add_layer_experts(max_pairs);
     gpu_imb_sum += max_pairs / mean_pairs_gpu;
     layer_imbalance_[static_cast<std::size_t>(layer)] = max_pairs / mean_pairs_gpu;
     expert_imb_sum += max_count / mean_pairs_expert;
@@ -760,7 +789,6 @@ const StepPlan& StepPlanner::finish_plan() {
   if (s_.production.speculative) add_draft_work();
   plan_.total = plan_.parts.sum();
   if (s_.deployment.pipeline_stages > 1) finish_pipeline(p.full);
-  if (loop_) loop_->end_step(p.now + plan_.total, plan_.gpu_imbalance, plan_);
   return plan_;
 }
 

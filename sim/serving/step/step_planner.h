@@ -74,29 +74,42 @@ struct OverlapStage {
 };
 [[nodiscard]] OverlapStage overlap_stage(Duration work, Duration comm, double held_share);
 
-class ExpertLoop;  // experts in the loop (sim/serving/expert_loop.h)
+class ExpertLoop;         // experts in the loop (sim/serving/experts/expert_loop.h)
+struct ExpertLoopEvents;  // what the loop did at a step boundary (the same file)
 
 class StepPlanner {
  public:
   // `coactivation` (optional) samples routing with co-activation groups. `drift` (optional) replaces
   // `popularity` when given: the planner re-prepares its routing tables when its version changes. The caller
-  // advances it.
+  // advances it. `loop` (optional; null when every experts-in-the-loop mechanism is off) is the replica's
+  // expert loop, which outlives the planner: the planner follows the placement it publishes and asks it per
+  // MoE layer; its owner runs its step boundary (see plan()). `routing` (optional): the routing tables of an
+  // identical planner (same scenario view and popularity, routing_shareable()), shared read-only instead of
+  // preparing and binning its own (routing_tables()).
   StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
               const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift = nullptr,
-              const CoactivationModel* coactivation = nullptr);
+              const CoactivationModel* coactivation = nullptr, ExpertLoop* loop = nullptr,
+              std::shared_ptr<RoutingDraw::Tables> routing = nullptr);
   ~StepPlanner();
   StepPlanner(const StepPlanner&) = delete;
   StepPlanner& operator=(const StepPlanner&) = delete;
 
   // `groups` has one entry per attention group of the replica (deployment.attention_dp); `now` is the
-  // step's start (expert loads are queued on the loaders from it).
+  // step's start (expert loads are queued on the loaders from it). For a planner without an expert loop;
+  // with one, its owner plans in halves around the loop's step boundary (Replica::on_decide, on_planned;
+  // StandalonePlanner::plan in serving_models.h).
   const StepPlan& plan(std::span<const GroupBatch> groups, Time now);
   // The same in two halves, for a caller that runs the second on another thread: begin_plan costs the
   // cheap part and returns a lower bound of the step's time (the plan's total is never below it);
   // finish_plan completes the plan. `groups` must stay unchanged until finish_plan returns. finish_plan
-  // touches only this planner's state and state the run never writes (see plan_async_safe).
+  // touches only this planner's state, the expert loop's (which nothing else touches meanwhile) and state
+  // the run never writes (see plan_async_safe).
   Duration begin_plan(std::span<const GroupBatch> groups, Time now);
   const StepPlan& finish_plan();
+  // What the expert loop did at its step boundary, into the step's plan: ExpertLoop::begin_step's between
+  // begin_plan and finish_plan (a rebalance's pause is a part of the step, after the lower bound),
+  // ExpertLoop::end_step's after finish_plan.
+  void add_loop_events(const ExpertLoopEvents& e);
   [[nodiscard]] const StepPlan& last_plan() const { return plan_; }
   // Binned routing (on where it applies, see bins_): off draws every expert of every layer, for A/B checks.
   void set_binned_routing(bool on);
@@ -104,15 +117,15 @@ class StepPlanner {
   // Per-layer routing tables and their binning (RoutingDraw::Tables), shared read-only by the replicas of a
   // pool while nothing changes them (ServingModels builds them once).
   using RoutingTables = RoutingDraw::Tables;
-  [[nodiscard]] bool routing_shareable() const { return !loop_ && drift_ == nullptr && coact_ == nullptr; }
+  [[nodiscard]] bool routing_shareable() const {
+    return loop_ == nullptr && drift_ == nullptr && coact_ == nullptr;
+  }
   // The grouped-launch memo of the expert cost (ExpertCost::GroupedMemo), shared by the replicas of a pool.
   using GroupedMemo = ExpertCost::GroupedMemo;
   [[nodiscard]] std::shared_ptr<GroupedMemo> grouped_memo() const { return cost_->memo(); }
   // Takes the memo of a planner of the same scenario view and cost model.
   void share_grouped_memo(std::shared_ptr<GroupedMemo> memo) { cost_->share_memo(std::move(memo)); }
   [[nodiscard]] std::shared_ptr<RoutingTables> routing_tables() const { return draw_->tables(); }
-  // Takes `tables` from an identical planner (same scenario view, popularity and placement).
-  void share_routing(std::shared_ptr<RoutingTables> tables);
 
   // Of the last plan, per GPU of the replica: time spent computing, FLOPs and HBM bytes.
   [[nodiscard]] std::span<const double> gpu_busy_s() const { return busy_s_; }
@@ -152,6 +165,10 @@ class StepPlanner {
   // Follows a placement (the first, or the expert loop's after a rebalance): the single-copy map, the routing
   // bins and, lazily, the touch fractions.
   void set_placement(Placement p);
+  // set_placement's map of single copies and dropped touch fractions (without the bins).
+  void map_placement(Placement p);
+  // Binned routing where it applies (see bins_).
+  [[nodiscard]] bool binning_allowed() const;
   // The all-reduce that sums an expert-TP rank's partial outputs for `rank_tokens` tokens (zero without
   // expert TP, and under pure TP where the attention group's all-reduce does it).
   [[nodiscard]] Duration expert_tp_reduce(double rank_tokens) const;
@@ -185,6 +202,10 @@ class StepPlanner {
                           bool tiers);
   // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
   void ensure_touch(int layer);
+  Duration add_layer_experts(double& max_pairs);
+  void size_scratch();
+  [[nodiscard]] std::unique_ptr<ExpertCost> make_expert_cost(std::int64_t max_tokens) const;
+  std::span<const GroupBatch> pipeline_micro_batches(std::span<const GroupBatch> groups);
 
   const ScenarioSpec& s_;
   const GpuCostModel& gpu_;
@@ -201,17 +222,18 @@ class StepPlanner {
   int ranks_;  // expert-parallel ranks (gpus_ / etp_); the placement is over ranks
   Placement placement_;
   int nodes_;
-  std::vector<double> touch_gpu_;      // [layer][rank]
-  std::vector<double> touch_node_;     // [layer][node]
-  std::vector<char> touch_valid_;      // [layer]
-  std::vector<TouchMemo> touch_memo_;  // [layer]
-  std::vector<int> single_gpu_;        // [layer][expert]: its rank when it has one copy, else -1
+  ExpertLoop* loop_;  // the replica's; null when every experts-in-the-loop mechanism is off
+  std::uint64_t placement_version_ = 0;  // of the loop's placement that placement_ follows
+  std::vector<double> touch_gpu_;        // [layer][rank]
+  std::vector<double> touch_node_;       // [layer][node]
+  std::vector<char> touch_valid_;        // [layer]
+  std::vector<TouchMemo> touch_memo_;    // [layer]
+  std::vector<int> single_gpu_;          // [layer][expert]: its rank when it has one copy, else -1
   // Routing: the exact per-expert draw and, with grouped launches, one copy per expert and no mechanism that
   // reads each expert's count, the binned fast paths (per-rank sums) for all layers but one per step.
   std::unique_ptr<RoutingDraw> draw_;
   bool binned_allowed_ = true;
   std::unique_ptr<ExpertCost> cost_;   // the one expert-cost function (sim/serving/expert_cost.h)
-  std::unique_ptr<ExpertLoop> loop_;   // null when every experts-in-the-loop mechanism is off
   std::vector<double> touch_scratch_;  // co-activated touch fractions' scratch
   QualityProxy quality_;
   int inter_;  // expert intermediate columns per GPU (expert_inter / expert_tp)

@@ -49,14 +49,14 @@ TEST_CASE("quantising every expert to the model's own FP8 costs what no quantisa
       const RandomStreams streams(3);
       const ServingModels plain_models(plain.spec, streams);
       const ServingModels quant_models(quant.spec, streams);
-      const auto a = plain_models.make_planner(gpu, Rng(5));
-      const auto b = quant_models.make_planner(gpu, Rng(5));
+      auto a = plain_models.make_standalone(gpu, Rng(5));
+      auto b = quant_models.make_standalone(gpu, Rng(5));
       a->set_binned_routing(false);
       const auto batches = mixed_batches();
       for (int step = 0; step < 40; ++step) {
-        const StepPlan& pa = a->plan(batches, Time{});
+        const StepPlan& pa = a.plan(batches, Time{});
         const std::vector<double> bytes_a(a->gpu_bytes().begin(), a->gpu_bytes().end());
-        const StepPlan& pb = b->plan(batches, Time{});
+        const StepPlan& pb = b.plan(batches, Time{});
         REQUIRE(pa.total == pb.total);
         REQUIRE(pa.part(StepPart::kExperts) == pb.part(StepPart::kExperts));
         for (std::size_t g = 0; g < bytes_a.size(); ++g) REQUIRE(b->gpu_bytes()[g] == Approx(bytes_a[g]));
@@ -77,16 +77,16 @@ TEST_CASE("under tiers a grouped engine keeps its grouped launches") {
   const RandomStreams streams(3);
   const ServingModels plain_models(plain.spec, streams);
   const ServingModels tier_models(tiers.spec, streams);
-  const auto a = plain_models.make_planner(gpu, Rng(9));
-  const auto b = tier_models.make_planner(gpu, Rng(9));
+  auto a = plain_models.make_standalone(gpu, Rng(9));
+  auto b = tier_models.make_standalone(gpu, Rng(9));
   a->set_binned_routing(false);
   const auto batches = mixed_batches();
   for (int step = 0; step < 60; ++step) {
     const Time now = Time::at(Duration::from_ms(100.0 * step));
-    const StepPlan& pa = a->plan(batches, now);
+    const StepPlan& pa = a.plan(batches, now);
     const Duration experts_a = pa.part(StepPart::kExperts);
     const Duration total_a = pa.total;
-    const StepPlan& pb = b->plan(batches, now);
+    const StepPlan& pb = b.plan(batches, now);
     REQUIRE(pb.host_loads + pb.nvme_loads == 0);
     REQUIRE(pb.expert_uses == pb.hbm_hits);
     REQUIRE(pb.part(StepPart::kExperts) == experts_a);

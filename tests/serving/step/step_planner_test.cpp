@@ -104,8 +104,8 @@ TEST_CASE("binned routing costs steps as drawing every expert does, on average")
     const RooflineCostModel gpu(sc.spec.cluster.gpu);
     const RandomStreams streams(1);
     const ServingModels models(sc.spec, streams);
-    const auto binned = models.make_planner(gpu, Rng(3));
-    const auto full = models.make_planner(gpu, Rng(4));
+    auto binned = models.make_standalone(gpu, Rng(3));
+    auto full = models.make_standalone(gpu, Rng(4));
     full->set_binned_routing(false);
     REQUIRE(binned->binned_routing());
     REQUIRE_FALSE(full->binned_routing());
@@ -123,7 +123,7 @@ TEST_CASE("binned routing costs steps as drawing every expert does, on average")
       const int plans = 300;
       for (int i = 0; i < plans; ++i) {
         int w = 0;
-        for (StepPlanner* pl : {binned.get(), full.get()}) {
+        for (StandalonePlanner* pl : {&binned, &full}) {
           const StepPlan& p = pl->plan(batches, Time{});
           sum[w][0] += p.total.seconds();
           sum[w][1] += p.part(StepPart::kExperts).seconds();
@@ -147,8 +147,8 @@ TEST_CASE("the replicas of a pool share one set of routing tables until one chan
   const RooflineCostModel gpu(sc.spec.cluster.gpu);
   const RandomStreams streams(1);
   const ServingModels models(sc.spec, streams);
-  const auto a = models.make_planner(gpu, Rng(1));
-  const auto b = models.make_planner(gpu, Rng(2));
+  auto a = models.make_standalone(gpu, Rng(1));
+  auto b = models.make_standalone(gpu, Rng(2));
   CHECK(a->routing_tables() == b->routing_tables());
   b->set_binned_routing(false);  // copy on write: b gets its own tables, a keeps the shared, binned ones
   CHECK(a->routing_tables() != b->routing_tables());
@@ -159,7 +159,7 @@ TEST_CASE("the replicas of a pool share one set of routing tables until one chan
       load_scenario(std::string(MOESIM_SOURCE_DIR) + "/scenarios/reference/deepseek_v3_2x8xh200_ep16_1h.json",
                     {"experts.rerouting.threshold=1.3"});
   const ServingModels loop_models(loop.spec, streams);
-  const auto c = loop_models.make_planner(gpu, Rng(1));
-  const auto d = loop_models.make_planner(gpu, Rng(2));
+  auto c = loop_models.make_standalone(gpu, Rng(1));
+  auto d = loop_models.make_standalone(gpu, Rng(2));
   CHECK(c->routing_tables() != d->routing_tables());
 }

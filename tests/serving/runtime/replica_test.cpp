@@ -6,11 +6,13 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/scenario/scenario_parser.h"
+#include "sim/serving/experts/expert_loop.h"
 #include "sim/serving/runtime/batch_policy.h"
 #include "sim/serving/runtime/metrics_recorder.h"
 #include "sim/serving/spec/memory_plan.h"
@@ -39,12 +41,24 @@ ScenarioSpec one_gpu(std::int64_t budget) {
   return parse_scenario(j, "").spec;
 }
 
-// Each step's start and length as the replica reports it.
+// The toy MoE (toy_moe.h) with eight experts, top-2, over two GPUs (EP2, one attention group each), under
+// EPLB with one redundant slot per GPU, rebalanced every `every_steps` steps.
+ScenarioSpec eplb_pair(int every_steps) {
+  Json j = moesim_test::toy_run(moesim_test::ToyRun{.experts = 8, .top_k = 2, .gpus_per_node = 2, .ep = 2});
+  j["experts"] = Json{{"placement", "eplb"},
+                      {"redundant_slots_per_gpu", 1},
+                      {"rebalance", Json{{"every_steps", every_steps}}}};
+  return parse_scenario(j, "").spec;
+}
+
+// Each step's start and length and its rebalances as the replica reports them.
 struct Steps final : SimulationObserver {
   std::vector<double> start_s, length_s;
+  std::vector<int> rebalances;
   void on_step(const StepRecord& s) override {
     start_s.push_back(s.start_s);
     length_s.push_back(s.plan->total.seconds());
+    rebalances.push_back(s.plan->rebalances);
   }
   void on_request(const RequestRecord&) override {}
 };
@@ -64,8 +78,9 @@ struct Host final : ReplicaHost {
 
 // A replica wired as the cluster wires one (Cluster::add_pool), with the parts it needs beside it.
 struct Bench {
-  explicit Bench(std::int64_t budget)
-      : s(one_gpu(budget)),
+  explicit Bench(std::int64_t budget) : Bench(one_gpu(budget)) {}
+  explicit Bench(ScenarioSpec spec)
+      : s(std::move(spec)),
         gpu(s.cluster.gpu),
         streams(s.run.seed),
         models(s, streams),
@@ -81,7 +96,7 @@ struct Bench {
                                                        .metrics = metrics,
                                                        .host = host,
                                                        .streams = streams},
-                                        models.make_planner(s, gpu, streams.stream("routing", 0)),
+                                        models.make_expert_loop(s), gpu, streams.stream("routing", 0),
                                         memory.kv_blocks_per_group);
   }
   // A request of `prompt` and `output` tokens queued on group 0 now.
@@ -167,4 +182,35 @@ TEST_CASE("requests admitted together share their steps: the longest answer sets
   CHECK(b.host.generated == std::vector<std::int64_t>{3, 5, 9});
   CHECK(b.host.finished_s.back() == Approx(sum(b.steps.length_s)).epsilon(1e-12));
   CHECK(b.metrics.output_tokens == 3 + 9 + 5);
+}
+
+TEST_CASE("a replica owns its expert loop, which publishes a new placement version at each rebalance") {
+  // Without a mechanism the replica has no loop.
+  CHECK(Bench(256).replica->expert_loop() == nullptr);
+  // One request: a 512-token prompt in one step, then one step per further token (the first test): 64 steps.
+  // The loop counts the replica's steps and rebalances at every `every`-th: floor(64 / every) of them, at
+  // steps every, 2 every, ... (1-based); each moves the published version by one.
+  const int every = 5;
+  const std::int64_t output = 64;
+  Bench b(eplb_pair(every));
+  const ExpertLoop* loop = b.replica->expert_loop();
+  REQUIRE(loop != nullptr);
+  CHECK(loop->placement_version() == 0);
+  b.admit(512, output);
+  b.sim.run();
+  REQUIRE(b.steps.rebalances.size() == static_cast<std::size_t>(output));
+  for (std::size_t i = 0; i < b.steps.rebalances.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(b.steps.rebalances[i] == ((i + 1) % every == 0 ? 1 : 0));
+  }
+  CHECK(loop->placement_version() == static_cast<std::uint64_t>(output / every));
+  // The planner follows the published placement: the same experts in the same slots of every layer, where
+  // the rebalances moved them away from the first placement (a fresh loop's).
+  const auto slots = [](const Placement& p) {
+    std::vector<int> out;
+    for (int l = 0; l < p.layers(); ++l) out.insert(out.end(), p.phy2log(l).begin(), p.phy2log(l).end());
+    return out;
+  };
+  CHECK(slots(loop->placement()) != slots(b.models.make_expert_loop(b.s)->placement()));
+  CHECK(slots(b.replica->planner().placement()) == slots(loop->placement()));
 }

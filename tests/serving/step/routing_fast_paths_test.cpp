@@ -103,8 +103,8 @@ TEST_CASE("every fast routing path draws the exact draw's law of per-rank loads 
       const RooflineCostModel gpu(sc.spec.cluster.gpu);
       const RandomStreams streams(7);
       ServingModels models(sc.spec, streams);
-      const auto fast = models.make_planner(gpu, Rng(11));
-      const auto exact = models.make_planner(gpu, Rng(12));
+      auto fast = models.make_standalone(gpu, Rng(11));
+      auto exact = models.make_standalone(gpu, Rng(12));
       exact->set_binned_routing(false);
       REQUIRE(fast->binned_routing());
       std::vector<GroupBatch> batches(16);
@@ -124,9 +124,9 @@ TEST_CASE("every fast routing path draws the exact draw's law of per-rank loads 
       for (int step = 0; step < 1200; ++step) {
         models.advance_to(Time::at(Duration::from_ms(50.0 * step)));
         int w = 0;
-        for (StepPlanner* pl : {fast.get(), exact.get()}) {
+        for (StandalonePlanner* pl : {&fast, &exact}) {
           (void)pl->plan(batches, Time{});
-          const ExpertCost& c = pl->expert_cost();
+          const ExpertCost& c = (*pl)->expert_cost();
           for (int r = 0; r < ranks; ++r) {
             pairs[w].add(static_cast<std::size_t>(r), c.pairs(r));
             for (int h = 0; h < 2; ++h)

@@ -175,13 +175,13 @@ OverlapRow overlap_gain(const std::string& scenario, std::vector<std::string> se
     const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
     const RandomStreams streams(sc.spec.run.seed);
     const ServingModels models(sc.spec, streams);
-    const auto planner = models.make_planner(*gpu, streams.stream("plan-routing"));
+    auto planner = models.make_standalone(*gpu, streams.stream("plan-routing"));
     const std::vector<GroupBatch> groups(static_cast<std::size_t>(sc.spec.deployment.attention_dp), b);
     Time clock;
     double total = 0;
     constexpr int kSteps = 8;
     for (int i = 0; i < kSteps; ++i) {
-      const StepPlan& p = planner->plan(groups, clock);
+      const StepPlan& p = planner.plan(groups, clock);
       clock += p.total;
       total += p.total.seconds();
     }

@@ -6,8 +6,10 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
+#include "sim/serving/experts/expert_loop.h"
 #include "sim/serving/runtime/serving_simulation.h"
 #include "sim/serving/spec/memory_plan.h"
+#include "sim/serving/step/serving_models.h"
 #include "sim/serving/step/step_planner.h"
 
 using namespace moesim;
@@ -37,6 +39,17 @@ ScenarioSpec one_gpu_spec(const std::string& experts, const std::string& fabric 
   return parse_scenario(j, "").spec;
 }
 
+// A planner and the expert loop it follows on `popularity`, wired by hand as ServingModels wires them.
+StandalonePlanner planner_with_loop(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
+                                    const ExpertPopularity& popularity) {
+  StandalonePlanner out;
+  out.loop = std::make_unique<ExpertLoop>(
+      s, fabric, [&popularity](int l) { return popularity.layer(l); }, nullptr);
+  out.planner =
+      std::make_unique<StepPlanner>(s, gpu, fabric, popularity, Rng(2), nullptr, nullptr, out.loop.get());
+  return out;
+}
+
 std::vector<GroupBatch> decode_batch(std::int64_t seqs) {
   GroupBatch b;
   b.decode_seqs = seqs;
@@ -64,7 +77,7 @@ TEST_CASE("a layer whose experts all live on NVMe waits their bytes over the dri
   const RooflineCostModel gpu(s.cluster.gpu);
   const Fabric fabric(s.cluster.fabric);
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
-  StepPlanner planner(s, gpu, fabric, uniform, Rng(2));
+  StandalonePlanner planner = planner_with_loop(s, gpu, fabric, uniform);
   const StepPlan& p = planner.plan(decode_batch(128), Time{});
   const double bytes = 3.0 * 1024 * 512 * 2.0;  // gate, up, down projections in BF16
   const double expected = 4.0 * bytes / 6.5e9;
@@ -86,7 +99,7 @@ TEST_CASE("experts that fit in the HBM budget never stall") {
   const RooflineCostModel gpu(s.cluster.gpu);
   const Fabric fabric(s.cluster.fabric);
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
-  StepPlanner planner(s, gpu, fabric, uniform, Rng(2));
+  StandalonePlanner planner = planner_with_loop(s, gpu, fabric, uniform);
   const StepPlan& p = planner.plan(decode_batch(128), Time{});
   REQUIRE(p.part(StepPart::kExpertStall) == Duration::zero());
   REQUIRE(p.hbm_hits == 4);
@@ -196,7 +209,7 @@ TEST_CASE("expert loads from host DRAM take the fabric's host link: GB200's C2C 
     const RooflineCostModel gpu(s.cluster.gpu);
     const Fabric f(s.cluster.fabric);
     const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
-    StepPlanner planner(s, gpu, f, uniform, Rng(2));
+    StandalonePlanner planner = planner_with_loop(s, gpu, f, uniform);
     const StepPlan& p = planner.plan(decode_batch(128), Time{});
     REQUIRE(p.host_loads == 4);
     return std::pair{(p.part(StepPart::kExpertStall) + p.part(StepPart::kExperts)).seconds(),

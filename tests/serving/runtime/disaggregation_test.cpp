@@ -77,13 +77,13 @@ TEST_CASE("a 1P1D pipeline queues two requests as the timeline computed by hand 
   const ServingModels models(s, streams);
   const ScenarioSpec prefill_view = s.pool_view(s.pools[0]);
   const ScenarioSpec decode_view = s.pool_view(s.pools[1]);
-  const auto prefill_planner = models.make_planner(prefill_view, gpu, streams.stream("routing", 0));
-  const auto decode_planner = models.make_planner(decode_view, gpu, streams.stream("routing", 1));
+  auto prefill_planner = models.make_standalone(prefill_view, gpu, streams.stream("routing", 0));
+  auto decode_planner = models.make_standalone(decode_view, gpu, streams.stream("routing", 1));
   const double p = static_cast<double>(prompt);
   // One prompt alone per step (max_batched_tokens = prompt): causal pairs p(p+1)/2.
   const GroupBatch prefill_batch{
       .prefill_tokens = prompt, .prefill_pairs = p * (p + 1) / 2, .prefill_kv_tokens = p, .sampled_seqs = 1};
-  const Duration prefill = prefill_planner->plan(std::span(&prefill_batch, 1), Time{}).total;
+  const Duration prefill = prefill_planner.plan(std::span(&prefill_batch, 1), Time{}).total;
   // On the decode instance: first the sampled token's KV (one token over the prompt's context), then one
   // token per step over a growing context; output - 1 steps in all (the prefill sampled token 1).
   Duration decode;
@@ -95,7 +95,7 @@ TEST_CASE("a 1P1D pipeline queues two requests as the timeline computed by hand 
                                           .prefill_kv_tokens = ctx,
                                           .sampled_seqs = 1}
                              : GroupBatch{.decode_seqs = 1, .decode_context_tokens = ctx, .sampled_seqs = 1};
-    decode += decode_planner->plan(std::span(&b, 1), Time{}).total;
+    decode += decode_planner.plan(std::span(&b, 1), Time{}).total;
   }
   // KV of the prompt from the model shape: K and V of 8 heads of 128 over 2 layers in BF16, per token.
   const double kv_bytes = 2.0 * 8 * 128 * 2 * 2.0 * p;
@@ -190,7 +190,7 @@ TEST_CASE("a KV cache crossing nodes shares the NIC with the prefill instance's 
   const RandomStreams streams(s.run.seed);
   const ServingModels models(s, streams);
   const ScenarioSpec prefill_view = s.pool_view(s.pools[0]);  // the planner keeps a reference
-  const auto planner = models.make_planner(prefill_view, gpu, streams.stream("routing", 0));
+  auto planner = models.make_standalone(prefill_view, gpu, streams.stream("routing", 0));
   const double p = static_cast<double>(prompt);
   const std::vector<GroupBatch> batch = {GroupBatch{.prefill_tokens = prompt,
                                                     .prefill_pairs = p * (p + 1) / 2,
@@ -200,7 +200,7 @@ TEST_CASE("a KV cache crossing nodes shares the NIC with the prefill instance's 
                                                     .prefill_pairs = p * (p + 1) / 2,
                                                     .prefill_kv_tokens = p,
                                                     .sampled_seqs = 1}};
-  const StepPlan plan = planner->plan(batch, Time{});
+  const StepPlan plan = planner.plan(batch, Time{});
   REQUIRE(plan.dispatch_nic_bytes > 0);
   const FabricSpec& f = models.fabric().spec();
   const double nic_rate =
