@@ -91,6 +91,7 @@ class RoutingSampler {
     struct Sums {
       double pi = 0;   // sum of pi over the bin's first j positions
       double var = 0;  // the same for sd^2
+      double sd = 0;   // sqrt(var), for the hot bins' normals
     };
     std::vector<Sums> prefix;  // [begin[b] + b + j]
     // Each bin's entries as an alias table (Walker's method, Vose's construction): one 64-bit draw picks
