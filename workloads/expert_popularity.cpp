@@ -531,11 +531,13 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
   b.at.resize(n);
   b.pi.resize(n);
   b.entry.resize(n);
+  b.of.resize(n);
   std::vector<int> fill(b.begin.begin(), b.begin.end() - 1);
   for (std::size_t i = 0; i < n; ++i) {  // ascending positions within each bin
     const auto bin = static_cast<std::size_t>(bin_of_expert[static_cast<std::size_t>(layer.order[i])]);
     b.pi[static_cast<std::size_t>(fill[bin])] = layer.pi[i];
     b.entry[i] = fill[bin];
+    b.of[i] = static_cast<int>(bin);
     b.at[static_cast<std::size_t>(fill[bin]++)] = static_cast<int>(i);
   }
   b.prefix.assign(n + static_cast<std::size_t>(bins), Bins::Sums{});
@@ -688,7 +690,12 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   // so its hot experts come first and its cold ones are drawn, Poisson, in the bin's order.
   const auto hot = hot_count(layer, t);
   if (hot != split_for) {
-    split_hot(bins, hot, bin_hot);
+    if (split_for == kNoSplit) {
+      split_hot(bins, hot, bin_hot);
+    } else {  // the positions between the two counts change side, each in its own bin
+      for (std::size_t i = split_for; i < hot; ++i) ++bin_hot[static_cast<std::size_t>(bins.of[i])];
+      for (std::size_t i = hot; i < split_for; ++i) --bin_hot[static_cast<std::size_t>(bins.of[i])];
+    }
     split_for = hot;
   }
   // draw_hot_bins() sets every bin's hot pairs; with no hot expert they stay 0.

@@ -88,6 +88,7 @@ class RoutingSampler {
     std::vector<int> at;     // each bin's experts as positions in Layer::order, ascending
     std::vector<double> pi;  // Layer::pi of each entry of `at`
     std::vector<int> entry;  // [position in Layer::order]: its entry in `at`
+    std::vector<int> of;     // [position in Layer::order]: its bin
     struct Sums {
       double pi = 0;   // sum of pi over the bin's first j positions
       double var = 0;  // the same for sd^2
