@@ -622,6 +622,18 @@ void RoutingSampler::split_hot(const Bins& bins, std::size_t hot, std::span<std:
   }
 }
 
+void RoutingSampler::move_split(const Bins& bins, std::size_t hot, std::span<std::int32_t> bin_hot,
+                                std::size_t& split_for) {
+  if (hot == split_for) return;
+  if (split_for == kNoSplit) {
+    split_hot(bins, hot, bin_hot);
+  } else {  // the positions between the two counts change side, each in its own bin
+    for (std::size_t i = split_for; i < hot; ++i) ++bin_hot[static_cast<std::size_t>(bins.of[i])];
+    for (std::size_t i = hot; i < split_for; ++i) --bin_hot[static_cast<std::size_t>(bins.of[i])];
+  }
+  split_for = hot;
+}
+
 std::int64_t RoutingSampler::draw_hot_bins(const Layer& layer, const Bins& bins, double t, std::int32_t cap,
                                            std::size_t hot, std::int64_t residual, Rng& rng,
                                            std::span<std::int64_t> bin_pairs,
@@ -689,15 +701,7 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   // Hot and cold as in sample() (positions [0, hot) of layer.order are hot); each bin's positions ascend,
   // so its hot experts come first and its cold ones are drawn, Poisson, in the bin's order.
   const auto hot = hot_count(layer, t);
-  if (hot != split_for) {
-    if (split_for == kNoSplit) {
-      split_hot(bins, hot, bin_hot);
-    } else {  // the positions between the two counts change side, each in its own bin
-      for (std::size_t i = split_for; i < hot; ++i) ++bin_hot[static_cast<std::size_t>(bins.of[i])];
-      for (std::size_t i = hot; i < split_for; ++i) --bin_hot[static_cast<std::size_t>(bins.of[i])];
-    }
-    split_for = hot;
-  }
+  move_split(bins, hot, bin_hot, split_for);
   // draw_hot_bins() sets every bin's hot pairs; with no hot expert they stay 0.
   if (hot == 0) std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
   std::int64_t cold_total = 0;
@@ -800,10 +804,11 @@ bool RoutingSampler::use_bin_sums(const Layer& layer, const Bins& bins, std::int
 
 void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                                      BinLaw& law, std::span<std::int64_t> bin_pairs,
-                                     std::span<ColdSums> bin_cold) {
+                                     std::span<ColdSums> bin_cold, std::span<std::int32_t> kept_split,
+                                     std::size_t& kept_for) {
   const auto nb = static_cast<std::size_t>(bins.count);
   MOESIM_CHECK(bins.pi.size() == layer.order.size() && bin_pairs.size() == nb && bin_cold.size() == nb &&
-                   nb <= z_.size(),
+                   kept_split.size() == nb && nb <= z_.size(),
                "binned routing sampler size mismatch");
   std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
   std::fill(bin_cold.begin(), bin_cold.end(), ColdSums{});
@@ -819,7 +824,8 @@ void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::
     law.hot = hot_count(layer, t);
     law.bin_hot.resize(nb);
     law.cold.resize(nb);
-    split_hot(bins, law.hot, law.bin_hot);
+    move_split(bins, law.hot, kept_split, kept_for);
+    std::copy(kept_split.begin(), kept_split.end(), law.bin_hot.begin());
     law.lambda = 0;
     // The moments from the grid when its points around `tokens` are filled (linear in the count between
     // them), else summed over the cold experts.

@@ -354,8 +354,9 @@ TEST_CASE("binned routing draws the law of the per-expert sampler's per-bin sums
 
 TEST_CASE("a split of hot experts kept between calls follows the token count up and down") {
   // The caller keeps each layer's split between calls and the sampler moves it by the experts that changed
-  // side. After every call of a walk over token counts (up, down, back to the start), each bin's count of
-  // hot experts must be what an independent count gives: T pi >= RoutingSampler::kColdMean or pi >= 0.1.
+  // side, for the binned draw and for the bin sums' law alike. After every call of a walk over token counts
+  // (up, down, back to the start), each bin's count of hot experts must be what an independent count gives:
+  // T pi >= RoutingSampler::kColdMean or pi >= 0.1.
   const int experts = 64;
   const int bins = 8;
   const int k = 4;
@@ -372,6 +373,7 @@ TEST_CASE("a split of hot experts kept between calls follows the token count up 
   std::vector<std::int32_t> bin_hot(bins);
   std::vector<RoutingSampler::Tally> tally(RoutingSampler::kTallyCounts);
   std::vector<RoutingSampler::Tally> bin_cold(bins);
+  std::vector<RoutingSampler::ColdSums> sums(bins);
   std::size_t split_for = RoutingSampler::kNoSplit;
   for (const std::int64_t tokens : {40, 41, 90, 400, 2000, 5000, 300, 60, 2, 0, 700, 40}) {
     INFO("tokens " << tokens);
@@ -384,6 +386,19 @@ TEST_CASE("a split of hot experts kept between calls follows the token count up 
     }
     for (int b = 0; b < bins; ++b)
       CHECK(bin_hot[static_cast<std::size_t>(b)] == hot_per_bin[static_cast<std::size_t>(b)]);
+    // The bin sums' law derived at one count more takes its split from the same kept one.
+    RoutingSampler::BinLaw law;
+    sampler.sample_bin_sums(layer, binned, tokens + 1, rng, law, bin_pairs, sums, bin_hot, split_for);
+    std::vector<int> hot_above(bins, 0);
+    for (int e = 0; e < experts; ++e) {
+      const double pi = k * p[static_cast<std::size_t>(e)];
+      if (double(tokens + 1) * pi >= RoutingSampler::kColdMean || pi >= 0.1)
+        ++hot_above[static_cast<std::size_t>(bin_of[static_cast<std::size_t>(e)])];
+    }
+    for (int b = 0; b < bins; ++b) {
+      CHECK(law.bin_hot[static_cast<std::size_t>(b)] == hot_above[static_cast<std::size_t>(b)]);
+      CHECK(bin_hot[static_cast<std::size_t>(b)] == hot_above[static_cast<std::size_t>(b)]);
+    }
   }
 }
 
