@@ -531,11 +531,13 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
   b.at.resize(n);
   b.pi.resize(n);
   b.entry.resize(n);
+  b.of.resize(n);
   std::vector<int> fill(b.begin.begin(), b.begin.end() - 1);
   for (std::size_t i = 0; i < n; ++i) {  // ascending positions within each bin
     const auto bin = static_cast<std::size_t>(bin_of_expert[static_cast<std::size_t>(layer.order[i])]);
     b.pi[static_cast<std::size_t>(fill[bin])] = layer.pi[i];
     b.entry[i] = fill[bin];
+    b.of[i] = static_cast<int>(bin);
     b.at[static_cast<std::size_t>(fill[bin]++)] = static_cast<int>(i);
   }
   b.prefix.assign(n + static_cast<std::size_t>(bins), Bins::Sums{});
@@ -544,8 +546,8 @@ RoutingSampler::Bins RoutingSampler::bin(const Layer& layer, std::span<const int
     for (int j = b.begin[static_cast<std::size_t>(k)]; j < b.begin[static_cast<std::size_t>(k) + 1]; ++j) {
       const auto i = static_cast<std::size_t>(b.at[static_cast<std::size_t>(j)]);
       const auto o = base + static_cast<std::size_t>(j - b.begin[static_cast<std::size_t>(k)]);
-      b.prefix[o + 1] = {.pi = b.prefix[o].pi + layer.pi[i],
-                         .var = b.prefix[o].var + layer.sd[i] * layer.sd[i]};
+      const double var = b.prefix[o].var + layer.sd[i] * layer.sd[i];
+      b.prefix[o + 1] = {.pi = b.prefix[o].pi + layer.pi[i], .var = var, .sd = std::sqrt(var)};
     }
   }
   b.alias_cut.assign(n, 0);
@@ -620,6 +622,18 @@ void RoutingSampler::split_hot(const Bins& bins, std::size_t hot, std::span<std:
   }
 }
 
+void RoutingSampler::move_split(const Bins& bins, std::size_t hot, std::span<std::int32_t> bin_hot,
+                                std::size_t& split_for) {
+  if (hot == split_for) return;
+  if (split_for == kNoSplit) {
+    split_hot(bins, hot, bin_hot);
+  } else {  // the positions between the two counts change side, each in its own bin
+    for (std::size_t i = split_for; i < hot; ++i) ++bin_hot[static_cast<std::size_t>(bins.of[i])];
+    for (std::size_t i = hot; i < split_for; ++i) --bin_hot[static_cast<std::size_t>(bins.of[i])];
+  }
+  split_for = hot;
+}
+
 std::int64_t RoutingSampler::draw_hot_bins(const Layer& layer, const Bins& bins, double t, std::int32_t cap,
                                            std::size_t hot, std::int64_t residual, Rng& rng,
                                            std::span<std::int64_t> bin_pairs,
@@ -633,9 +647,9 @@ std::int64_t RoutingSampler::draw_hot_bins(const Layer& layer, const Bins& bins,
   std::uint64_t bits = 0;
   for (std::size_t k = 0; k < nb; ++k) {
     if ((k & 3) == 0) bits = rng.next_u64();
-    const double var_b =
-        bins.prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k])].var;
-    const double az = sqrt_t * std::sqrt(var_b) * table_normal(bits >> 52);
+    const double sd_b =
+        bins.prefix[static_cast<std::size_t>(bins.begin[k]) + k + static_cast<std::size_t>(bin_hot[k])].sd;
+    const double az = sqrt_t * sd_b * table_normal(bits >> 52);
     bits <<= 16;
     z_[k] = az;
     s += az;
@@ -673,10 +687,10 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   MOESIM_CHECK(cold.size() == n && bins.pi.size() == n && bin_pairs.size() == nb && bin_hot.size() == nb &&
                    bin_cold.size() == nb && tally.size() == kTallyCounts && nb <= z_.size(),
                "binned routing sampler size mismatch");
-  std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
-  std::fill(bin_cold.begin(), bin_cold.end(), Tally{});
   const std::int64_t slots = tokens * layer.top_k;
   if (slots == 0) {
+    std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
+    std::fill(bin_cold.begin(), bin_cold.end(), Tally{});
     std::fill(bin_hot.begin(), bin_hot.end(), 0);
     split_for = kNoSplit;
     std::fill(cold.begin(), cold.end(), 0);
@@ -687,27 +701,32 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
   // Hot and cold as in sample() (positions [0, hot) of layer.order are hot); each bin's positions ascend,
   // so its hot experts come first and its cold ones are drawn, Poisson, in the bin's order.
   const auto hot = hot_count(layer, t);
-  if (hot != split_for) {
-    split_hot(bins, hot, bin_hot);
-    split_for = hot;
-  }
+  move_split(bins, hot, bin_hot, split_for);
+  // draw_hot_bins() sets every bin's hot pairs; with no hot expert they stay 0.
+  if (hot == 0) std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
   std::int64_t cold_total = 0;
   // A cold expert's count (mean under kColdMean) stays below kMaxDrawn but for odds under 1e-50; the cap
   // keeps `tally`'s index in range whatever the draw.
   const std::int32_t drawn_cap = std::min(cap, kMaxDrawn);
   Rng draws = rng;  // a local copy keeps the generator's state in registers through the loop
-  for (std::size_t k = 0; k < nb; ++k) {
-    const auto first = static_cast<std::size_t>(bins.begin[k] + bin_hot[k]);
+  const double* pi = bins.pi.data();
+  const Tally* add = tally.data();
+  // Every expert hot (a large step): no cold sums, no draw.
+  if (hot == n) std::fill(bin_cold.begin(), bin_cold.end(), Tally{});
+  for (std::size_t k = 0; k < nb && hot < n; ++k) {
+    const auto bin_first = static_cast<std::size_t>(bins.begin[k]);
+    const auto from = static_cast<std::size_t>(bin_hot[k]);
+    const auto first = bin_first + from;
     const auto last = static_cast<std::size_t>(bins.begin[k + 1]);
     // Few pairs among many cold experts (a small decode step): their independent Poissons are, exactly,
     // a Poisson total spread over them in proportion to pi (Poisson splitting), a draw per pair instead of
     // one per expert.
-    const std::size_t base = static_cast<std::size_t>(bins.begin[k]) + k;
-    const auto from = static_cast<std::size_t>(bin_hot[k]);
-    const std::size_t to = last - static_cast<std::size_t>(bins.begin[k]);
+    const std::size_t base = bin_first + k;
+    const std::size_t to = last - bin_first;
     const double low = bins.prefix[base + from].pi;
     const double mass = bins.prefix[base + to].pi - low;
     const double lambda = t * mass;
+    Tally sum;
     // The pairs pick entries from the bin's alias table and a pick of a hot entry is drawn again: (low +
     // mass) / mass draws per pair on average, which must stay under kSplitMean per cold expert.
     if (mass > 0 && lambda * (low + mass) < kSplitMean * static_cast<double>(last - first) * mass) {
@@ -718,32 +737,39 @@ void RoutingSampler::sample_binned(const Layer& layer, const Bins& bins, std::in
       const double part = lambda / parts;
       std::int64_t pairs = 0;
       for (int i = 0; i < parts; ++i) pairs += kPoissonTables.sample(part, draws.next_u64());
-      const auto bin_first = static_cast<std::size_t>(bins.begin[k]);
       const std::uint32_t* cut = bins.alias_cut.data() + bin_first;
       const std::int32_t* alias = bins.alias.data() + bin_first;
       std::int32_t* counts = cold.data() + bin_first;
       const std::uint64_t columns = to;
       const auto hot_entries = static_cast<std::int32_t>(from);
+      // The bin's sum as the pairs land: every cold expert's tally at 0, plus what each step of a count
+      // adds (the fields wrap as the sums do, so the order of the additions does not matter). A count stops
+      // at drawn_cap, as the draw per expert clamps it.
+      const std::uint64_t cold_experts = last - first;
+      sum.a = cold_experts * add[0].a;
+      sum.b = cold_experts * add[0].b;
       for (std::int64_t i = 0; i < pairs;) {
         const std::uint64_t r = draws.next_u64();
         const auto c = static_cast<std::int32_t>(((r >> 32) * columns) >> 32);
         const std::int32_t j = static_cast<std::uint32_t>(r) < cut[c] ? c : alias[c];
         if (j < hot_entries) continue;
-        ++counts[j];
         ++i;
+        const std::int32_t was = counts[j];
+        if (was == drawn_cap) continue;
+        counts[j] = was + 1;
+        ++cold_total;
+        sum.a += add[was + 1].a - add[was].a;
+        sum.b += add[was + 1].b - add[was].b;
       }
     } else {
-      for (std::size_t j = first; j < last; ++j)
-        cold[j] = kPoissonTables.sample(t * bins.pi[j], draws.next_u64());
-    }
-    Tally sum;
-    for (std::size_t j = first; j < last; ++j) {
-      const std::int32_t c = std::min(cold[j], drawn_cap);
-      cold[j] = c;
-      cold_total += c;
-      const Tally& add = tally[static_cast<std::size_t>(c)];
-      sum.a += add.a;
-      sum.b += add.b;
+      // One draw per expert, summed as it is drawn.
+      for (std::size_t j = first; j < last; ++j) {
+        const std::int32_t c = std::min(kPoissonTables.sample(t * pi[j], draws.next_u64()), drawn_cap);
+        cold[j] = c;
+        cold_total += c;
+        sum.a += add[c].a;
+        sum.b += add[c].b;
+      }
     }
     bin_cold[k] = sum;
   }
@@ -778,10 +804,11 @@ bool RoutingSampler::use_bin_sums(const Layer& layer, const Bins& bins, std::int
 
 void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng,
                                      BinLaw& law, std::span<std::int64_t> bin_pairs,
-                                     std::span<ColdSums> bin_cold) {
+                                     std::span<ColdSums> bin_cold, std::span<std::int32_t> kept_split,
+                                     std::size_t& kept_for) {
   const auto nb = static_cast<std::size_t>(bins.count);
   MOESIM_CHECK(bins.pi.size() == layer.order.size() && bin_pairs.size() == nb && bin_cold.size() == nb &&
-                   nb <= z_.size(),
+                   kept_split.size() == nb && nb <= z_.size(),
                "binned routing sampler size mismatch");
   std::fill(bin_pairs.begin(), bin_pairs.end(), 0);
   std::fill(bin_cold.begin(), bin_cold.end(), ColdSums{});
@@ -797,7 +824,8 @@ void RoutingSampler::sample_bin_sums(const Layer& layer, const Bins& bins, std::
     law.hot = hot_count(layer, t);
     law.bin_hot.resize(nb);
     law.cold.resize(nb);
-    split_hot(bins, law.hot, law.bin_hot);
+    move_split(bins, law.hot, kept_split, kept_for);
+    std::copy(kept_split.begin(), kept_split.end(), law.bin_hot.begin());
     law.lambda = 0;
     // The moments from the grid when its points around `tokens` are filled (linear in the count between
     // them), else summed over the cold experts.

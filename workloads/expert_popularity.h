@@ -88,9 +88,11 @@ class RoutingSampler {
     std::vector<int> at;     // each bin's experts as positions in Layer::order, ascending
     std::vector<double> pi;  // Layer::pi of each entry of `at`
     std::vector<int> entry;  // [position in Layer::order]: its entry in `at`
+    std::vector<int> of;     // [position in Layer::order]: its bin
     struct Sums {
       double pi = 0;   // sum of pi over the bin's first j positions
       double var = 0;  // the same for sd^2
+      double sd = 0;   // sqrt(var), for the hot bins' normals
     };
     std::vector<Sums> prefix;  // [begin[b] + b + j]
     // Each bin's entries as an alias table (Walker's method, Vose's construction): one 64-bit draw picks
@@ -195,7 +197,16 @@ class RoutingSampler {
     std::vector<ColdMoments> cold;      // [bin]
   };
   void sample_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng, BinLaw& law,
-                       std::span<std::int64_t> bin_pairs, std::span<ColdSums> bin_cold);
+                       std::span<std::int64_t> bin_pairs, std::span<ColdSums> bin_cold) {
+    std::vector<std::int32_t> kept(static_cast<std::size_t>(bins.count));
+    std::size_t kept_for = kNoSplit;
+    sample_bin_sums(layer, bins, tokens, rng, law, bin_pairs, bin_cold, kept, kept_for);
+  }
+  // The same with the layer's split of hot experts kept by the caller between calls, as for sample_binned()
+  // (the two may share it): a law derived afresh takes its split from there, moved to the law's hot count.
+  void sample_bin_sums(const Layer& layer, const Bins& bins, std::int64_t tokens, Rng& rng, BinLaw& law,
+                       std::span<std::int64_t> bin_pairs, std::span<ColdSums> bin_cold,
+                       std::span<std::int32_t> kept_split, std::size_t& kept_for);
   // n trials of a layer from prepare_multinomial: up to kDirectTrials one categorical draw per trial (exact,
   // scanning cells by descending probability), beyond that sample().
   static constexpr std::int64_t kDirectTrials = 32;
@@ -208,6 +219,10 @@ class RoutingSampler {
 
  private:
   static void split_hot(const Bins& bins, std::size_t hot, std::span<std::int32_t> bin_hot);
+  // Moves `bin_hot`, the split of `split_for` hot experts (kNoSplit: none yet), to `hot`: by the positions
+  // that changed side, or split_hot() when there was none.
+  static void move_split(const Bins& bins, std::size_t hot, std::span<std::int32_t> bin_hot,
+                         std::size_t& split_for);
   // sample_binned()'s hot bins given the residual the cold experts leave; returns what stays unassigned.
   std::int64_t draw_hot_bins(const Layer& layer, const Bins& bins, double t, std::int32_t cap,
                              std::size_t hot, std::int64_t residual, Rng& rng,

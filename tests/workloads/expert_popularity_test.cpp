@@ -352,6 +352,56 @@ TEST_CASE("binned routing draws the law of the per-expert sampler's per-bin sums
   }
 }
 
+TEST_CASE("a split of hot experts kept between calls follows the token count up and down") {
+  // The caller keeps each layer's split between calls and the sampler moves it by the experts that changed
+  // side, for the binned draw and for the bin sums' law alike. After every call of a walk over token counts
+  // (up, down, back to the start), each bin's count of hot experts must be what an independent count gives:
+  // T pi >= RoutingSampler::kColdMean or pi >= 0.1.
+  const int experts = 64;
+  const int bins = 8;
+  const int k = 4;
+  auto p = zipf_probabilities(experts, 1.0);
+  cap_for_top_k(p, k);
+  std::vector<int> bin_of(experts);
+  for (int e = 0; e < experts; ++e) bin_of[static_cast<std::size_t>(e)] = (e * 5 + e / 8) % bins;
+  const auto layer = RoutingSampler::prepare(p, k);
+  const auto binned = RoutingSampler::bin(layer, bin_of, bins);
+  RoutingSampler sampler(experts);
+  Rng rng(9);
+  std::vector<std::int32_t> counts(experts);
+  std::vector<std::int64_t> bin_pairs(bins);
+  std::vector<std::int32_t> bin_hot(bins);
+  std::vector<RoutingSampler::Tally> tally(RoutingSampler::kTallyCounts);
+  std::vector<RoutingSampler::Tally> bin_cold(bins);
+  std::vector<RoutingSampler::ColdSums> sums(bins);
+  std::size_t split_for = RoutingSampler::kNoSplit;
+  for (const std::int64_t tokens : {40, 41, 90, 400, 2000, 5000, 300, 60, 2, 0, 700, 40}) {
+    INFO("tokens " << tokens);
+    sampler.sample_binned(layer, binned, tokens, rng, counts, bin_pairs, bin_hot, tally, bin_cold, split_for);
+    std::vector<int> hot_per_bin(bins, 0);
+    for (int e = 0; e < experts && tokens > 0; ++e) {
+      const double pi = k * p[static_cast<std::size_t>(e)];
+      if (double(tokens) * pi >= RoutingSampler::kColdMean || pi >= 0.1)
+        ++hot_per_bin[static_cast<std::size_t>(bin_of[static_cast<std::size_t>(e)])];
+    }
+    for (int b = 0; b < bins; ++b)
+      CHECK(bin_hot[static_cast<std::size_t>(b)] == hot_per_bin[static_cast<std::size_t>(b)]);
+    // The bin sums' law derived at one count more takes its split from the same kept one.
+    RoutingSampler::BinLaw law;
+    sampler.sample_bin_sums(layer, binned, tokens + 1, rng, law, bin_pairs, sums, bin_hot, split_for);
+    std::vector<int> hot_above(bins, 0);
+    for (int e = 0; e < experts; ++e) {
+      const double pi = k * p[static_cast<std::size_t>(e)];
+      if (double(tokens + 1) * pi >= RoutingSampler::kColdMean || pi >= 0.1)
+        ++hot_above[static_cast<std::size_t>(bin_of[static_cast<std::size_t>(e)])];
+    }
+    for (int b = 0; b < bins; ++b) {
+      CHECK(law.bin_hot[static_cast<std::size_t>(b)] == hot_above[static_cast<std::size_t>(b)]);
+      CHECK(bin_hot[static_cast<std::size_t>(b)] == hot_above[static_cast<std::size_t>(b)]);
+    }
+  }
+}
+
 TEST_CASE("a bin's alias table picks each entry with its share of the bin's pi") {
   // Walker's table: column c (of n) is kept with probability cut / 2^32, else its alias is taken, so entry
   // j's probability is (1/n) (keep_j + sum over columns aliased to j of 1 - keep_c); it must equal

@@ -26,7 +26,6 @@ ExpertCost::ExpertCost(const GpuCostModel& gpu, const ExpertCostShape& shape, in
   const auto r = static_cast<std::size_t>(ranks);
   rank_.resize(r);
   launch_.resize(r * 2 * slots_ * 2);
-  ffn_.assign(slots_ * static_cast<std::size_t>(shape.max_tokens + 1), kUncosted);
   memo_ = std::make_shared<GroupedMemo>(static_cast<std::size_t>(max_experts_per_rank) + 1, slots_);
 }
 
@@ -98,6 +97,9 @@ Duration ExpertCost::expert_ffn(std::int64_t tokens, Precision p) const {
   if (tokens <= 0) return Duration::zero();
   const auto slot = static_cast<std::size_t>(slot_of_[static_cast<std::size_t>(p)]);
   if (tokens <= shape_.max_tokens) {
+    // Sized on first use: only per-expert engines ask, and at 64k counts a slot the table would be half a
+    // MiB per replica of a grouped engine (a fleet's hundreds of replicas) that never reads it.
+    if (ffn_.empty()) ffn_.assign(slots_ * static_cast<std::size_t>(shape_.max_tokens + 1), kUncosted);
     const Duration d =
         ffn_[slot * static_cast<std::size_t>(shape_.max_tokens + 1) + static_cast<std::size_t>(tokens)];
     if (d != kUncosted) return d;

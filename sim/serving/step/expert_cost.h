@@ -159,7 +159,7 @@ class ExpertCost final {
   std::array<double, kPrecisionCount> dequant_{};  // by slot
   std::shared_ptr<GroupedMemo> memo_;
   static constexpr Duration kUncosted = Duration::from_ps(-1);
-  mutable std::vector<Duration> ffn_;  // [slot][tokens], kUncosted until first asked
+  mutable std::vector<Duration> ffn_;  // [slot][tokens], kUncosted until first asked (empty until then)
   // Per layer, reused.
   std::vector<Rank> rank_;
   std::vector<Launch> launch_;

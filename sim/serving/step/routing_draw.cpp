@@ -165,7 +165,8 @@ void RoutingDraw::draw_sums(int layer, std::int64_t tokens, bool prefill, const 
     RoutingSampler::BinLaw& law =
         prefill ? step_law_ : bin_laws_[l * kLawSlots + static_cast<std::size_t>(tokens) % kLawSlots];
     sampler_.sample_bin_sums(table, b, tokens, rng_, law, std::span(bin_pairs_).first(nb),
-                             std::span(bin_sums_).first(nb));
+                             std::span(bin_sums_).first(nb),
+                             std::span(bin_hot_).subspan(l * bin_pairs_.size(), nb), bin_hot_for_[l]);
     for (int g = 0; g < ranks_; ++g) {
       const auto gi = static_cast<std::size_t>(g);
       const std::int64_t pairs = bin_pairs_[gi] + bin_sums_[gi].pairs;
