@@ -91,7 +91,10 @@ struct Search {
     for (double r = from / 2; b.holds_req_s == 0; r /= 2) {
       if (r < start / s.max_factor) {
         throw InputError("capacity", "the SLA is not met even at " + rate_text(r * 2) +
-                                         " requests/s (no arrival rate meets it)");
+                                         " requests/s: no arrival rate meets it, or the probes are too "
+                                         "short to decide it at low rates (" +
+                                         std::to_string(b.undecided.size()) +
+                                         " undecided; lengthen run.duration_s)");
       }
       probe(r);
     }
@@ -206,6 +209,7 @@ ProbeStats probe_stats(const std::vector<Report>& runs) {
     p.dropped += r.requests_dropped > 0 ? 1 : 0;
     p.overloaded += r.overloaded && !r.mser_at_bound ? 1 : 0;
     p.transient += r.mser_at_bound ? 1 : 0;
+    p.requests_per_run += static_cast<double>(r.sla_requests) / static_cast<double>(runs.size());
   }
   p.ttft = estimate(ttft);
   p.tpot = estimate(tpot);
@@ -273,7 +277,9 @@ Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
     run_replications(p, gpu, n, s.threads, runs);
     Probe out{ProbeRecord{rate, SlaVerdict::kUndecided, p.run.duration.seconds(), probe_stats(runs)}, {}};
     out.record.verdict = sla_verdict(out.record.stats);
-    const bool longer = out.record.stats.transient > 0 && 2 * f <= s.max_probe_factor;
+    const ProbeStats& st = out.record.stats;
+    const bool short_runs = st.requests_per_run * st.allowed_share < kMinTailRequests;
+    const bool longer = (st.transient > 0 || short_runs) && 2 * f <= s.max_probe_factor;
     const bool more = !longer && 2 * n <= std::max(n, s.max_replications);
     if (out.record.verdict != SlaVerdict::kUndecided || (!longer && !more)) {
       out.report = std::move(runs.front());
@@ -282,6 +288,7 @@ Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
     if (longer) {
       f *= 2;
       runs.clear();
+      n = std::max(2, s.replications);
     } else {
       n *= 2;
     }

@@ -27,8 +27,9 @@ struct CapacitySearchSettings {
   double rel_tol = 0.02;  // stop when the bracket (holds, fails) is narrower than rel_tol x holds
   int max_probes = 60;
   double max_factor = 1e6;  // give up expanding (or shrinking) the bracket this far from the start rate
-  // A probe whose runs have not left their transient (Report::mser_at_bound) doubles run.duration_s up to
-  // this factor.
+  // A probe whose runs have not left their transient (Report::mser_at_bound), or that stays undecided on
+  // runs too short for their percentile (fewer than kMinTailRequests requests above it per run), doubles
+  // run.duration_s up to this factor.
   double max_probe_factor = 8;
   int replications = 4;      // independent runs a probe starts with (at least 2)
   int max_replications = 8;  // an undecided probe doubles its runs up to this
@@ -97,6 +98,7 @@ struct ProbeStats {
   int dropped = 0;
   int overloaded = 0;
   int transient = 0;
+  double requests_per_run = 0;  // measured (the TTFT share's population), mean over the runs
 };
 ProbeStats probe_stats(const std::vector<Report>& runs);
 
@@ -107,6 +109,11 @@ ProbeStats probe_stats(const std::vector<Report>& runs);
 SlaVerdict sla_verdict(const ProbeStats& p);
 
 // One probe of the search: its rate, verdict, run length, replications and shares.
+// A run's P-th percentile rests on the (1 - P/100) x n requests above it: with fewer than this many, its
+// share over a limit is mostly counting noise and a prediction for one run says little, so an undecided
+// probe runs longer rather than more often.
+constexpr double kMinTailRequests = 10;
+
 struct ProbeRecord {
   double rate_req_s = 0;
   SlaVerdict verdict = SlaVerdict::kUndecided;
