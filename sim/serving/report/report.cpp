@@ -71,7 +71,11 @@ std::vector<std::string> evaluate_alerts(const Report& r) {
         fmt("%.0f", r.in_system_end) + " through the measured window (trend t = " + fmt("%.1f", r.trend.t) +
         ", p = " + fmt("%.2g", r.trend.p_growth) + ") and took " + fmt("%.1f", r.drain_s) +
         " s to drain after the last arrival; the offered load exceeds capacity and latency figures depend "
-        "on the run length (lower the rate or find the capacity with --capacity)");
+        "on the run length (lower the rate or find the capacity with --capacity)" +
+        (r.mser_at_bound ? std::string("; but the number in system had not settled in the first half of the "
+                                       "arrivals (a run short against its requests' time in system), so the "
+                                       "growth may be a deployment still filling up: run longer to tell")
+                         : std::string()));
   }
   if (r.requests_dropped > 0 && r.requests_arrived > 0) {
     a.push_back(pct(static_cast<double>(r.requests_dropped) / static_cast<double>(r.requests_arrived)) +
