@@ -263,9 +263,9 @@ void run_replications(ScenarioSpec p, const GpuCostModel& gpu, int n, int thread
   if (error) std::rethrow_exception(error);
 }
 
-// Runs `rate` until its verdict is decided: settings.replications runs of run.duration_s, twice as long
-// while a run has not left its transient (up to max_probe_factor), twice as many while undecided (up to
-// max_replications).
+// Runs `rate` until its verdict is decided: settings.replications runs of run.duration_s; twice as long
+// while a run has not left its transient or while undecided on runs too short for their percentile (up to
+// max_probe_factor); otherwise twice as many while undecided (up to max_replications).
 Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
                 const CapacitySearchSettings& s) {
   ScenarioSpec p = with_arrival_rate(spec, rate);
