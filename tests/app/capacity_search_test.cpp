@@ -378,3 +378,29 @@ TEST_CASE("sweep marks the best of a column only among the points that meet thei
         j["rows"][0]["report"]["throughput"]["output_tokens_per_s"].get<double>());
   CHECK(j["rows"][1]["report"]["sla"]["met"] == false);
 }
+
+TEST_CASE("a probe undecided on runs too short for their percentile runs longer, not more often") {
+  // The toy's first probe, 20 req/s for 2 s (1.5 s measured), holds about 30 requests a run, whose P99
+  // rests on 0.3 of them: far fewer than kMinTailRequests. With none over the limit, 4 runs can meet only
+  // once the pooled count n has 1 - 0.025^(1/n) <= 1%, n >= 367, about 92 a run: not at 2 s (30) nor at 4 s
+  // (70), at 8 s (150). So it meets on 4 runs of at least 4 x 2 s, not on 8 runs of 2 s; every undecided
+  // probe on such short runs ran at the length cap (8 x 2 s).
+  const ScenarioSpec spec = parse_scenario(toy(20), "").spec;
+  const auto gpu = make_gpu_cost_model(spec.cluster.gpu);
+  const CapacitySearchSettings settings{.rel_tol = 0.05};
+  const CapacityResult c = capacity_at_sla(spec, *gpu, settings);
+  REQUIRE_FALSE(c.probes.empty());
+  const ProbeRecord& first = c.probes.front();
+  INFO("first probe: " << first.duration_s << " s, " << first.stats.runs << " runs, "
+                       << first.stats.requests_per_run << " requests a run");
+  CHECK(first.rate_req_s == 20);
+  CHECK(first.verdict == SlaVerdict::kMeets);
+  CHECK(first.duration_s >= 4 * spec.run.duration.seconds());
+  CHECK(first.stats.runs == settings.replications);
+  for (const ProbeRecord& p : c.probes) {
+    if (p.verdict == SlaVerdict::kUndecided &&
+        p.stats.requests_per_run * p.stats.allowed_share < kMinTailRequests) {
+      CHECK(p.duration_s == Approx(spec.run.duration.seconds() * settings.max_probe_factor));
+    }
+  }
+}

@@ -4,6 +4,7 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
+#include "sim/serving/report/report.h"
 #include "sim/serving/runtime/serving_simulation.h"
 
 using namespace moesim;
@@ -88,4 +89,36 @@ TEST_CASE("when every request arrives at once the whole run is the window") {
   REQUIRE(r.window_kind == "whole run");
   REQUIRE(r.window_s == Approx(r.sim_end_s));
   REQUIRE(r.output_tokens_per_s == Approx(static_cast<double>(r.output_tokens) / r.sim_end_s));
+}
+
+TEST_CASE("a burst's SLA counts cover every finished request of the whole run") {
+  // A TTFT limit no request can meet (1 us, below one step) and one every request meets (an hour): the
+  // counts are all the finished requests over the limit, then none; each request has 32 output tokens, so
+  // each has a TPOT.
+  for (const auto& [ttft_ms, all_over] : {std::pair<const char*, bool>{"0.001", true}, {"3600000", false}}) {
+    const Report r = run(1e6, 1e-4, {"run.warmup_s=0", std::string("sla.ttft_ms=") + ttft_ms});
+    REQUIRE(r.window_kind == "whole run");
+    CHECK(r.sla_requests == r.requests_finished);
+    CHECK(r.sla_tpot_requests == r.requests_finished);
+    CHECK(r.sla_ttft_over == (all_over ? r.requests_finished : 0));
+  }
+}
+
+TEST_CASE("the overload alert says when the window never settled, where growth may be the fill") {
+  Report r;
+  r.overloaded = true;
+  r.in_system_start = 10;
+  r.in_system_end = 50;
+  auto overload_alert = [](const Report& x) {
+    for (const std::string& a : evaluate_alerts(x)) {
+      if (a.rfind("overloaded:", 0) == 0) return a;
+    }
+    return std::string();
+  };
+  REQUIRE_FALSE(overload_alert(r).empty());
+  CHECK(overload_alert(r).find("still filling up") == std::string::npos);
+  r.mser_at_bound = true;
+  CHECK(overload_alert(r).find("still filling up") != std::string::npos);
+  r.overloaded = false;
+  CHECK(overload_alert(r).empty());
 }
