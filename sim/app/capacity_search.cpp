@@ -184,14 +184,11 @@ ShareEstimate estimate(const std::vector<std::pair<std::int64_t, std::int64_t>>&
     return e;
   }
   const double n = static_cast<double>(shares.size());
-  double sum = 0, squares = 0;
-  for (const double x : shares) sum += x;
-  e.mean = sum / n;
-  for (const double x : shares) squares += (x - e.mean) * (x - e.mean);
-  const double sd = std::sqrt(squares / (n - 1));
+  const MeanSd m = mean_sd(shares);
   const double t = student_t_quantile(0.975, static_cast<int>(shares.size()) - 1);
-  e.mean_lo = std::max(0.0, std::min(e.mean - t * sd / std::sqrt(n), blo));
-  e.run_hi = std::min(1.0, std::max(e.mean + t * sd * std::sqrt(1 + 1 / n), bhi));
+  e.mean = m.mean;
+  e.mean_lo = std::max(0.0, std::min(m.mean - t * m.sd / std::sqrt(n), blo));
+  e.run_hi = std::min(1.0, std::max(m.mean + t * m.sd * std::sqrt(1 + 1 / n), bhi));
   return e;
 }
 

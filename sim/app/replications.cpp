@@ -16,22 +16,32 @@ double student_t_quantile(double p, int dof) {
   return boost::math::quantile(boost::math::students_t_distribution<double>(dof), p);
 }
 
+MeanSd mean_sd(const std::vector<double>& samples) {
+  MeanSd out;
+  if (samples.empty()) return out;
+  const auto n = static_cast<double>(samples.size());
+  double sum = 0;
+  for (const double x : samples) sum += x;
+  out.mean = sum / n;
+  if (samples.size() < 2) return out;
+  double squares = 0;
+  for (const double x : samples) squares += (x - out.mean) * (x - out.mean);
+  out.sd = std::sqrt(squares / (n - 1));
+  return out;
+}
+
 MeanInterval mean_ci95(const std::vector<double>& samples) {
   MeanInterval out;
   out.n = static_cast<int>(samples.size());
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   if (samples.empty()) return MeanInterval{kNaN, kNaN, 0};
-  double sum = 0;
-  for (const double x : samples) sum += x;
-  out.mean = sum / out.n;
+  const MeanSd m = mean_sd(samples);
+  out.mean = m.mean;
   if (out.n < 2 || !std::isfinite(out.mean)) {
     out.half_width_95 = kNaN;
     return out;
   }
-  double squares = 0;
-  for (const double x : samples) squares += (x - out.mean) * (x - out.mean);
-  const double sd = std::sqrt(squares / (out.n - 1));
-  out.half_width_95 = student_t_quantile(0.975, out.n - 1) * sd / std::sqrt(static_cast<double>(out.n));
+  out.half_width_95 = student_t_quantile(0.975, out.n - 1) * m.sd / std::sqrt(static_cast<double>(out.n));
   return out;
 }
 

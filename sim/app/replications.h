@@ -19,6 +19,13 @@ struct MeanInterval {
   int n = 0;
 };
 
+// The mean of n samples and their sample standard deviation (n - 1 in the denominator; 0 when n < 2).
+struct MeanSd {
+  double mean = 0;
+  double sd = 0;
+};
+MeanSd mean_sd(const std::vector<double>& samples);
+
 // The p-quantile of Student's t distribution with `dof` degrees of freedom (Boost.Math).
 double student_t_quantile(double p, int dof);
 MeanInterval mean_ci95(const std::vector<double>& samples);
