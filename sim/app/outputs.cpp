@@ -46,9 +46,13 @@ void CsvOutputs::on_step(const StepRecord& s) {
     std::snprintf(buf, sizeof buf, ",%.9f", d.seconds());
     steps_ << buf;
   }
-  std::snprintf(buf, sizeof buf, ",%.9f,%.4f,%.4f\n", p.comm_hidden.seconds(), p.gpu_imbalance,
-                p.expert_imbalance);
+  std::snprintf(buf, sizeof buf, ",%.9f,%.4f,", p.comm_hidden.seconds(), p.gpu_imbalance);
   steps_ << buf;
+  if (p.expert_imbalance_measured) {  // else empty: the step drew no layer expert by expert
+    std::snprintf(buf, sizeof buf, "%.4f", p.expert_imbalance);
+    steps_ << buf;
+  }
+  steps_ << '\n';
 }
 
 void CsvOutputs::on_request(const RequestRecord& r) {

@@ -927,6 +927,14 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     if (duration > 0 && warmup >= duration) r.fail("warmup_s", "must be shorter than duration_s");
     s.run.warmup = Duration::from_seconds(warmup);
     s.run.max_drain = Duration::from_seconds(r.bounded("max_drain_s", 0, 0.0, kMaxSeconds));
+    s.run.moe_layer_sample = static_cast<int>(r.integer_in("moe_layer_sample", 0, 0, s.model.moe_layers()));
+    if (s.run.moe_layer_sample > 0 && s.experts.any()) {
+      r.fail("moe_layer_sample",
+             "cannot sample layers while an experts-in-the-loop mechanism (placement other than contiguous, "
+             "rebalancing, tiers, quantisation policy, re-routing) keeps per-layer state: remove the key");
+    }
+    if (s.run.moe_layer_sample > 0 && s.deployment.pipeline_stages > 1)
+      r.fail("moe_layer_sample", "cannot sample layers under pipeline parallelism: remove the key");
     if (s.run.requests == 0 && duration == 0 && s.workload.trace.empty()) {
       r.fail("", "give run.requests or run.duration_s (or both) so that the run ends");
     }

@@ -74,6 +74,7 @@ void WindowTotals::merge(const WindowTotals& o) {
   batch_tokens += o.batch_tokens;
   gpu_imbalance += o.gpu_imbalance;
   expert_imbalance += o.expert_imbalance;
+  expert_imbalance_tokens += o.expert_imbalance_tokens;
   nvlink_bytes += o.nvlink_bytes;
   nic_bytes += o.nic_bytes;
   add_loop(loop, o.loop);
@@ -113,6 +114,7 @@ WindowTotals MeasurementSeries::blank() const {
 }
 
 void MeasurementSeries::merge_pairs() {
+  hit_s_ = -1;
   const std::size_t half = (seg_.size() + 1) / 2;
   for (std::size_t i = 0; i < half; ++i) {
     if (2 * i + 1 < seg_.size()) seg_[2 * i].merge(seg_[2 * i + 1]);
@@ -131,10 +133,13 @@ void MeasurementSeries::reach(double t_s) {
 }
 
 WindowTotals& MeasurementSeries::at(double t_s) {
+  if (t_s == hit_s_) return seg_[hit_];
   if (t_s < origin_) return before_;
   if (arrivals_ended() && t_s >= arrivals_end_) return drain_;
   reach(t_s);
-  return seg_[static_cast<std::size_t>(std::floor((t_s - origin_) / width_))];
+  hit_ = static_cast<std::size_t>(std::floor((t_s - origin_) / width_));
+  hit_s_ = t_s;
+  return seg_[hit_];
 }
 
 // [a, b) over the stretches it crosses: before the origin, segments, the drain after the end of arrivals.
@@ -234,6 +239,7 @@ void MeasurementSeries::end_arrivals(double t_s) {
     if (s.end > t_s) spread(s, std::max(s.start, t_s), s.end, -1.0);
   }
   arrivals_end_ = t_s;
+  hit_s_ = -1;
   // Segments from the one starting at the last arrival on hold only what happened at that instant.
   if (t_s >= origin_) {  // arrivals that end before the origin leave every segment as it is
     const auto keep = static_cast<std::size_t>(std::ceil((t_s - origin_) / width_));

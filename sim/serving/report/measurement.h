@@ -49,7 +49,8 @@ struct WindowTotals {
   // Expert load as distributions: each rank's routed pairs over the step's mean per rank (a sample per
   // rank and step), and each MoE layer's largest rank over the mean (a sample per layer and step).
   LatencyHistogram rank_load_share, layer_max_over_mean;
-  double expert_imbalance = 0;  // weighted by each step's tokens
+  double expert_imbalance = 0;         // weighted by each step's tokens, over the steps that measured it
+  double expert_imbalance_tokens = 0;  // those steps' tokens
   double nvlink_bytes = 0;
   double nic_bytes = 0;
   ExpertLoopReport loop;  // its counters only (sums)
@@ -127,6 +128,10 @@ class MeasurementSeries {
   double origin_;
   double width_ = 1.0 / 1024;
   double arrivals_end_ = -1;
+  // The last segment at() found and its time: a step's tokens all arrive at one instant. Cleared when the
+  // segments change width or are cut (merge_pairs, end_arrivals).
+  double hit_s_ = -1;
+  std::size_t hit_ = 0;
   int gpus_, pools_;
   std::vector<WindowTotals> seg_;
   WindowTotals drain_, before_;

@@ -252,7 +252,8 @@ void ReportBuilder::fill_steps(Report& r, const WindowTotals& m) const {
     r.mean_batch_tokens = m.batch_tokens / n;
     if (m.batch_tokens > 0) {
       r.gpu_load_imbalance = m.gpu_imbalance / m.batch_tokens;
-      r.expert_load_imbalance = m.expert_imbalance / m.batch_tokens;
+      r.expert_load_imbalance =
+          m.expert_imbalance_tokens > 0 ? m.expert_imbalance / m.expert_imbalance_tokens : 1.0;
     }
     r.rank_load_share = stats_of(m.rank_load_share);
     r.layer_max_over_mean = stats_of(m.layer_max_over_mean);

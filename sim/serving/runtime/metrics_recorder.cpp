@@ -70,7 +70,10 @@ void MetricsRecorder::add_step(WindowTotals& w, const StepRecord& rec) const {
   w.comm_sm_contention_s += plan.comm_sm_contention.seconds();
   w.batch_tokens += static_cast<double>(plan.tokens);
   w.gpu_imbalance += plan.gpu_imbalance * static_cast<double>(plan.tokens);
-  w.expert_imbalance += plan.expert_imbalance * static_cast<double>(plan.tokens);
+  if (plan.expert_imbalance_measured) {
+    w.expert_imbalance += plan.expert_imbalance * static_cast<double>(plan.tokens);
+    w.expert_imbalance_tokens += static_cast<double>(plan.tokens);
+  }
   w.nvlink_bytes += plan.dispatch_nvlink_bytes;
   w.nic_bytes += plan.dispatch_nic_bytes;
   if (loop_on_) {

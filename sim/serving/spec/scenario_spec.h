@@ -207,6 +207,11 @@ struct RunSpec {
   bool warmup_auto =
       true;            // run.warmup_s "auto" or absent: the window starts where MSER-5 ends the transient
   Duration max_drain;  // stop this long after the last arrival (0 = drain every request)
+  // MoE layers a step costs (0: all). A systematic sample of that many layers, drawn afresh each step, each
+  // layer's cost weighted by layers / sample (Horvitz-Thompson: the step's expected time is unchanged, its
+  // variance grows). For long runs (a production day); refused with experts-in-the-loop mechanisms (their
+  // state is per layer) and pipeline stages (their schedule needs every layer).
+  int moe_layer_sample = 0;
 };
 
 // ---- Experts in the loop (docs/architecture.md; scenario section "experts") ------------------------------

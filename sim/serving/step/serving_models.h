@@ -69,10 +69,13 @@ class ServingModels {
   std::unique_ptr<CoactivationModel> coactivation_;
   // Routing tables per scenario view (a pool), shared by its replicas' planners (StepPlanner's `routing`).
   mutable std::map<const ScenarioSpec*, std::shared_ptr<StepPlanner::RoutingTables>> routing_tables_;
-  // Grouped-launch memos per scenario view and cost model, shared the same way (StepPlanner::GroupedMemo).
-  mutable std::map<std::pair<const ScenarioSpec*, const GpuCostModel*>,
-                   std::shared_ptr<StepPlanner::GroupedMemo>>
-      grouped_memos_;
+  // Grouped-launch and token-count memos per scenario view and cost model, shared the same way
+  // (StepPlanner::GroupedMemo, StepPlanner::TokenMemo).
+  struct PoolMemos {
+    std::shared_ptr<StepPlanner::GroupedMemo> grouped;
+    std::shared_ptr<StepPlanner::TokenMemo> tokens;
+  };
+  mutable std::map<std::pair<const ScenarioSpec*, const GpuCostModel*>, PoolMemos> pool_memos_;
 };
 
 }  // namespace moesim

@@ -36,9 +36,12 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       ranks_(s.deployment.expert_ranks()),
       placement_(loop != nullptr ? loop->placement() : initial_placement(s)),
       nodes_(replica_nodes(s)),
-      loop_(loop) {
+      loop_(loop),
+      layer_rng_(splitmix64(Rng(routing_rng).next_u64() ^ 0x6c61796572ULL)) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
+  MOESIM_CHECK(s.run.moe_layer_sample == 0 || (loop == nullptr && s.deployment.pipeline_stages == 1),
+               "MoE layer sampling needs a planner without an expert loop or pipeline stages");
 
   // Expert cost by token count, memoised up to the most tokens one expert can see in a step (capped:
   // larger counts are costed directly). Filled on first use: grouped engines cost the loop rarely, and a
@@ -443,34 +446,64 @@ std::pair<AttentionWork, AttentionWork> StepPlanner::attention_work(const GroupB
 
 // Projections, attention core and the two TP all-reduces of one layer (after attention, after the FFN).
 Duration StepPlanner::group_attention(const GroupBatch& b) const {
-  const ModelSpec& m = s_.model;
   const std::int64_t t = b.tokens();
   if (t == 0) return Duration::zero();
-  const auto attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp_);
   const auto [dec, pre] = attention_work(b);
+  return token_costs(t).projections + gpu_.attention(dec) + gpu_.attention(pre);
+}
+
+Duration StepPlanner::group_shared_and_gate(const GroupBatch& b) const {
+  const std::int64_t t = b.tokens();
+  return t == 0 ? Duration::zero() : token_costs(t).shared_and_gate;
+}
+
+const StepPlanner::TokenCosts& StepPlanner::token_costs(std::int64_t tokens) const {
+  const auto t = static_cast<std::size_t>(tokens);
+  TokenMemo& memo = *token_memo_;
+  if (t >= memo.costs.size()) {
+    const std::int64_t cap = std::min<std::int64_t>(s_.deployment.max_batched_tokens, 1 << 16);
+    if (tokens > cap) {  // beyond the memo (a draft's tokens on top of a full batch): costed directly
+      thread_local TokenCosts direct;
+      direct = compute_token_costs(tokens);
+      return direct;
+    }
+    memo.costs.resize(static_cast<std::size_t>(cap) + 1);
+    memo.set.resize(static_cast<std::size_t>(cap) + 1, 0);
+  }
+  if (memo.set[t] == 0) {
+    memo.costs[t] = compute_token_costs(tokens);
+    memo.set[t] = 1;
+  }
+  return memo.costs[t];
+}
+
+StepPlanner::TokenCosts StepPlanner::compute_token_costs(std::int64_t t) const {
+  const ModelSpec& m = s_.model;
+  const PrecisionSpec& p = s_.precision;
+  TokenCosts c;
+  c.small_moe = small_kernels(t, true);
+  c.small_dense = m.num_dense_layers > 0 ? small_kernels(t, false) : Duration::zero();
+  if (t == 0) return c;
+  const auto attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp_);
   const double ar_bytes = double(t) * double(m.hidden) * 2.0;
   const bool one_node = tp_ <= s_.cluster.gpus_per_node;
   const Duration ar = fabric_.all_reduce(ar_bytes, tp_, one_node,
                                          all_reduce_kernel(s_.deployment.engine, ar_bytes, tp_, one_node)) *
                       2;
-  return gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = s_.precision.attention}) +
-         gpu_.attention(dec) + gpu_.attention(pre) + ar;
-}
-
-Duration StepPlanner::group_shared_and_gate(const GroupBatch& b) const {
-  const ModelSpec& m = s_.model;
-  const std::int64_t t = b.tokens();
-  if (t == 0) return Duration::zero();
+  c.projections = gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = p.attention}) + ar;
   const Duration shared =
-      m.shared_experts > 0
-          ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
-                                          .hidden = m.hidden,
-                                          .inter = m.shared_expert_inter * m.shared_experts / tp_,
-                                          .weights = s_.precision.shared_experts})
-          : Duration::zero();
-  const Duration gate =
-      gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = s_.precision.router});
-  return shared + gate;
+      m.shared_experts > 0 ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
+                                                           .hidden = m.hidden,
+                                                           .inter = m.shared_expert_inter * m.shared_experts / tp_,
+                                                           .weights = p.shared_experts})
+                           : Duration::zero();
+  c.shared_and_gate =
+      shared + gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = p.router});
+  c.dense_ffn = m.num_dense_layers > 0
+                    ? gpu_.expert_ffn(ExpertFfnWork{
+                          .tokens = t, .hidden = m.hidden, .inter = m.dense_inter / tp_, .weights = p.dense_ffn})
+                    : Duration::zero();
+  return c;
 }
 
 Duration StepPlanner::group_pre_moe(const GroupBatch& b) const {
@@ -485,8 +518,9 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
     const GroupBatch& b = groups[static_cast<std::size_t>(r)];
     const auto ri = static_cast<std::size_t>(r);
     const std::int64_t t = b.tokens();
-    small_moe_[ri] = small_kernels(t, true);
-    small_dense_[ri] = m.num_dense_layers > 0 ? small_kernels(t, false) : Duration::zero();
+    const TokenCosts& tc = token_costs(t);
+    small_moe_[ri] = tc.small_moe;
+    small_dense_[ri] = tc.small_dense;
     if (t == 0) {
       pre_moe_[ri] = dense_layer_[ri] = dense_attention_[ri] = Duration::zero();
       group_flops_moe_[ri] = group_bytes_moe_[ri] = 0;
@@ -494,11 +528,7 @@ void StepPlanner::cost_groups(std::span<const GroupBatch> groups) {
     }
     const Duration attn = group_attention(b);
     pre_moe_[ri] = attn + group_shared_and_gate(b);
-    const Duration dense =
-        m.num_dense_layers > 0
-            ? gpu_.expert_ffn(ExpertFfnWork{
-                  .tokens = t, .hidden = m.hidden, .inter = m.dense_inter / tp_, .weights = p.dense_ffn})
-            : Duration::zero();
+    const Duration dense = tc.dense_ffn;
     dense_layer_[ri] = m.num_dense_layers > 0 ? attn + dense : Duration::zero();
     dense_attention_[ri] = m.num_dense_layers > 0 ? attn : Duration::zero();
     const auto [dec, pre] = attention_work(b);
@@ -605,8 +635,8 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
     double tokens_a = 0;
     for (int r = 0; r < groups_; ++r) {
       const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
-      if (a.tokens() > 0) pre_a = max(pre_a, group_pre_moe(a) + small_kernels(a.tokens(), true));
-      if (b.tokens() > 0) pre_b = max(pre_b, group_pre_moe(b) + small_kernels(b.tokens(), true));
+      if (a.tokens() > 0) pre_a = max(pre_a, group_pre_moe(a) + token_costs(a.tokens()).small_moe);
+      if (b.tokens() > 0) pre_b = max(pre_b, group_pre_moe(b) + token_costs(b.tokens()).small_moe);
       tokens_a += double(a.tokens());
       for (int t = 0; t < tp_; ++t) {
         const auto gi = static_cast<std::size_t>(r * tp_ + t);
@@ -621,7 +651,17 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
         (pre_a + pre_b) * m.moe_layers() + dense_attention * m.num_dense_layers;
     plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
   }
-  p.full_layer = draw_->begin_step(total_tokens, tbo, half_a_, m.moe_layers());
+  const int full = draw_->begin_step(total_tokens, tbo, half_a_, m.moe_layers());
+  choose_layers();
+  p.binned = full >= 0;
+  p.full_layer = full;
+  if (full >= 0 && layer_weight_ != 1.0) {
+    // One layer drawn expert by expert per layers / sample steps: as often per layer costed as when every
+    // layer is costed (one in L a step); the others only draw per-rank sums.
+    const int sample = static_cast<int>(costed_.size());
+    const int stride = (m.moe_layers() + sample - 1) / sample;
+    p.full_layer = full % stride == 0 ? costed_[static_cast<std::size_t>(full / stride % sample)] : -1;
+  }
   return s_.deployment.pipeline_stages > 1 ? Duration::zero() : plan_.parts.sum();
 }
 
@@ -742,13 +782,18 @@ const StepPlan& StepPlanner::finish_plan() {
   // Binned routing: the layer that draws every expert this step (the others draw per-rank sums).
   const int full_layer = p.full_layer;
   if (m.moe_layers() > 0)
-    sample_layer_ = static_cast<int>(plans_++ % static_cast<std::uint64_t>(m.moe_layers()));
+    sample_layer_ = costed_[static_cast<std::size_t>(plans_++ % static_cast<std::uint64_t>(m.moe_layers())) %
+                            costed_.size()];
   double full_layer_imbalance = 1.0;
-  for (int layer = 0; layer < m.moe_layers(); ++layer) {
+  if (layer_weight_ != 1.0) {
+    busy_base_.assign(busy_s_.begin(), busy_s_.end());
+    flops_base_.assign(flops_.begin(), flops_.end());
+  }
+  for (const int layer : costed_) {
     const Time request = cursor + p.pre_moe_max + p.small_max;  // routing is known after the gate
     cost_->begin_layer();
     std::int32_t max_count = 0;
-    if (full_layer >= 0 && layer != full_layer) {
+    if (p.binned && layer != full_layer) {
       draw_->draw_sums(layer, p.total_tokens, p.prefill_tokens > 0, placement_, *cost_,
                        s_.precision.routed_experts, expert_bytes_ / etp_);
     } else {
@@ -770,6 +815,7 @@ const StepPlan& StepPlanner::finish_plan() {
     // overlap), so loads are queued in time order and never after the step's end.
     cursor += layer_time_[li];
   }
+  weight_sampled_layers();
   for (int g = 0; g < gpus_; ++g) {
     const auto gi = static_cast<std::size_t>(g);
     const auto ri = static_cast<std::size_t>(g / tp_);
@@ -778,10 +824,13 @@ const StepPlan& StepPlanner::finish_plan() {
     flops_[gi] += group_flops_moe_[ri] * m.moe_layers();
     bytes_[gi] += group_bytes_moe_[ri] * m.moe_layers();
   }
-  plan_.gpu_imbalance = m.moe_layers() > 0 ? gpu_imb_sum / m.moe_layers() : 1.0;
+  const auto costed = static_cast<double>(costed_.size());
+  plan_.gpu_imbalance = m.moe_layers() > 0 ? gpu_imb_sum / costed : 1.0;
   plan_.expert_imbalance = full_layer >= 0      ? full_layer_imbalance
-                           : m.moe_layers() > 0 ? expert_imb_sum / m.moe_layers()
+                           : p.binned           ? 0.0
+                           : m.moe_layers() > 0 ? expert_imb_sum / costed
                                                 : 1.0;
+  plan_.expert_imbalance_measured = full_layer >= 0 || !p.binned;
   if (p.sampled_max > 0) {
     plan_.parts[StepPart::kLmHead] = gpu_.gemm(
         GemmWork{.m = p.sampled_max, .n = m.vocab / tp_, .k = m.hidden, .weights = s_.precision.embeddings});
@@ -790,6 +839,54 @@ const StepPlan& StepPlanner::finish_plan() {
   plan_.total = plan_.parts.sum();
   if (s_.deployment.pipeline_stages > 1) finish_pipeline(p.full);
   return plan_;
+}
+
+// The MoE layers this step costs: every one, or run.moe_layer_sample of them by systematic sampling with a
+// random start (Cochran, Sampling Techniques, 3rd ed., ch. 8): with interval L / n and start u uniform in
+// [0, L / n), layers floor(u + i L / n) for i < n. Each layer is taken with probability n / L, so each cost it
+// adds, weighted by L / n (weight_sampled_layers), gives the step's sum over all layers in expectation; the
+// sample spreads over the depth, where a layer's popularity and so its imbalance differ.
+void StepPlanner::choose_layers() {
+  const int layers = s_.model.moe_layers();
+  const int n = s_.run.moe_layer_sample;
+  if (n == 0 || n >= layers) {
+    if (static_cast<int>(costed_.size()) != layers) {
+      costed_.resize(static_cast<std::size_t>(layers));
+      for (int l = 0; l < layers; ++l) costed_[static_cast<std::size_t>(l)] = l;
+    }
+    layer_weight_ = 1.0;
+    return;
+  }
+  const double interval = double(layers) / n;
+  const double start = layer_rng_.uniform() * interval;
+  costed_.resize(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    costed_[static_cast<std::size_t>(i)] = std::min(layers - 1, static_cast<int>(start + i * interval));
+  layer_weight_ = interval;
+}
+
+// The sampled layers' sums (parts, hidden and contended communication, bytes, per-rank and per-GPU work, the
+// per-layer All-to-All) weighted up to the step's layers; ratios (imbalance) are means over the sample.
+void StepPlanner::weight_sampled_layers() {
+  if (layer_weight_ == 1.0) return;
+  const double w = layer_weight_;
+  for (const StepPart p : {StepPart::kDispatch, StepPart::kCombine, StepPart::kExperts, StepPart::kExpertStall})
+    plan_.parts[p] = plan_.parts[p].scaled(w);
+  plan_.comm_hidden = plan_.comm_hidden.scaled(w);
+  plan_.comm_sm_contention = plan_.comm_sm_contention.scaled(w);
+  plan_.dispatch_nvlink_bytes *= w;
+  plan_.dispatch_nic_bytes *= w;
+  for (std::vector<double>* v : {&rank_bytes_, &rank_pairs_})
+    for (double& x : *v) x *= w;
+  for (std::size_t g = 0; g < busy_s_.size(); ++g) {
+    busy_s_[g] = busy_base_[g] + (busy_s_[g] - busy_base_[g]) * w;
+    flops_[g] = flops_base_[g] + (flops_[g] - flops_base_[g]) * w;
+  }
+  for (const int l : costed_) {
+    if (layer_a2a_s_.empty()) break;
+    layer_a2a_s_[2 * static_cast<std::size_t>(l)] *= w;
+    layer_a2a_s_[2 * static_cast<std::size_t>(l) + 1] *= w;
+  }
 }
 
 // The draft's own work, k sequential passes per step (deployment.speculative). MTP (DeepSeek-V3 technical

@@ -57,6 +57,9 @@ struct StepPlan {
   double dispatch_nic_bytes = 0;
   double gpu_imbalance = 1;     // mean over MoE layers of max/mean routed pairs per GPU
   double expert_imbalance = 1;  // mean over MoE layers of max/mean routed pairs per expert
+  // Whether the step measured expert_imbalance (a layer drawn expert by expert); under layer sampling most
+  // steps do not (StepPlanner::choose_layers), and expert_imbalance is then 0.
+  bool expert_imbalance_measured = true;
   std::int64_t tokens = 0;
 };
 
@@ -137,6 +140,8 @@ class StepPlanner {
   [[nodiscard]] std::span<const double> layer_imbalance() const { return layer_imbalance_; }
   // The MoE layer the last plan sampled for per-GPU figures (one a step, in turn: gpu_all_to_all_s).
   [[nodiscard]] int sampled_layer() const { return sample_layer_; }
+  // The MoE layers the last plan costed (every layer unless run.moe_layer_sample; choose_layers).
+  [[nodiscard]] std::span<const int> costed_layers() const { return costed_; }
   // The last plan's All-to-All as each part of the replica ran it, before two-batch overlap hides any:
   // per MoE layer its dispatch and combine seconds (pairs: [2 x layer] dispatch, [2 x layer + 1] combine;
   // both micro-batches' under overlap); per GPU its own dispatch and combine seconds on one MoE layer,
@@ -192,6 +197,28 @@ class StepPlanner {
   [[nodiscard]] std::pair<AttentionWork, AttentionWork> attention_work(const GroupBatch& b) const;
   [[nodiscard]] Duration group_attention(const GroupBatch& b) const;
   [[nodiscard]] Duration group_shared_and_gate(const GroupBatch& b) const;
+  // A group's costs that depend on its token count alone (every GEMM of a layer but the expert ones, the TP
+  // all-reduces, the small kernels), memoised by that count: it recurs step after step.
+  struct TokenCosts {
+    Duration projections;      // attention projections and the two TP all-reduces of a layer
+    Duration shared_and_gate;  // shared experts and the router
+    Duration small_moe, small_dense;
+    Duration dense_ffn;
+  };
+  [[nodiscard]] const TokenCosts& token_costs(std::int64_t tokens) const;
+  [[nodiscard]] TokenCosts compute_token_costs(std::int64_t tokens) const;
+ public:
+  // The memo of token_costs, shared by the replicas of a pool (same scenario view and cost model) like the
+  // grouped-launch memo; written and read only by begin_plan, on the event loop's thread.
+  struct TokenMemo {
+    std::vector<TokenCosts> costs;  // [tokens]
+    std::vector<char> set;
+  };
+  [[nodiscard]] std::shared_ptr<TokenMemo> token_memo() const { return token_memo_; }
+  void share_token_memo(std::shared_ptr<TokenMemo> memo) { token_memo_ = std::move(memo); }
+
+ private:
+  std::shared_ptr<TokenMemo> token_memo_ = std::make_shared<TokenMemo>();
   // Attention + shared expert + gate (+ TP all-reduces) of one MoE layer for one group's batch.
   [[nodiscard]] Duration group_pre_moe(const GroupBatch& b) const;
   void begin_step();
@@ -250,8 +277,16 @@ class StepPlanner {
     std::int64_t sampled_max = 0;
     Duration pre_moe_max{}, dense_max{}, small_max{}, small_dense_max{};
     Duration pre_a{}, pre_b{};  // two-batch overlap: each micro-batch's attention and small kernels
-    int full_layer = -1;        // binned routing: the layer drawn expert by expert this step
+    bool binned = false;        // binned routing: per-rank sums for every layer but full_layer
+    int full_layer = -1;        // binned routing: the layer drawn expert by expert this step (-1: none)
   };
+  // run.moe_layer_sample: the MoE layers this step costs (all, or a systematic sample) and the weight of each.
+  void choose_layers();
+  void weight_sampled_layers();
+  std::vector<int> costed_;
+  double layer_weight_ = 1.0;
+  std::vector<double> busy_base_, flops_base_;  // busy_s_ and flops_ before the MoE layers (dense layers')
+  Rng layer_rng_;
   PendingPlan pending_;
   std::vector<double> rank_bytes_;       // per expert-parallel rank: expert weight bytes read this step
   std::vector<double> rank_pairs_;       // per expert-parallel rank: routed pairs this step (all layers)
