@@ -61,8 +61,8 @@ std::unique_ptr<StepPlanner> ServingModels::make_planner(const ScenarioSpec& poo
   auto planner = std::make_unique<StepPlanner>(pool_view, gpu, fabric_, popularity_, routing, drift_.get(),
                                                coactivation_.get(), loop, tables);
   if (shareable && !tables) routing_tables_.emplace(&pool_view, planner->routing_tables());
-  auto [memo, fresh] = pool_memos_.try_emplace({&pool_view, &gpu},
-                                               PoolMemos{planner->grouped_memo(), planner->token_memo()});
+  auto [memo, fresh] =
+      pool_memos_.try_emplace({&pool_view, &gpu}, PoolMemos{planner->grouped_memo(), planner->token_memo()});
   if (!fresh) {
     planner->share_grouped_memo(memo->second.grouped);
     planner->share_token_memo(memo->second.tokens);

@@ -492,17 +492,19 @@ StepPlanner::TokenCosts StepPlanner::compute_token_costs(std::int64_t t) const {
                       2;
   c.projections = gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = p.attention}) + ar;
   const Duration shared =
-      m.shared_experts > 0 ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
-                                                           .hidden = m.hidden,
-                                                           .inter = m.shared_expert_inter * m.shared_experts / tp_,
-                                                           .weights = p.shared_experts})
-                           : Duration::zero();
+      m.shared_experts > 0
+          ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
+                                          .hidden = m.hidden,
+                                          .inter = m.shared_expert_inter * m.shared_experts / tp_,
+                                          .weights = p.shared_experts})
+          : Duration::zero();
   c.shared_and_gate =
       shared + gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = p.router});
-  c.dense_ffn = m.num_dense_layers > 0
-                    ? gpu_.expert_ffn(ExpertFfnWork{
-                          .tokens = t, .hidden = m.hidden, .inter = m.dense_inter / tp_, .weights = p.dense_ffn})
-                    : Duration::zero();
+  c.dense_ffn =
+      m.num_dense_layers > 0
+          ? gpu_.expert_ffn(ExpertFfnWork{
+                .tokens = t, .hidden = m.hidden, .inter = m.dense_inter / tp_, .weights = p.dense_ffn})
+          : Duration::zero();
   return c;
 }
 
@@ -843,9 +845,9 @@ const StepPlan& StepPlanner::finish_plan() {
 
 // The MoE layers this step costs: every one, or run.moe_layer_sample of them by systematic sampling with a
 // random start (Cochran, Sampling Techniques, 3rd ed., ch. 8): with interval L / n and start u uniform in
-// [0, L / n), layers floor(u + i L / n) for i < n. Each layer is taken with probability n / L, so each cost it
-// adds, weighted by L / n (weight_sampled_layers), gives the step's sum over all layers in expectation; the
-// sample spreads over the depth, where a layer's popularity and so its imbalance differ.
+// [0, L / n), layers floor(u + i L / n) for i < n. Each layer is taken with probability n / L, so each cost
+// it adds, weighted by L / n (weight_sampled_layers), gives the step's sum over all layers in expectation;
+// the sample spreads over the depth, where a layer's popularity and so its imbalance differ.
 void StepPlanner::choose_layers() {
   const int layers = s_.model.moe_layers();
   const int n = s_.run.moe_layer_sample;
@@ -870,7 +872,8 @@ void StepPlanner::choose_layers() {
 void StepPlanner::weight_sampled_layers() {
   if (layer_weight_ == 1.0) return;
   const double w = layer_weight_;
-  for (const StepPart p : {StepPart::kDispatch, StepPart::kCombine, StepPart::kExperts, StepPart::kExpertStall})
+  for (const StepPart p :
+       {StepPart::kDispatch, StepPart::kCombine, StepPart::kExperts, StepPart::kExpertStall})
     plan_.parts[p] = plan_.parts[p].scaled(w);
   plan_.comm_hidden = plan_.comm_hidden.scaled(w);
   plan_.comm_sm_contention = plan_.comm_sm_contention.scaled(w);

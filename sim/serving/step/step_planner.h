@@ -207,6 +207,7 @@ class StepPlanner {
   };
   [[nodiscard]] const TokenCosts& token_costs(std::int64_t tokens) const;
   [[nodiscard]] TokenCosts compute_token_costs(std::int64_t tokens) const;
+
  public:
   // The memo of token_costs, shared by the replicas of a pool (same scenario view and cost model) like the
   // grouped-launch memo; written and read only by begin_plan, on the event loop's thread.
@@ -280,7 +281,8 @@ class StepPlanner {
     bool binned = false;        // binned routing: per-rank sums for every layer but full_layer
     int full_layer = -1;        // binned routing: the layer drawn expert by expert this step (-1: none)
   };
-  // run.moe_layer_sample: the MoE layers this step costs (all, or a systematic sample) and the weight of each.
+  // run.moe_layer_sample: the MoE layers this step costs (all, or a systematic sample) and the weight of
+  // each.
   void choose_layers();
   void weight_sampled_layers();
   std::vector<int> costed_;

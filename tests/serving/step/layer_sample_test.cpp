@@ -49,7 +49,10 @@ struct Planned {
   ServingModels models;
   StandalonePlanner p;
   explicit Planned(ScenarioSpec spec)
-      : s(std::move(spec)), gpu(s.cluster.gpu), models(s, RandomStreams(7)), p(models.make_standalone(gpu, Rng(11))) {}
+      : s(std::move(spec)),
+        gpu(s.cluster.gpu),
+        models(s, RandomStreams(7)),
+        p(models.make_standalone(gpu, Rng(11))) {}
 };
 
 std::string error_of(const Json& j) {
@@ -148,7 +151,8 @@ TEST_CASE("layer sampling is refused where per-layer state or the pipeline needs
   CHECK(error_of(j).empty());
   Json loop = j;
   loop["experts"] = Json{{"placement", "round_robin"}};
-  CHECK(error_of(loop).rfind("run.moe_layer_sample: cannot sample layers while an experts-in-the-loop", 0) == 0);
+  CHECK(error_of(loop).rfind("run.moe_layer_sample: cannot sample layers while an experts-in-the-loop", 0) ==
+        0);
   Json pipeline = j;
   pipeline["deployment"]["pipeline"] = Json{{"stages", 2}};
   pipeline["deployment"]["ep_size"] = 2;
