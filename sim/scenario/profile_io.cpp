@@ -724,7 +724,7 @@ struct Derivation {
   std::ostringstream origin;
 };
 
-void derive_memory(Derivation& d, const GpuSpec& ref, const GpuSpec& target) {
+void derive_memory_and_launch(Derivation& d, const GpuSpec& ref, const GpuSpec& target) {
   const double bw = target.hbm_bytes_per_s / ref.hbm_bytes_per_s;
   const MeasuredFigure& t = target.measured.hbm_bytes_per_s;
   if (const MeasuredFigure* r = both_measured(t, ref.measured.hbm_bytes_per_s, target, ref, "hbm_tb_per_s")) {
@@ -769,13 +769,15 @@ Derivation derive_factors(const GpuProfile& reference, const GpuSpec& ref, const
   Derivation d;
   d.origin.precision(3);
   d.origin << "derived from the " << reference.gpu << " fit: ";
-  derive_memory(d, ref, target);
+  derive_memory_and_launch(d, ref, target);
   const bool any_gemm = target.measured.gemm_eff_bf16.known() || target.measured.gemm_eff_fp8.known() ||
                         target.measured.gemm_eff_fp4.known();
   // Without a measured efficiency the reference fit is not needed (and may lack a GEMM fit).
   const GemmEfficiency e = any_gemm ? reference_gemm_efficiency(reference, ref) : GemmEfficiency{1, 1};
   d.compute_bf16 = derive_compute(d, Precision::kBF16, ref, target, e.bf16, d.eff_bf16);
   d.compute_fp8 = derive_compute(d, Precision::kFP8, ref, target, e.fp8, d.eff_fp8);
+  // Without FP8 tensor cores FP8 weights are dequantised: they run at BF16's rate and efficiency.
+  if (target.fp8_flops_per_s <= 0) d.eff_fp8 = d.eff_bf16;
   // A native FP4 path: its measured efficiency, else FP8's on this GPU.
   d.eff_fp4 = target.measured.gemm_eff_fp4.known() ? target.measured.gemm_eff_fp4.value : d.eff_fp8;
   if (target.fp4_flops_per_s > 0) {

@@ -227,6 +227,24 @@ TEST_CASE("FP4 experts run at the FP4 rate on Blackwell and weight-only at the B
   CHECK(grouped(h100, Precision::kFP4, 32) < grouped(h100, Precision::kFP8, 32));
 }
 
+// No Blackwell launch cost is published yet; the mechanism, on a hand-set figure: a tiny kernel in a CUDA
+// graph at 2.0 us against the H200's measured 1.163 us moves every fixed cost by +0.837 us.
+TEST_CASE("a measured launch cost moves every fixed cost by its difference from the reference's") {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  const ScenarioSpec ref = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  ScenarioSpec b200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "b200");
+  b200.cluster.gpu.measured.launch_s = {.value = 2.0e-6, .source = "hand-set for the test"};
+  const GpuProfile derived = derive_profile(*h200, ref.cluster.gpu, b200.cluster.gpu);
+  for (const OperationFit& f : derived.fits) {
+    const OperationFit* r = h200->find_fit(f.op, f.precision, f.shape_a, f.shape_b);
+    REQUIRE(r != nullptr);
+    CHECK(f.params.fixed_s == Approx(r->params.fixed_s + 0.837e-6).epsilon(1e-9));
+  }
+  CHECK(derived.origin.find("launch measured 2 us against 1.16 us") != std::string::npos);
+  CHECK(derived.origin.find("measured.launch_us: hand-set for the test") != std::string::npos);
+}
+
 TEST_CASE("a measured figure that cannot hold is one error naming its catalog path") {
   CHECK(gpu_error(R"({"base": "b200", "measured": {"gemm_eff_fp8": {"value": 1.5, "source": "x"}}})")
             .find("cluster.gpu.measured.gemm_eff_fp8.value: must be at most 1") != std::string::npos);
