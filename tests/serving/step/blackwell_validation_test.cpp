@@ -115,3 +115,22 @@ TEST_CASE("TensorRT-LLM's DeepSeek-R1 max-throughput rows: H200 within 15%, B200
   CHECK(fp8_kv < 1.5);
   CHECK(fp8_kv > 1 / 1.5);
 }
+
+// A DeepSeek-V3 MoE layer at EP8 (32 local experts, top-8 of 256, so as many routed pairs per GPU as
+// tokens) on a B300 (GB300's GPU), measured by FlashInfer's benchmark (docs/validation/blackwell_sources.md
+// G1), against the grouped launch the gb300 profile costs (datasheet ratios: no GB300 measurement).
+TEST_CASE("GB300 grouped NVFP4 experts against FlashInfer's B300 MoE benchmark", "[.blackwell-table]") {
+  const LoadedScenario sc =
+      load_scenario(std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json", {"cluster.gpu=\"gb300\""});
+  const auto gpu = make_gpu_cost_model(sc.spec.cluster.gpu);
+  std::printf("| tokens | ours FP4 ms | ours FP8 ms | ours BF16 ms |\n|---|---|---|---|\n");
+  for (const std::int64_t tokens : {256, 512, 1024, 2048, 4096}) {
+    auto ms = [&](Precision q) {
+      const GroupedExpertsWork w{
+          .experts = 32, .tokens = tokens, .hidden = 7168, .inter = 2048, .weights = q};
+      return gpu->grouped_experts(w).seconds() * 1e3;
+    };
+    std::printf("| %lld | %.3f | %.3f | %.3f |\n", static_cast<long long>(tokens), ms(Precision::kFP4),
+                ms(Precision::kFP8), ms(Precision::kBF16));
+  }
+}
