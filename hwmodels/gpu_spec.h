@@ -2,12 +2,49 @@
 // Filled from scenarios/catalog/gpus.json by the scenario module; units are SI.
 #pragma once
 
+#include <array>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "hwmodels/precision.h"
 #include "sim/engine/time.h"
 
 namespace moesim {
+
+// One figure measured on a GPU and published (catalog `measured.<key>`): its value and where it is from.
+struct MeasuredFigure {
+  double value = 0;  // 0: not published (the datasheet ratio stands in for it)
+  std::string source;
+  [[nodiscard]] bool known() const { return value > 0; }
+};
+
+// Published measurements of one GPU that a derived profile (derive_profile) takes instead of datasheet
+// ratios. Efficiencies are fractions of the dense datasheet peak of their format on large shapes;
+// bandwidth is a device-to-device copy counting read and write (as shared/calibration/h200/platform.json);
+// launch is a tiny kernel inside a CUDA graph.
+struct GpuMeasured {
+  MeasuredFigure gemm_eff_bf16;
+  MeasuredFigure gemm_eff_fp8;
+  MeasuredFigure gemm_eff_fp4;
+  MeasuredFigure grouped_eff_fp8;  // grouped expert GEMM at many rows per expert
+  MeasuredFigure grouped_eff_fp4;
+  MeasuredFigure hbm_bytes_per_s;
+  MeasuredFigure launch_s;
+  [[nodiscard]] const MeasuredFigure& gemm_eff(Precision p) const {
+    return p == Precision::kFP8 ? gemm_eff_fp8 : p == Precision::kFP4 ? gemm_eff_fp4 : gemm_eff_bf16;
+  }
+  // Every figure with its catalog key, in catalog order.
+  [[nodiscard]] std::array<std::pair<std::string_view, const MeasuredFigure*>, 7> figures() const {
+    return {{{"gemm_eff_bf16", &gemm_eff_bf16},
+             {"gemm_eff_fp8", &gemm_eff_fp8},
+             {"gemm_eff_fp4", &gemm_eff_fp4},
+             {"grouped_eff_fp8", &grouped_eff_fp8},
+             {"grouped_eff_fp4", &grouped_eff_fp4},
+             {"hbm_tb_per_s", &hbm_bytes_per_s},
+             {"launch_us", &launch_s}}};
+  }
+};
 
 struct GpuSpec {
   std::string name;
@@ -32,6 +69,7 @@ struct GpuSpec {
   Duration nvlink_latency = Duration::from_us(2.0);
   double nic_bytes_per_s = 0;
   Duration nic_latency = Duration::from_us(5.0);
+  GpuMeasured measured;  // published measurements of this GPU (none: a derived profile uses ratios)
 
   // Peak rate of a GEMM whose weights are stored as `weights`: FP8 and INT8 weights run on their own
   // tensor-core path; INT4/FP4 weights are dequantised and run at the BF16 rate unless FP4 is native.

@@ -675,34 +675,198 @@ std::optional<GpuProfile> find_profile(std::string_view gpu_name) {
   return std::nullopt;
 }
 
+namespace {
+
+// The reference fit's efficiency against its own datasheet on a large GEMM, by compute format: the
+// all-shapes BF16 GEMM fit's compute asymptote over the BF16 peak, FP8 through the fit's measured FP8 rate.
+struct GemmEfficiency {
+  double bf16 = 0;
+  double fp8 = 0;
+};
+
+GemmEfficiency reference_gemm_efficiency(const GpuProfile& reference, const GpuSpec& spec) {
+  const OperationFit* gemm = reference.find_fit(CostOp::kGemm, Precision::kBF16);
+  if (gemm == nullptr) {
+    throw ProfileError(reference.gpu + ": no all-shapes BF16 GEMM fit to hold measured efficiencies against");
+  }
+  const double a = gemm->params.flops_per_s;
+  return {.bf16 = a / spec.bf16_flops_per_s,
+          .fp8 = a * reference.rate_scale_of(Precision::kFP8) / spec.peak_flops(Precision::kFP8)};
+}
+
+std::string catalog_path(const GpuSpec& gpu, const std::string& key) {
+  return "scenarios/catalog/gpus.json: " + gpu.name + ".measured." + key;
+}
+
+// Target over reference of a fixed quantity (bandwidth, launch): both measured, or neither.
+const MeasuredFigure* both_measured(const MeasuredFigure& target, const MeasuredFigure& reference,
+                                    const GpuSpec& target_spec, const GpuSpec& reference_spec,
+                                    const std::string& key) {
+  if (!target.known()) return nullptr;
+  if (!reference.known()) {
+    throw ProfileError(catalog_path(target_spec, key) + ": needs the reference " + reference_spec.name +
+                       "'s own measured." + key + " to be compared with");
+  }
+  return &reference;
+}
+
+// How a derived profile moves the reference fit: each factor measured where the target's catalog entry
+// gives the figure, else a datasheet ratio; `origin` says which is which.
+struct Derivation {
+  double memory = 1;
+  double compute_bf16 = 1;
+  double compute_fp8 = 1;
+  double fixed_shift_s = 0;
+  double eff_bf16 = 0;  // the target's large-GEMM efficiencies (measured, else the reference fit's)
+  double eff_fp8 = 0;
+  double eff_fp4 = 0;
+  bool measured_gemm = false;
+  std::ostringstream origin;
+};
+
+void derive_memory_and_launch(Derivation& d, const GpuSpec& ref, const GpuSpec& target) {
+  const double bw = target.hbm_bytes_per_s / ref.hbm_bytes_per_s;
+  const MeasuredFigure& t = target.measured.hbm_bytes_per_s;
+  if (const MeasuredFigure* r = both_measured(t, ref.measured.hbm_bytes_per_s, target, ref, "hbm_tb_per_s")) {
+    d.memory = t.value / r->value;
+    d.origin << "HBM measured " << t.value * 1e-12 << "/" << r->value * 1e-12 << " TB/s = " << d.memory
+             << " (datasheet " << bw << ")";
+  } else {
+    d.memory = bw;
+    d.origin << "HBM datasheet " << target.hbm_bytes_per_s * 1e-12 << "/" << ref.hbm_bytes_per_s * 1e-12
+             << " TB/s = " << bw;
+  }
+  const MeasuredFigure& l = target.measured.launch_s;
+  if (const MeasuredFigure* r = both_measured(l, ref.measured.launch_s, target, ref, "launch_us")) {
+    d.fixed_shift_s = l.value - r->value;
+    d.origin << ", launch measured " << l.value * 1e6 << " us against " << r->value * 1e6
+             << " us: every fixed cost " << (d.fixed_shift_s >= 0 ? "+" : "") << d.fixed_shift_s * 1e6
+             << " us";
+  } else {
+    d.origin << ", fixed costs the reference's";
+  }
+}
+
+// Compute factor of one format: the datasheet ratio, times measured over reference efficiency if measured.
+double derive_compute(Derivation& d, Precision q, const GpuSpec& ref, const GpuSpec& target,
+                      double reference_eff, double& target_eff) {
+  const double ratio = target.peak_flops(q) / ref.peak_flops(q);
+  const MeasuredFigure& m = target.measured.gemm_eff(q);
+  d.origin << ", " << to_string(q);
+  target_eff = reference_eff;
+  if (!m.known()) {
+    d.origin << " datasheet " << ratio;
+    return ratio;
+  }
+  d.measured_gemm = true;
+  target_eff = m.value;
+  d.origin << " measured efficiency " << m.value << " (the fit's " << reference_eff << ") x datasheet "
+           << ratio << " = " << ratio * m.value / reference_eff;
+  return ratio * m.value / reference_eff;
+}
+
+Derivation derive_factors(const GpuProfile& reference, const GpuSpec& ref, const GpuSpec& target) {
+  Derivation d;
+  d.origin.precision(3);
+  d.origin << "derived from the " << reference.gpu << " fit: ";
+  derive_memory_and_launch(d, ref, target);
+  const bool any_gemm = target.measured.gemm_eff_bf16.known() || target.measured.gemm_eff_fp8.known() ||
+                        target.measured.gemm_eff_fp4.known();
+  // Without a measured efficiency the reference fit is not needed (and may lack a GEMM fit).
+  const GemmEfficiency e = any_gemm ? reference_gemm_efficiency(reference, ref) : GemmEfficiency{1, 1};
+  d.compute_bf16 = derive_compute(d, Precision::kBF16, ref, target, e.bf16, d.eff_bf16);
+  d.compute_fp8 = derive_compute(d, Precision::kFP8, ref, target, e.fp8, d.eff_fp8);
+  // Without FP8 tensor cores FP8 weights are dequantised: they run at BF16's rate and efficiency.
+  if (target.fp8_flops_per_s <= 0) d.eff_fp8 = d.eff_bf16;
+  // A native FP4 path: its measured efficiency, else FP8's on this GPU.
+  d.eff_fp4 = target.measured.gemm_eff_fp4.known() ? target.measured.gemm_eff_fp4.value : d.eff_fp8;
+  if (target.fp4_flops_per_s > 0) {
+    d.origin << ", FP4 " << (target.measured.gemm_eff_fp4.known() ? "measured" : "FP8's") << " efficiency";
+  }
+  return d;
+}
+
+// A grouped expert fit at format `q` whose compute asymptote is the measured efficiency on this GPU's
+// peak (the BF16 fit's memory, fixed cost and sharpness: how it grows with rows per expert).
+void add_measured_grouped(GpuProfile& p, Derivation& d, const GpuSpec& target, Precision q,
+                          const MeasuredFigure& m) {
+  const OperationFit* base = p.find_fit(CostOp::kGroupedExperts, Precision::kBF16);
+  if (!m.known() || base == nullptr) return;
+  OperationFit f = *base;
+  f.precision = q;
+  f.params.flops_per_s = m.value * target.peak_flops(q);
+  std::erase_if(p.fits,
+                [&](const OperationFit& g) { return g.op == CostOp::kGroupedExperts && g.precision == q; });
+  p.fits.push_back(f);
+  d.origin << ", grouped " << to_string(q) << " measured efficiency " << m.value;
+}
+
+}  // namespace
+
 GpuProfile derive_profile(const GpuProfile& reference, const GpuSpec& reference_spec, const GpuSpec& target) {
   GpuProfile p = reference;
   p.gpu = target.name;
   p.points.clear();  // measured on the reference, not on this GPU
-  const double bw = target.hbm_bytes_per_s / reference_spec.hbm_bytes_per_s;
-  auto rate = [&](Precision q) { return target.peak_flops(q) / reference_spec.peak_flops(q); };
+  Derivation d = derive_factors(reference, reference_spec, target);
   for (auto& f : p.fits) {
-    f.params.bytes_per_s *= bw;
-    f.params.flops_per_s *= rate(f.precision == Precision::kFP8 ? Precision::kFP8 : Precision::kBF16);
+    f.params.bytes_per_s *= d.memory;
+    f.params.flops_per_s *= f.precision == Precision::kFP8 ? d.compute_fp8 : d.compute_bf16;
+    if (d.fixed_shift_s != 0) f.params.fixed_s = std::max(0.0, f.params.fixed_s + d.fixed_shift_s);
   }
-  // Formats fitted only in BF16: the reference's measured ratio to BF16, moved by the datasheet ratios;
-  // a native FP4 path gets the FP8 efficiency against its datasheet.
+  // Formats fitted only in BF16 run at the BF16 fit times their rate relative to BF16 on this GPU:
+  // without measured efficiencies, the reference's measured ratio to BF16 moved by the datasheet ratios
+  // (a native FP4 path gets the FP8 efficiency against its datasheet).
   const double fp8_eff = reference.rate_scale_of(Precision::kFP8) /
                          (reference_spec.peak_flops(Precision::kFP8) / reference_spec.bf16_flops_per_s);
+  auto relative = [&](double eff) { return d.measured_gemm ? eff / d.eff_bf16 : fp8_eff; };
   p.rate_scale.clear();
-  p.rate_scale.emplace_back(Precision::kFP8,
-                            fp8_eff * target.peak_flops(Precision::kFP8) / target.bf16_flops_per_s);
-  if (target.fp4_flops_per_s > 0)
-    p.rate_scale.emplace_back(Precision::kFP4, fp8_eff * target.fp4_flops_per_s / target.bf16_flops_per_s);
-  std::ostringstream o;
-  o.precision(3);
-  o << "derived from the " << reference.gpu << " fit by datasheet ratios: HBM "
-    << target.hbm_bytes_per_s * 1e-12 << "/" << reference_spec.hbm_bytes_per_s * 1e-12 << " TB/s = " << bw
-    << ", BF16 " << target.bf16_flops_per_s * 1e-12 << "/" << reference_spec.bf16_flops_per_s * 1e-12
-    << " TFLOP/s = " << rate(Precision::kBF16) << ", FP8 " << rate(Precision::kFP8);
-  p.origin = o.str() + "\n" + reference.origin;
+  p.rate_scale.emplace_back(
+      Precision::kFP8, relative(d.eff_fp8) * target.peak_flops(Precision::kFP8) / target.bf16_flops_per_s);
+  if (target.fp4_flops_per_s > 0) {
+    p.rate_scale.emplace_back(Precision::kFP4,
+                              relative(d.eff_fp4) * target.fp4_flops_per_s / target.bf16_flops_per_s);
+  }
+  add_measured_grouped(p, d, target, Precision::kFP8, target.measured.grouped_eff_fp8);
+  add_measured_grouped(p, d, target, Precision::kFP4, target.measured.grouped_eff_fp4);
+  std::string sources;
+  for (const auto& [key, m] : target.measured.figures()) {
+    if (m->known()) sources += "\nmeasured." + std::string(key) + ": " + m->source;
+  }
+  p.origin = d.origin.str() + sources + "\n" + reference.origin;
   return p;
 }
+
+namespace {
+
+// What `cost_model` says of a derived profile: the basis, the factors its memory and BF16 compute terms
+// were moved by (datasheet ratios unless the catalog gives measured figures, which it then names).
+std::string derived_profile_name(const GpuProfile& reference, const GpuProfile& derived,
+                                 const GpuSpec& ref_spec, const GpuSpec& gpu) {
+  double hbm = gpu.hbm_bytes_per_s / ref_spec.hbm_bytes_per_s;
+  double bf16 = gpu.bf16_flops_per_s / ref_spec.bf16_flops_per_s;
+  std::string measured;
+  for (const auto& [key, m] : gpu.measured.figures()) {
+    if (m->known()) measured += (measured.empty() ? "" : ", ") + std::string(key);
+  }
+  const OperationFit* r = reference.find_fit(CostOp::kGemm, Precision::kBF16);
+  const OperationFit* d = derived.find_fit(CostOp::kGemm, Precision::kBF16);
+  if (!measured.empty() && r != nullptr && d != nullptr) {
+    hbm = d->params.bytes_per_s / r->params.bytes_per_s;
+    bf16 = d->params.flops_per_s / r->params.flops_per_s;
+  }
+  std::ostringstream name;
+  name.precision(3);
+  const bool same_arch = gpu.arch == ref_spec.arch;
+  name << "hwmodels/profiles/" << gpu.profile_basis << ".json "
+       << (same_arch ? "scaled to " : "efficiencies on the datasheet of ") << gpu.name << " ("
+       << (same_arch ? "same kernels" : "not fitted on " + (gpu.arch.empty() ? gpu.name : gpu.arch))
+       << ": HBM x" << hbm << ", BF16 x" << bf16;
+  if (!measured.empty()) name << "; measured on " << gpu.name << ", not ratios: " << measured;
+  name << ")";
+  return name.str();
+}
+
+}  // namespace
 
 std::unique_ptr<GpuCostModel> make_gpu_cost_model(const GpuSpec& gpu) {
   if (auto profile = find_profile(gpu.name)) {
@@ -716,15 +880,8 @@ std::unique_ptr<GpuCostModel> make_gpu_cost_model(const GpuSpec& gpu) {
       JsonReader r(gpus.at(gpu.profile_basis), "scenarios/catalog/gpus.json: " + gpu.profile_basis);
       const GpuSpec ref_spec = parse_gpu(r, gpu.profile_basis);
       GpuProfile derived = derive_profile(*reference, ref_spec, gpu);
-      std::ostringstream name;
-      name.precision(3);
-      const bool same_arch = gpu.arch == ref_spec.arch;
-      name << "hwmodels/profiles/" << gpu.profile_basis << ".json "
-           << (same_arch ? "scaled to " : "efficiencies on the datasheet of ") << gpu.name << " ("
-           << (same_arch ? "same kernels" : "not fitted on " + (gpu.arch.empty() ? gpu.name : gpu.arch))
-           << ": HBM x" << gpu.hbm_bytes_per_s / ref_spec.hbm_bytes_per_s << ", BF16 x"
-           << gpu.bf16_flops_per_s / ref_spec.bf16_flops_per_s << ")";
-      return std::make_unique<ProfileCostModel>(std::move(derived), gpu, name.str());
+      std::string name = derived_profile_name(*reference, derived, ref_spec, gpu);
+      return std::make_unique<ProfileCostModel>(std::move(derived), gpu, std::move(name));
     }
   }
   return std::make_unique<RooflineCostModel>(gpu);

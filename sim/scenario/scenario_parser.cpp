@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/experts_parser.h"
@@ -221,6 +222,48 @@ ModelSpec parse_model(JsonReader& r) {
   return m;
 }
 
+namespace {
+
+// `measured.<key>`: {"value": x, "source": "..."}; the value in the catalog's unit times `scale`, at most
+// `hi`.
+MeasuredFigure parse_measured_figure(JsonReader& parent, std::string_view key, double scale, double hi) {
+  if (!parent.has(key)) return {};
+  JsonReader r = parent.object(key);
+  MeasuredFigure f;
+  f.value = r.positive("value");
+  if (f.value > hi) r.fail("value", "must be at most " + Json(hi).dump() + ", got " + Json(f.value).dump());
+  f.value *= scale;
+  f.source = r.string("source");
+  if (f.source.empty()) r.fail("source", "must name where the figure was published");
+  r.finish();
+  return f;
+}
+
+// The published measurements of a GPU: efficiencies are fractions of its own datasheet peaks, bandwidth at
+// most its datasheet HBM bandwidth, a launch at most a millisecond.
+GpuMeasured parse_gpu_measured(JsonReader& r, const GpuSpec& g) {
+  GpuMeasured m;
+  m.gemm_eff_bf16 = parse_measured_figure(r, "gemm_eff_bf16", 1.0, 1.0);
+  m.gemm_eff_fp8 = parse_measured_figure(r, "gemm_eff_fp8", 1.0, 1.0);
+  m.gemm_eff_fp4 = parse_measured_figure(r, "gemm_eff_fp4", 1.0, 1.0);
+  m.grouped_eff_fp8 = parse_measured_figure(r, "grouped_eff_fp8", 1.0, 1.0);
+  m.grouped_eff_fp4 = parse_measured_figure(r, "grouped_eff_fp4", 1.0, 1.0);
+  m.hbm_bytes_per_s = parse_measured_figure(r, "hbm_tb_per_s", 1e12, g.hbm_bytes_per_s * 1e-12);
+  m.launch_s = parse_measured_figure(r, "launch_us", 1e-6, 1000.0);
+  // An efficiency of a format the GPU has no tensor cores for would cost it at another format's peak.
+  for (const auto& [key, fig, peak] :
+       {std::tuple{"gemm_eff_fp8", &m.gemm_eff_fp8, g.fp8_flops_per_s},
+        std::tuple{"grouped_eff_fp8", &m.grouped_eff_fp8, g.fp8_flops_per_s},
+        std::tuple{"gemm_eff_fp4", &m.gemm_eff_fp4, g.fp4_flops_per_s},
+        std::tuple{"grouped_eff_fp4", &m.grouped_eff_fp4, g.fp4_flops_per_s}}) {
+    if (fig->known() && peak <= 0) r.fail(key, "the GPU has no tensor cores for this format (its peak is 0)");
+  }
+  r.finish();
+  return m;
+}
+
+}  // namespace
+
 GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
   GpuSpec g;
   g.name = name;
@@ -252,6 +295,7 @@ GpuSpec parse_gpu(JsonReader& r, const std::string& name) {
     r.fail("pcie_gb_per_s",
            "the host link is the fabric's: set cluster.fabric.pcie_gb_per_s or host_link_gb_per_s");
   }
+  if (auto m = r.optional_object("measured")) g.measured = parse_gpu_measured(*m, g);
   r.finish();
   return g;
 }

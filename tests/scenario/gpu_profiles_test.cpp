@@ -2,6 +2,7 @@
 // that the same deployment is never slower on an H200 than on an H100 (every reference scenario).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "hwmodels/fabric.h"
+#include "hwmodels/profile_cost_model.h"
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/step/step_planner.h"
@@ -75,6 +77,23 @@ Duration step_cost(ScenarioSpec s, bool prefill) {
   return planner.plan(groups, Time{}).total;
 }
 
+// The error loading the default scenario with `gpu` as cluster.gpu gives ("" when it loads).
+std::string gpu_error(const std::string& gpu) {
+  try {
+    (void)load_scenario(MOESIM_SOURCE_DIR "/scenarios/default.json", {"cluster.gpu=" + gpu});
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// Rate a GEMM of m x n x k reaches, in FLOP/s. At 65536 x 16384 x 16384 the compute term is ~30x the
+// memory term and ~5,000x the fixed cost, so the rate is the compute asymptote to 0.1%.
+double large_gemm_rate(const GpuCostModel& model, Precision weights) {
+  const GemmWork w{.m = 65536, .n = 16384, .k = 16384, .weights = weights};
+  return 2.0 * 65536.0 * 16384.0 * 16384.0 / model.gemm(w).seconds();
+}
+
 }  // namespace
 
 TEST_CASE("an H100 profile is the H200 fit with memory terms scaled by 3.35/4.8 and compute by 989/989") {
@@ -111,6 +130,141 @@ TEST_CASE(
   });
   const auto model = make_gpu_cost_model(b.cluster.gpu);
   CHECK(model->source().find("efficiencies on the datasheet of a100-sxm") != std::string::npos);
+}
+
+// B200's catalog entry (scenarios/catalog/gpus.json `measured`): GEMM efficiencies 0.638 BF16, 0.566 FP8,
+// 0.434 FP4 of its 2250 / 4500 / 9000 TFLOP/s datasheet (vLLM's SM100 GEMM benchmarks).
+TEST_CASE("a B200 profile reaches its measured GEMM efficiency times its datasheet peak on a large GEMM") {
+  const ScenarioSpec b200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "b200");
+  const auto model = make_gpu_cost_model(b200.cluster.gpu);
+  CHECK(large_gemm_rate(*model, Precision::kBF16) == Approx(0.638 * 2250e12).epsilon(1e-3));
+  CHECK(large_gemm_rate(*model, Precision::kFP8) == Approx(0.566 * 4500e12).epsilon(1e-3));
+  CHECK(large_gemm_rate(*model, Precision::kFP4) == Approx(0.434 * 9000e12).epsilon(1e-3));
+  CHECK(model->source().find("measured on b200, not ratios: gemm_eff_bf16, gemm_eff_fp8, gemm_eff_fp4, "
+                             "hbm_tb_per_s") != std::string::npos);
+  // The H200 fit on its own datasheet, for contrast: the ratio path gave B200 the H200's 0.78 of BF16 peak.
+  const ScenarioSpec h200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  const double h200_eff = large_gemm_rate(*make_gpu_cost_model(h200.cluster.gpu), Precision::kBF16) / 989e12;
+  CHECK(h200_eff > 0.7);
+  CHECK(h200_eff < 0.8);
+}
+
+// Memory-bound kernels move by the measured copy bandwidths (B200 6.0 TB/s, the H200's own copy ceiling
+// 4.221 TB/s, both counting read and write), not by the datasheets' 8 / 4.8.
+TEST_CASE("a large memory-bound kernel on B200 is faster than on H200 by the measured copy bandwidths") {
+  const ScenarioSpec b200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "b200");
+  const ScenarioSpec h200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  const auto b = make_gpu_cost_model(b200.cluster.gpu);
+  const auto h = make_gpu_cost_model(h200.cluster.gpu);
+  for (const MemoryKernel k : {MemoryKernel::kElementwise, MemoryKernel::kGather}) {
+    // 64 GB: about 15 ms on H200, against fixed costs of 4-14 us (0.1%).
+    const double ratio = b->memory_kernel(k, 64e9).seconds() / h->memory_kernel(k, 64e9).seconds();
+    CHECK(ratio == Approx(4.221 / 6.0).epsilon(2e-3));
+  }
+}
+
+// GB300 has no measurement in the catalog: the datasheet-ratio path, as before measured figures existed.
+TEST_CASE("without measured figures a Blackwell profile is the H200 fit moved by datasheet ratios") {
+  check_derived_from_h200("gb300", 8.0 / 4.8, [](Precision p) {
+    return std::optional<double>(p == Precision::kFP8 ? 5000.0 / 1979 : 2500.0 / 989);
+  });
+  const ScenarioSpec s = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "gb300");
+  CHECK(make_gpu_cost_model(s.cluster.gpu)->source().find("measured") == std::string::npos);
+}
+
+// H20's grouped FP8 efficiency 0.870 of 296 TFLOP/s (SGLang's CUTLASS grouped GEMM): the grouped fit's
+// compute asymptote; its memory term, fixed cost and sharpness are the H200 fit's moved by the datasheet
+// HBM ratio 4.0 / 4.8 (no H20 bandwidth measurement), so the time follows the fit's formula with those.
+TEST_CASE("an H20 grouped FP8 launch follows the H200 grouped fit with the measured H20 efficiency") {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  const OperationFit* ref = h200->find_fit(CostOp::kGroupedExperts, Precision::kBF16);
+  REQUIRE(ref != nullptr);
+  const ScenarioSpec s = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h20");
+  const auto model = make_gpu_cost_model(s.cluster.gpu);
+  const GroupedExpertsWork w{
+      .experts = 32, .tokens = 65536, .hidden = 7168, .inter = 2048, .weights = Precision::kFP8};
+  const double bytes = 32.0 * 3 * 7168 * 2048 * 1 + 2.0 * (2.0 * 65536 * 7168 + 3.0 * 65536 * 2048);
+  const double t_mem = bytes / (ref->params.bytes_per_s * 4.0 / 4.8);
+  const double t_compute = 6.0 * 65536 * 7168 * 2048 / (0.870 * 296e12);
+  const double p = ref->params.sharpness;
+  const double expected =
+      ref->params.fixed_s + std::pow(std::pow(t_mem, p) + std::pow(t_compute, p), 1.0 / p);
+  CHECK(model->grouped_experts(w).seconds() == Approx(expected).epsilon(1e-6));
+}
+
+// FP4 routed experts: Blackwell runs them on its FP4 tensor cores (rate relative to BF16 = 0.434 x 9000 /
+// (0.638 x 2250) = 2.72 from the measured efficiencies); Hopper has none and dequantises them to BF16
+// (rate 1), reading half the bytes of FP8.
+TEST_CASE("FP4 experts run at the FP4 rate on Blackwell and weight-only at the BF16 rate on Hopper") {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  const ScenarioSpec ref = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  const ScenarioSpec b200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "b200");
+  const ScenarioSpec h20 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h20");
+  CHECK(derive_profile(*h200, ref.cluster.gpu, b200.cluster.gpu).rate_scale_of(Precision::kFP4) ==
+        Approx(0.434 * 9000 / (0.638 * 2250)));
+  CHECK(derive_profile(*h200, ref.cluster.gpu, h20.cluster.gpu).rate_scale_of(Precision::kFP4) == 1.0);
+  auto grouped = [](const ScenarioSpec& s, Precision q, std::int64_t tokens) {
+    const GroupedExpertsWork w{.experts = 32, .tokens = tokens, .hidden = 7168, .inter = 2048, .weights = q};
+    return make_gpu_cost_model(s.cluster.gpu)->grouped_experts(w).seconds();
+  };
+  // Compute-bound (2,048 rows per expert): B200 FP4 beats FP8. H100 FP4 follows the H200 grouped fit at the
+  // BF16 compute rate (989 / 989) with FP4's half-byte weights and the HBM ratio 3.35 / 4.8.
+  CHECK(grouped(b200, Precision::kFP4, 65536) < 0.7 * grouped(b200, Precision::kFP8, 65536));
+  const ScenarioSpec h100 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h100-sxm");
+  const OperationFit* fit = h200->find_fit(CostOp::kGroupedExperts, Precision::kBF16);
+  REQUIRE(fit != nullptr);
+  const double bytes = 32.0 * 3 * 7168 * 2048 * 0.5 + 2.0 * (2.0 * 65536 * 7168 + 3.0 * 65536 * 2048);
+  const double t_mem = bytes / (fit->params.bytes_per_s * 3.35 / 4.8);
+  const double t_compute = 6.0 * 65536 * 7168 * 2048 / fit->params.flops_per_s;
+  const double p = fit->params.sharpness;
+  CHECK(grouped(h100, Precision::kFP4, 65536) ==
+        Approx(fit->params.fixed_s + std::pow(std::pow(t_mem, p) + std::pow(t_compute, p), 1.0 / p))
+            .epsilon(1e-6));
+  CHECK(grouped(h100, Precision::kFP4, 65536) > grouped(h100, Precision::kFP8, 65536));
+  // Memory-bound (one row per expert): FP4 reads half of FP8's weight bytes on either.
+  CHECK(grouped(h100, Precision::kFP4, 32) < grouped(h100, Precision::kFP8, 32));
+}
+
+// No Blackwell launch cost is published yet; the mechanism, on a hand-set figure: a tiny kernel in a CUDA
+// graph at 2.0 us against the H200's measured 1.163 us moves every fixed cost by +0.837 us.
+TEST_CASE("a measured launch cost moves every fixed cost by its difference from the reference's") {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  const ScenarioSpec ref = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  ScenarioSpec b200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "b200");
+  b200.cluster.gpu.measured.launch_s = {.value = 2.0e-6, .source = "hand-set for the test"};
+  const GpuProfile derived = derive_profile(*h200, ref.cluster.gpu, b200.cluster.gpu);
+  for (const OperationFit& f : derived.fits) {
+    const OperationFit* r = h200->find_fit(f.op, f.precision, f.shape_a, f.shape_b);
+    REQUIRE(r != nullptr);
+    CHECK(f.params.fixed_s == Approx(r->params.fixed_s + 0.837e-6).epsilon(1e-9));
+  }
+  CHECK(derived.origin.find("launch measured 2 us against 1.16 us") != std::string::npos);
+  CHECK(derived.origin.find("measured.launch_us: hand-set for the test") != std::string::npos);
+}
+
+TEST_CASE("a measured figure that cannot hold is one error naming its catalog path") {
+  CHECK(gpu_error(R"({"base": "b200", "measured": {"gemm_eff_fp8": {"value": 1.5, "source": "x"}}})")
+            .find("cluster.gpu.measured.gemm_eff_fp8.value: must be at most 1") != std::string::npos);
+  CHECK(gpu_error(R"({"base": "b200", "measured": {"hbm_tb_per_s": {"value": 9}}})")
+            .find("cluster.gpu.measured.hbm_tb_per_s") != std::string::npos);
+  CHECK(gpu_error(R"({"base": "b200", "measured": {"hbm_tb_per_s": {"value": 9, "source": "x"}}})")
+            .find("cluster.gpu.measured.hbm_tb_per_s.value: must be at most 8") != std::string::npos);
+  CHECK(gpu_error(R"({"base": "b200", "measured": {"gemm_eff_int8": {"value": 0.5, "source": "x"}}})")
+            .find("cluster.gpu.measured") != std::string::npos);
+  CHECK(gpu_error(R"({"base": "h20", "measured": {"gemm_eff_fp4": {"value": 0.5, "source": "x"}}})")
+            .find("cluster.gpu.measured.gemm_eff_fp4: the GPU has no tensor cores for this format") !=
+        std::string::npos);
+  // A measured bandwidth needs the reference's own to be a ratio of like with like.
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  ScenarioSpec ref = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  const ScenarioSpec b200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "b200");
+  ref.cluster.gpu.measured.hbm_bytes_per_s = {};
+  CHECK_THROWS_WITH(derive_profile(*h200, ref.cluster.gpu, b200.cluster.gpu),
+                    Catch::Contains("b200.measured.hbm_tb_per_s: needs the reference h200-sxm"));
 }
 
 TEST_CASE("the same deployment is never slower on an H200 than on an H100, for every reference scenario") {
