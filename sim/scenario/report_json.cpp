@@ -287,6 +287,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
       {"limited_by", {{"resource", r.limit.name}, {"why", r.limit.why}}},
       {"scenario", scenario_echo},
   };
+  if (r.moe_layer_sample > 0) out["step"]["moe_layers_costed"] = r.moe_layer_sample;
   if (r.experts.enabled) out["experts"] = experts_json(r.experts);
   if (r.speculative.enabled) {
     const SpeculativeReport& x = r.speculative;

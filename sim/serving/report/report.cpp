@@ -306,7 +306,12 @@ std::string format_summary(const Report& r) {
     << pct(r.sla_violation_rate) << "; goodput " << fmt("%.3f", r.goodput_requests_per_s) << " req/s, "
     << fmt("%.1f", r.goodput_tokens_per_s) << " tok/s\n\n";
   o << "Step       " << r.steps << " steps, mean " << ms(r.mean_step_s) << " ms, mean batch "
-    << fmt("%.1f", r.mean_batch_tokens) << " tokens\n";
+    << fmt("%.1f", r.mean_batch_tokens) << " tokens";
+  if (r.moe_layer_sample > 0)
+    o << "; " << r.moe_layer_sample << " of " << r.moe_layers
+      << " MoE layers costed a step (run.moe_layer_sample: each weighted "
+      << fmt("%.2f", double(r.moe_layers) / r.moe_layer_sample) << "x)";
+  o << "\n";
   // Every part of the step that took time, in the order a step runs them; they add up to 100%.
   const char* sep = "  ";
   for (std::size_t i = 0; i < kStepParts; ++i) {

@@ -333,6 +333,8 @@ struct Report {
   std::int64_t steps = 0;
   double mean_step_s = 0;
   double mean_batch_tokens = 0;
+  int moe_layers = 0;        // the model's MoE layers
+  int moe_layer_sample = 0;  // of them costed a step (run.moe_layer_sample; 0: all)
   // Share of step time by part (step_breakdown.h; the shares add up to 1). Communication hidden by
   // two-batch overlap is not a part: comm_hidden_share gives it, against the same step time.
   std::array<double, kStepParts> part_share{};

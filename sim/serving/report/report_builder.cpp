@@ -246,6 +246,8 @@ void ReportBuilder::fill_all_to_all(Report& r, const WindowTotals& m) const {
 void ReportBuilder::fill_steps(Report& r, const WindowTotals& m) const {
   const double w = r.window_s;
   r.steps = m.steps;
+  r.moe_layers = s_.model.moe_layers();
+  r.moe_layer_sample = s_.run.moe_layer_sample;
   if (m.steps > 0) {
     const double n = static_cast<double>(m.steps);
     r.mean_step_s = m.step_s / n;
