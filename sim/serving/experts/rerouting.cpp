@@ -56,18 +56,25 @@ RerouteResult Rerouter::apply_with(const Placement& placement, int layer, std::s
   const int per = placement.slots_per_gpu();
   const auto gpus = static_cast<int>(load_.size());
   double total = 0;
+  int live = 0;                     // GPUs with a live slot (a lost GPU's are vacant: it takes no load)
   for (int g = 0; g < gpus; ++g) {  // in slot order; a single copy's count is its load as is
     double load = 0;
+    bool any = false;
     for (int s = g * per; s < (g + 1) * per; ++s) {
+      if (!kAllSingle && map[static_cast<std::size_t>(s)] == Placement::kVacant) continue;
+      any = true;
       const auto e = static_cast<std::size_t>(map[static_cast<std::size_t>(s)]);
       const auto c = static_cast<double>(counts[e]);
       load += kAllSingle || reps[e] == 1 ? c : c / reps[e];
     }
     load_[static_cast<std::size_t>(g)] = load;
+    live += any ? 1 : 0;
   }
   for (const double l : load_) total += l;
-  const double limit = threshold * total / gpus;
-  auto single = [&](int e) { return kAllSingle || reps[static_cast<std::size_t>(e)] == 1; };
+  const double limit = threshold * total / live;
+  auto single = [&](int e) {
+    return kAllSingle || (e != Placement::kVacant && reps[static_cast<std::size_t>(e)] == 1);
+  };
   RerouteResult result;
   for (int iter = 0; iter < 4 * gpus; ++iter) {
     const auto hi = static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());
@@ -135,11 +142,13 @@ RerouteResult Rerouter::apply_with(const Placement& placement, int layer, std::s
       take[i] -= r;
       back -= r;
     }
-    for (std::size_t i = 0; i < hi_slots.size(); ++i) {
+    for (std::size_t i = 0; i < hi_slots.size(); ++i) {  // a vacant slot took and gave nothing
+      if (take[i] == 0) continue;
       counts[static_cast<std::size_t>(hi_slots[i])] =
           static_cast<std::int32_t>(counts[static_cast<std::size_t>(hi_slots[i])] - take[i]);
     }
     for (std::size_t i = 0; i < lo_slots.size(); ++i) {
+      if (give[i] == 0) continue;
       counts[static_cast<std::size_t>(lo_slots[i])] =
           static_cast<std::int32_t>(counts[static_cast<std::size_t>(lo_slots[i])] + give[i]);
     }
