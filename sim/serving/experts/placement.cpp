@@ -54,10 +54,6 @@ void Placement::finalize() {
   }
 }
 
-bool Placement::has_vacant() const {
-  return std::find(phy2log_.begin(), phy2log_.end(), kVacant) != phy2log_.end();
-}
-
 Placement without_gpus(const Placement& p, std::span<const char> lost) {
   MOESIM_CHECK(lost.size() == static_cast<std::size_t>(p.gpus()), "one flag per GPU of the placement");
   Placement out = p;

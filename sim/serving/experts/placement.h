@@ -38,8 +38,6 @@ class Placement final {
   }
   // Rebuilds replica counts and expert -> slots; checks that every expert has a live slot.
   void finalize();
-  // Whether any slot of any layer is vacant.
-  [[nodiscard]] bool has_vacant() const;
 
   // Live replica count per logical expert ("logcnt").
   [[nodiscard]] std::span<const int> replicas(int layer) const {
