@@ -109,6 +109,8 @@ TEST_CASE("a lost GPU's copies are vacant: the surviving copy takes all its expe
     // Before the loss: per layer and expert, replica_share(T, 2, 0) = 51 pairs on GPU 0 and 50 on GPU 1
     // (rank_pairs sums two layers x two experts).
     const StepPlan before = sp.plan(batches, Time{});
+    // (No rank lost: on the second pass, the whole placement back, as after a replacement.)
+    for (int e = 0; e < 4; ++e) CHECK(sp.planner->placement().replicas(1)[static_cast<std::size_t>(e)] == 2);
     CHECK_FALSE(sp.planner->binned_routing());
     CHECK(sp.planner->rank_pairs()[0] == 2 * 2 * replica_share(t, 2, 0));
     CHECK(sp.planner->rank_pairs()[1] == 2 * 2 * replica_share(t, 2, 1));
