@@ -331,6 +331,7 @@ void bin_masses(std::span<const double> probs, const SlotMap& map, int slots_per
                "bins must split the slots evenly, one touch fraction per bin");
   std::fill(touch.begin(), touch.end(), 0.0);
   for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
+    if (map.slot_expert[s] < 0) continue;  // vacant
     const auto e = static_cast<std::size_t>(map.slot_expert[s]);
     touch[s / static_cast<std::size_t>(slots_per_bin)] += probs[e] / map.replicas[e];
   }
@@ -349,9 +350,9 @@ bool memo_holds(std::span<const double> probs, const SlotMap& map, int top_k, do
     memo.masses.assign(known.begin(), known.end());
   } else {
     memo.next.resize(map.slot_expert.size());
-    for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
+    for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {  // a vacant slot has no mass
       const auto e = static_cast<std::size_t>(map.slot_expert[s]);
-      memo.next[s] = probs[e] / map.replicas[e];
+      memo.next[s] = map.slot_expert[s] < 0 ? 0.0 : probs[e] / map.replicas[e];
     }
     std::sort(memo.next.begin(), memo.next.end(), std::greater<>());
     if (same_params && memo.next == memo.masses) return true;
@@ -492,6 +493,7 @@ void touch_fractions_coactivated(const CoactivationModel& model, int layer, std:
     std::fill(q.begin(), q.end(), 0.0);
     bin_masses(probs, map, b.slots_per_bin, b.touch);  // R_j first
     for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
+      if (map.slot_expert[s] < 0) continue;  // vacant
       const auto e = static_cast<std::size_t>(map.slot_expert[s]);
       const auto g = static_cast<std::size_t>(group_of[e]);
       if (mass[g] > 0)

@@ -112,7 +112,8 @@ class CoactivationSampler final {
 
 // Where a layer's expert copies live: slot s holds logical expert slot_expert[s] and belongs to bin
 // (GPU) s / slots_per_bin; replicas[e] is the number of slots holding e (tokens of e split evenly over
-// them). The placement module builds one of these per layer.
+// them). A negative slot_expert is a vacant slot (no expert, no mass: a lost GPU's). The placement module
+// builds one of these per layer.
 struct SlotMap {
   std::span<const int> slot_expert;
   int slots_per_bin = 1;

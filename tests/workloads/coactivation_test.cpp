@@ -204,6 +204,39 @@ TEST_CASE(
   CHECK(ordered != fresh_touch);
 }
 
+TEST_CASE("a bin of vacant slots is never touched, and the others are touched as if it were not there") {
+  // 64 experts in 8 bins of 8 (expert e in bin e / 8) and a ninth bin of second copies of experts 0-7 (a
+  // lost GPU's). With the ninth bin vacant (negative slot_expert, one copy each) the slot masses are those of
+  // the 8-bin map plus zeros, which add nothing to the draw count: each of the 8 bins is touched as in the
+  // 8-bin map, and the ninth not at all.
+  const int n = 64;
+  const int top_k = 8;
+  Rng rng(9);
+  const auto p = zipf_layer(n, 1.0, top_k, rng);
+  std::vector<int> eight(n);
+  std::iota(eight.begin(), eight.end(), 0);
+  std::vector<int> nine(eight);
+  nine.insert(nine.end(), 8, -1);
+  const std::vector<int> reps(n, 1);
+  const SlotMap map8{.slot_expert = eight, .slots_per_bin = 8, .replicas = reps};
+  const SlotMap map9{.slot_expert = nine, .slots_per_bin = 8, .replicas = reps};
+  for (const double rho : {-1.0, 0.0, 0.5}) {  // -1: independent routing
+    const CoactivationModel model({.group_size = 8, .rho = std::max(rho, 0.0)}, 1, n, Rng(4));
+    std::vector<double> scratch(touch_scratch_size(model.groups(), 9));
+    std::vector<double> t8(8);
+    std::vector<double> t9(9, 1.0);
+    if (rho < 0) {
+      touch_fractions_independent(p, map8, top_k, t8);
+      touch_fractions_independent(p, map9, top_k, t9);
+    } else {
+      touch_fractions_coactivated(model, 0, p, map8, top_k, scratch, t8);
+      touch_fractions_coactivated(model, 0, p, map9, top_k, scratch, t9);
+    }
+    CHECK(t9[8] == 0.0);
+    for (std::size_t b = 0; b < 8; ++b) CHECK(t9[b] == Approx(t8[b]).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("co-activated touch fractions agree with a token-level Monte Carlo, replicas included") {
   const int n = 64;
   const int top_k = 8;

@@ -165,6 +165,7 @@ void ExpertLoop::setup_tiers() {
     ExpertCache& cache = caches_.emplace_back(layers, experts, cs);
     for (int l = 0; l < layers; ++l) {
       for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per)) {
+        if (e == Placement::kVacant) continue;
         const auto i = static_cast<std::size_t>(l * experts + e);
         if (cache.holds({l, e})) continue;
         cache.add_copy({l, e}, copy_bytes_[i], hotness_[i] == Hotness::kCold ? t.cold_home : t.warm_home,
@@ -174,6 +175,7 @@ void ExpertLoop::setup_tiers() {
     for (const Hotness pass : {Hotness::kHot, Hotness::kWarm}) {
       for (int l = 0; l < layers; ++l) {
         for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per)) {
+          if (e == Placement::kVacant) continue;
           const auto i = static_cast<std::size_t>(l * experts + e);
           if (hotness_[i] == pass && cache.hbm_free() >= copy_bytes_[i]) (void)cache.admit({l, e}, evicted_);
         }
@@ -186,7 +188,7 @@ void ExpertLoop::setup_tiers() {
     const auto p2l = placement_.phy2log(l);
     for (int slot = 0; slot < slots; ++slot) {
       const int g = placement_.gpu_of_slot(slot);
-      if (g >= gpus_) continue;
+      if (g >= gpus_ || p2l[static_cast<std::size_t>(slot)] == Placement::kVacant) continue;
       copy_of_slot_[static_cast<std::size_t>(l * slots + slot)] =
           caches_[static_cast<std::size_t>(g)].copy_id({l, p2l[static_cast<std::size_t>(slot)]});
     }
@@ -235,6 +237,60 @@ Time ExpertLoop::miss_copy(int gpu, int copy, std::int32_t tokens, Time request,
   return done;
 }
 
+Placement ExpertLoop::eplb_rebalance() const {
+  const ExpertsSpec& x = s_.experts;
+  const int layers = s_.model.moe_layers();
+  const int experts = s_.model.routed_experts;
+  const std::vector<double> load = flat_probs(layers, experts, [&](int l) { return stats_->load(l); });
+  if (lost_.empty()) {
+    Placement next = eplb_placement(
+        load, layers, experts,
+        EplbSpec{
+            .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = ranks_});
+    if (s_.faults.spread_copies) spread_copies(next);
+    return next;
+  }
+  // The survivors' slots as one EPLB problem (the global policy: their count need not split into nodes), then
+  // laid out on the surviving ranks in order, the lost ranks' slots vacant.
+  const int per = placement_.slots_per_gpu();
+  const auto live = static_cast<int>(std::count(lost_.begin(), lost_.end(), 0));
+  Placement part = eplb_placement(load, layers, experts,
+                                  EplbSpec{.physical_slots = per * live,
+                                           .groups = x.eplb_groups,
+                                           .nodes = 1,
+                                           .gpus = live,
+                                           .force_global = true});
+  if (s_.faults.spread_copies) spread_copies(part);
+  Placement next(layers, experts, ranks_, per);
+  for (int l = 0; l < layers; ++l) {
+    const auto from = part.phy2log(l);
+    const auto to = next.mutable_phy2log(l);
+    std::size_t taken = 0;
+    for (std::size_t s = 0; s < to.size(); ++s) {
+      const bool lost = lost_[static_cast<std::size_t>(next.gpu_of_slot(static_cast<int>(s)))] != 0;
+      to[s] = lost ? Placement::kVacant : from[taken++];
+    }
+  }
+  next.finalize();
+  return next;
+}
+
+void ExpertLoop::set_lost_ranks(std::span<const char> lost) {
+  MOESIM_CHECK(lost.size() == static_cast<std::size_t>(ranks_), "one flag per expert-parallel rank");
+  if (std::none_of(lost.begin(), lost.end(), [](char c) { return c != 0; })) {
+    if (!whole_) return;
+    placement_ = std::move(*whole_);
+    whole_.reset();
+    lost_.clear();
+  } else {
+    if (!whole_) whole_ = placement_;
+    lost_.assign(lost.begin(), lost.end());
+    placement_ = without_gpus(placement_, lost);
+  }
+  ++placement_version_;
+  if (!caches_.empty()) setup_tiers();
+}
+
 // New placement from the online statistics (EPLB or co-activation partition); the weights of every copy
 // that lands on a GPU that did not hold it cross the fabric from a GPU that did (or a fixed pause).
 void ExpertLoop::rebalance(ExpertLoopEvents& events) {
@@ -243,12 +299,10 @@ void ExpertLoop::rebalance(ExpertLoopEvents& events) {
   const int experts = s_.model.routed_experts;
   Placement next = placement_;
   if (x.placement == PlacementPolicy::kEplb) {
-    next = eplb_placement(
-        flat_probs(layers, experts, [&](int l) { return stats_->load(l); }), layers, experts,
-        EplbSpec{
-            .physical_slots = placement_.slots(), .groups = x.eplb_groups, .nodes = nodes_, .gpus = ranks_});
-    if (s_.faults.spread_copies) spread_copies(next);
+    next = eplb_rebalance();
   } else if (x.placement == PlacementPolicy::kCoactivation && coact_ != nullptr) {
+    // One slot per expert: no loss is ever covered, so no rank is lost here.
+    MOESIM_CHECK(lost_.empty(), "a co-activation placement without redundant slots lost a rank");
     std::vector<double> affinity(static_cast<std::size_t>(experts) * static_cast<std::size_t>(experts));
     for (int l = 0; l < layers; ++l) {
       stats_->coactivation(l, *coact_, s_.model.top_k, true, affinity);
@@ -265,6 +319,7 @@ void ExpertLoop::rebalance(ExpertLoopEvents& events) {
     const auto slots = next.phy2log(l);
     for (int slot = 0; slot < next.slots(); ++slot) {
       const int e = slots[static_cast<std::size_t>(slot)];
+      if (e == Placement::kVacant) continue;
       const int dst = next.gpu_of_slot(slot);
       const auto old = placement_.slots_of(l, e);
       bool held = false;
@@ -449,7 +504,7 @@ double ExpertLoop::routed_expert_bytes_per_gpu() const {
     double sum = 0;
     for (int l = 0; l < layers_; ++l) {
       for (const int e : placement_.phy2log(l).subspan(static_cast<std::size_t>(g) * per, per))
-        sum += copy_bytes(l, e);
+        sum += e == Placement::kVacant ? 0.0 : copy_bytes(l, e);
     }
     most = std::max(most, sum / etp_);
   }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -74,6 +75,12 @@ class ExpertLoop final {
   // expert-TP rank holds 1/expert_tp of each copy); under tiers the HBM the tiers are given.
   [[nodiscard]] double routed_expert_bytes_per_gpu() const;
 
+  // A failure the copies cover (experts_covered): the ranks flagged in `lost` (one flag per expert-parallel
+  // rank, all of them lost so far) hold no copy from now on. The placement without them is published with a
+  // new version, and later rebalances place over the surviving ranks only. No flag set (the lost GPUs were
+  // replaced): the placement held before the first loss returns. Between steps only.
+  void set_lost_ranks(std::span<const char> lost);
+
   // Once per step before routing: reclassification when due, then a rebalance when due (a new placement and
   // version).
   ExpertLoopEvents begin_step();
@@ -98,6 +105,8 @@ class ExpertLoop final {
  private:
   void reclassify(ExpertLoopEvents* events);
   void rebalance(ExpertLoopEvents& events);
+  // EPLB's placement for the statistics' loads, over the surviving ranks when some are lost.
+  [[nodiscard]] Placement eplb_rebalance() const;
   void setup_tiers();
   Time miss_copy(int gpu, int copy, std::int32_t tokens, Time request, StepPlan& plan);
   void wait_for_copy(std::size_t g, Time done, Duration ffn);
@@ -114,6 +123,8 @@ class ExpertLoop final {
   int nodes_;
   Placement placement_;
   std::uint64_t placement_version_ = 0;
+  std::vector<char> lost_;          // per rank: lost (its slots vacant); empty when none is
+  std::optional<Placement> whole_;  // the placement before the first loss, while ranks are lost
   std::unique_ptr<ExpertStats> stats_;
   std::unique_ptr<Rerouter> rerouter_;
   std::vector<Hotness> hotness_;          // [layer][expert], from the last classification

@@ -39,19 +39,33 @@ void Placement::finalize() {
     int* list = slot_list_.data() + static_cast<std::size_t>(l) * n_slots;
     std::fill(cnt, cnt + n_exp, 0);
     for (const int e : map) {
-      MOESIM_CHECK(e >= 0 && e < experts_, "slot holds an unknown expert");
-      ++cnt[e];
+      MOESIM_CHECK(e == kVacant || (e >= 0 && e < experts_), "slot holds an unknown expert");
+      if (e != kVacant) ++cnt[e];
     }
     first[0] = 0;
     for (std::size_t e = 0; e < n_exp; ++e) {
-      MOESIM_CHECK(cnt[e] >= 1, "every expert needs at least one slot");
+      MOESIM_CHECK(cnt[e] >= 1, "every expert needs at least one live slot");
       first[e + 1] = first[e] + cnt[e];
     }
     std::vector<int> fill(first, first + n_exp);  // rebalance-time path: allocation is fine
     for (std::size_t s = 0; s < n_slots; ++s) {
-      list[fill[static_cast<std::size_t>(map[s])]++] = static_cast<int>(s);
+      if (map[s] != kVacant) list[fill[static_cast<std::size_t>(map[s])]++] = static_cast<int>(s);
     }
   }
+}
+
+Placement without_gpus(const Placement& p, std::span<const char> lost) {
+  MOESIM_CHECK(lost.size() == static_cast<std::size_t>(p.gpus()), "one flag per GPU of the placement");
+  Placement out = p;
+  for (int l = 0; l < out.layers(); ++l) {
+    const auto map = out.mutable_phy2log(l);
+    for (std::size_t s = 0; s < map.size(); ++s) {
+      if (lost[static_cast<std::size_t>(out.gpu_of_slot(static_cast<int>(s)))] != 0)
+        map[s] = Placement::kVacant;
+    }
+  }
+  out.finalize();
+  return out;
 }
 
 int Placement::replicated_experts(int layer) const {
@@ -826,6 +840,7 @@ PlacementQuality PlacementMeter::measure(const Placement& placement, int layer, 
   const SlotMap map = placement.slot_map(layer);
   std::fill(load_.begin(), load_.end(), 0.0);
   for (std::size_t s = 0; s < map.slot_expert.size(); ++s) {
+    if (map.slot_expert[s] == Placement::kVacant) continue;
     const auto e = static_cast<std::size_t>(map.slot_expert[s]);
     load_[s / static_cast<std::size_t>(map.slots_per_bin)] += probs[e] / map.replicas[e];
   }

@@ -13,9 +13,12 @@
 namespace moesim {
 
 // Per layer, `slots` physical expert slots; slot s sits on GPU s / slots_per_gpu. Every logical expert
-// has at least one slot; an expert with c slots (replicas) has its tokens split evenly over them.
+// has at least one slot; an expert with c slots (replicas) has its tokens split evenly over them. A slot
+// may be vacant (kVacant: it serves no expert, e.g. on a lost GPU): replicas and slots_of count and list
+// the live slots only.
 class Placement final {
  public:
+  static constexpr int kVacant = -1;
   Placement(int layers, int experts, int gpus, int slots_per_gpu);
 
   [[nodiscard]] int layers() const { return layers_; }
@@ -25,7 +28,7 @@ class Placement final {
   [[nodiscard]] int slots() const { return gpus_ * slots_per_gpu_; }
   [[nodiscard]] int gpu_of_slot(int slot) const { return slot / slots_per_gpu_; }
 
-  // Slot -> logical expert ("phy2log" in EPLB's terms).
+  // Slot -> logical expert ("phy2log" in EPLB's terms), kVacant for a vacant slot.
   [[nodiscard]] std::span<const int> phy2log(int layer) const {
     return {phy2log_.data() + slot_index(layer, 0), static_cast<std::size_t>(slots())};
   }
@@ -33,14 +36,14 @@ class Placement final {
   [[nodiscard]] std::span<int> mutable_phy2log(int layer) {
     return {phy2log_.data() + slot_index(layer, 0), static_cast<std::size_t>(slots())};
   }
-  // Rebuilds replica counts and expert -> slots; checks that every expert has a slot.
+  // Rebuilds replica counts and expert -> slots; checks that every expert has a live slot.
   void finalize();
 
-  // Replica count per logical expert ("logcnt").
+  // Live replica count per logical expert ("logcnt").
   [[nodiscard]] std::span<const int> replicas(int layer) const {
     return {replicas_.data() + expert_index(layer, 0), static_cast<std::size_t>(experts_)};
   }
-  // Slots holding `expert`, ascending ("log2phy" without padding).
+  // Live slots holding `expert`, ascending ("log2phy" without padding).
   [[nodiscard]] std::span<const int> slots_of(int layer, int expert) const {
     const int* first =
         first_slot_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(experts_ + 1);
@@ -70,6 +73,11 @@ class Placement final {
   std::vector<int> first_slot_;  // [layer][expert + 1] offsets into slot_list_ (per-layer CSR)
   std::vector<int> slot_list_;   // [layer][slot]
 };
+
+// `p` with every slot of the GPUs flagged in `lost` (one flag per GPU) vacant in every layer: each expert's
+// copies are its slots on the other GPUs, which must hold at least one (experts_covered). Allocates (at a
+// failure, not per step).
+[[nodiscard]] Placement without_gpus(const Placement& p, std::span<const char> lost);
 
 // Expert e on GPU e / (experts / gpus): consecutive ids together (the default of most frameworks).
 [[nodiscard]] Placement contiguous_placement(int layers, int experts, int gpus);

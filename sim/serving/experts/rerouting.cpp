@@ -30,6 +30,28 @@ std::int64_t split(std::span<const int> items, std::int64_t m, Weight weight, Ca
   return placed;
 }
 
+// Each GPU's routed pairs into `load`, in slot order (a single copy's count as is, a replicated expert's
+// over its copies); returns how many GPUs have a live slot (a lost GPU's slots are vacant: it takes none).
+template <bool kAllSingle>
+int gpu_loads(std::span<const int> map, std::span<const int> reps, int per,
+              std::span<const std::int32_t> counts, std::span<double> load) {
+  int live = 0;
+  for (std::size_t g = 0; g < load.size(); ++g) {
+    double sum = 0;
+    bool any = false;
+    for (std::size_t s = g * std::size_t(per); s < (g + 1) * std::size_t(per); ++s) {
+      if (!kAllSingle && map[s] == Placement::kVacant) continue;
+      any = true;
+      const auto e = static_cast<std::size_t>(map[s]);
+      const auto c = static_cast<double>(counts[e]);
+      sum += kAllSingle || reps[e] == 1 ? c : c / reps[e];
+    }
+    load[g] = sum;
+    live += any ? 1 : 0;
+  }
+  return live;
+}
+
 }  // namespace
 
 Rerouter::Rerouter(int gpus, int slots_per_gpu)
@@ -55,19 +77,13 @@ RerouteResult Rerouter::apply_with(const Placement& placement, int layer, std::s
   const auto reps = placement.replicas(layer);
   const int per = placement.slots_per_gpu();
   const auto gpus = static_cast<int>(load_.size());
+  const int live = gpu_loads<kAllSingle>(map, reps, per, counts, load_);
   double total = 0;
-  for (int g = 0; g < gpus; ++g) {  // in slot order; a single copy's count is its load as is
-    double load = 0;
-    for (int s = g * per; s < (g + 1) * per; ++s) {
-      const auto e = static_cast<std::size_t>(map[static_cast<std::size_t>(s)]);
-      const auto c = static_cast<double>(counts[e]);
-      load += kAllSingle || reps[e] == 1 ? c : c / reps[e];
-    }
-    load_[static_cast<std::size_t>(g)] = load;
-  }
   for (const double l : load_) total += l;
-  const double limit = threshold * total / gpus;
-  auto single = [&](int e) { return kAllSingle || reps[static_cast<std::size_t>(e)] == 1; };
+  const double limit = threshold * total / live;
+  auto single = [&](int e) {
+    return kAllSingle || (e != Placement::kVacant && reps[static_cast<std::size_t>(e)] == 1);
+  };
   RerouteResult result;
   for (int iter = 0; iter < 4 * gpus; ++iter) {
     const auto hi = static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());
@@ -135,11 +151,13 @@ RerouteResult Rerouter::apply_with(const Placement& placement, int layer, std::s
       take[i] -= r;
       back -= r;
     }
-    for (std::size_t i = 0; i < hi_slots.size(); ++i) {
+    for (std::size_t i = 0; i < hi_slots.size(); ++i) {  // a vacant slot took and gave nothing
+      if (take[i] == 0) continue;
       counts[static_cast<std::size_t>(hi_slots[i])] =
           static_cast<std::int32_t>(counts[static_cast<std::size_t>(hi_slots[i])] - take[i]);
     }
     for (std::size_t i = 0; i < lo_slots.size(); ++i) {
+      if (give[i] == 0) continue;
       counts[static_cast<std::size_t>(lo_slots[i])] =
           static_cast<std::int32_t>(counts[static_cast<std::size_t>(lo_slots[i])] + give[i]);
     }

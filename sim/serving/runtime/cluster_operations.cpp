@@ -336,6 +336,7 @@ void Cluster::fail_ranks(const FaultEvent& e, int replica, const std::vector<int
       hit += static_cast<std::int64_t>(ag.running.size() + ag.waiting.size());
       rep.evict(g);
     }
+    rep.set_lost_ranks(lost_ep);  // the surviving copies take the lost ranks' tokens
     faults_->record(e, replica, "continued").requests_hit = hit;
     if (std::none_of(degraded_since_.begin(), degraded_since_.end(),
                      [&](const auto& x) { return x.first == replica; }))
@@ -386,6 +387,9 @@ void Cluster::restart_instance(int replica, std::size_t record) {
 
 void Cluster::on_restarted(int replica, std::size_t record, bool replaced) {
   faults_->set_up(replica, replaced, sim_.now());
+  Replica& rep = *replicas_[static_cast<std::size_t>(replica)];
+  if (replaced)
+    rep.set_lost_ranks(std::vector<char>(static_cast<std::size_t>(rep.planner().placement().gpus()), 0));
   faults_->on_recovered(record, sim_.now());
   if (replaced)
     std::erase_if(degraded_since_, [&](const auto& x) {
@@ -396,7 +400,7 @@ void Cluster::on_restarted(int replica, std::size_t record, bool replaced) {
   if (!replaced && std::none_of(degraded_since_.begin(), degraded_since_.end(),
                                 [&](const auto& x) { return x.first == replica; }))
     degraded_since_.emplace_back(replica, sim_.now());
-  replicas_[static_cast<std::size_t>(replica)]->resume();
+  rep.resume();
   on_loads_changed(replica);
   unpark();
 }

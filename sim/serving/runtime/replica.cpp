@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/engine/check.h"
+
 namespace moesim {
 
 Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<ExpertLoop> loop, const GpuCostModel& gpu,
@@ -163,6 +165,18 @@ void Replica::on_decide() {
   ctx_.sim.schedule_in(lower_bound, Phase::kNormal, [this] { on_planned(); });
 }
 
+// Redundant slots come with an expert loop (experts.any()): a loss they cover is the loop's to publish.
+// Without one no loss is ever covered, and the placement is always whole.
+void Replica::set_lost_ranks(std::span<const char> lost) {
+  if (!loop_) {
+    MOESIM_CHECK(std::none_of(lost.begin(), lost.end(), [](char c) { return c != 0; }),
+                 "a loss covered without redundant slots (no expert loop)");
+    return;
+  }
+  settle();
+  loop_->set_lost_ranks(lost);
+}
+
 void Replica::settle() {
   if (!plan_in_flight_) return;
   plan_in_flight_ = false;
@@ -183,6 +197,7 @@ void Replica::on_planned() {
     }
   }
   step_.plan = &plan;
+  step_.rank_pairs = planner_->rank_pairs();
   const Fabric& fabric = ctx_.models.fabric();
   const double nic_rate = std::min(fabric.spec().nic_bytes_per_s / fabric.topology().gpus_per_nic(),
                                    fabric.spec().pcie_bytes_per_s);

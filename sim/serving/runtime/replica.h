@@ -90,6 +90,10 @@ class Replica {
   // A failure: every request of group `group` (-1: of every group) leaves for ReplicaHost::on_evicted, now
   // if the replica is idle, else when the step in flight ends (its tokens are the last it delivers).
   void evict(int group);
+  // A failure its redundant copies cover: the expert-parallel ranks flagged in `lost` (one flag per rank)
+  // hold no copy from its next step on (ExpertLoop::set_lost_ranks, which the planner follows); no flag
+  // set: the whole placement returns. Waits for a plan being computed first.
+  void set_lost_ranks(std::span<const char> lost);
   // A stopped instance runs no step until resume() (a step in flight still ends).
   void halt() { halted_ = true; }
   void resume() {

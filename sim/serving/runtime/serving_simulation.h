@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "hwmodels/gpu_cost_model.h"
@@ -20,6 +21,9 @@ struct StepRecord {
   int pool = 0;
   double start_s = 0;
   const StepPlan* plan = nullptr;
+  // The step's routed (token, expert) pairs per expert-parallel rank, summed over the MoE layers
+  // (StepPlanner::rank_pairs).
+  std::span<const double> rank_pairs = {};
   std::int64_t decode_seqs = 0;
   std::int64_t prefill_tokens = 0;
   std::int64_t running = 0;

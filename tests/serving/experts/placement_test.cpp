@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "sim/engine/check.h"
 #include "workloads/expert_popularity.h"
 
 namespace moesim {
@@ -58,6 +59,46 @@ TEST_CASE("contiguous and round-robin placements put each expert on the expected
     CHECK(r.gpu_of_slot(r.slots_of(1, e)[0]) == e % 4);
     CHECK(r.replicas(1)[static_cast<std::size_t>(e)] == 1);
   }
+}
+
+TEST_CASE("a placement without a lost GPU keeps each expert's live copies, and a copy left alone is single") {
+  // 4 experts, 3 GPUs x 3 slots: GPU 0 holds experts 0, 1, 3; GPU 1 holds 0, 2, 3; GPU 2 holds 1, 2, 3.
+  Placement p(2, 4, 3, 3);
+  const std::vector<int> map = {0, 1, 3, 0, 2, 3, 1, 2, 3};
+  for (int l = 0; l < 2; ++l) std::copy(map.begin(), map.end(), p.mutable_phy2log(l).begin());
+  p.finalize();
+  const Placement q = without_gpus(p, std::vector<char>{0, 1, 0});
+  const auto gpus_of = [&](int l, int e) {
+    std::vector<int> g;
+    for (const int s : q.slots_of(l, e)) g.push_back(q.gpu_of_slot(s));
+    return g;
+  };
+  for (int l = 0; l < 2; ++l) {
+    // GPU 1's slots (3, 4, 5) are vacant; every other slot keeps its expert.
+    for (const std::size_t s : {3U, 4U, 5U}) CHECK(q.phy2log(l)[s] == Placement::kVacant);
+    for (const std::size_t s : {0U, 1U, 2U, 6U, 7U, 8U}) CHECK(q.phy2log(l)[s] == map[s]);
+    // Expert 0 (GPUs 0 and 1) and expert 2 (GPUs 1 and 2) are left with one copy each; expert 1 (GPUs 0
+    // and 2) keeps both; expert 3 (all three GPUs) keeps GPUs 0 and 2.
+    CHECK(gpus_of(l, 0) == std::vector<int>{0});
+    CHECK(gpus_of(l, 1) == std::vector<int>{0, 2});
+    CHECK(gpus_of(l, 2) == std::vector<int>{2});
+    CHECK(gpus_of(l, 3) == std::vector<int>{0, 2});
+    CHECK(std::vector<int>(q.replicas(l).begin(), q.replicas(l).end()) == std::vector<int>{1, 2, 1, 2});
+    CHECK(q.replicated_experts(l) == 2);
+  }
+  // Routed pairs follow the live copies only: 10 tokens of expert 0 all on GPU 0, none on GPU 1.
+  std::vector<std::int64_t> gpu(3);
+  gpu_token_counts(q, 0, std::vector<std::int32_t>{10, 0, 0, 0}, gpu);
+  CHECK(gpu == std::vector<std::int64_t>{10, 0, 0});
+  gpu_token_counts(p, 0, std::vector<std::int32_t>{10, 0, 0, 0}, gpu);
+  CHECK(gpu == std::vector<std::int64_t>{5, 5, 0});  // replica_share(10, 2, r) = 5 each
+  // Losing GPUs 0 and 1 leaves expert 0 without a copy: not a placement.
+  CHECK_THROWS_AS(without_gpus(p, std::vector<char>{1, 1, 0}), InternalError);
+  // Nothing lost: the same placement.
+  const Placement same = without_gpus(p, std::vector<char>{0, 0, 0});
+  CHECK(std::equal(same.phy2log(1).begin(), same.phy2log(1).end(), p.phy2log(1).begin()));
+  for (int e = 0; e < 4; ++e)
+    CHECK(same.replicas(1)[static_cast<std::size_t>(e)] == p.replicas(1)[static_cast<std::size_t>(e)]);
 }
 
 TEST_CASE("replica shares split a count exactly and per-GPU token counts add up to the routed pairs") {

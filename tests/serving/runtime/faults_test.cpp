@@ -308,3 +308,124 @@ TEST_CASE("an alert says when the measured window does not hold a failure and it
     CHECK(alert_of(r) == !inside);
   }
 }
+
+namespace {
+
+// Per step: each expert-parallel rank's routed pairs (over the MoE layers), the step's tokens, whether it
+// was decode only, its duration and expert part, and the rebalances it paid for.
+struct RankSteps final : SimulationObserver {
+  struct Step {
+    double start_s;
+    double duration_s;
+    double experts_s;
+    std::int64_t tokens;
+    bool decode_only;
+    int rebalances;
+    std::vector<double> pairs;
+  };
+  std::vector<Step> steps;
+  void on_step(const StepRecord& s) override {
+    steps.push_back(Step{.start_s = s.start_s,
+                         .duration_s = s.plan->total.seconds(),
+                         .experts_s = s.plan->part(StepPart::kExperts).seconds(),
+                         .tokens = s.plan->tokens,
+                         .decode_only = s.prefill_tokens == 0,
+                         .rebalances = s.plan->rebalances,
+                         .pairs = std::vector<double>(s.rank_pairs.begin(), s.rank_pairs.end())});
+  }
+  void on_request(const RequestRecord&) override {}
+};
+
+std::string ops_faults_ep32() {
+  std::string path = MOESIM_SOURCE_DIR;
+  path += "/scenarios/reference/ops_faults_dsv3_ep32.json";
+  return path;
+}
+
+// The EP32 reference (ops_faults_dsv3_ep32.json: DeepSeek-V3 over four HGX H100 nodes) with redundancy that
+// covers a lost GPU: eight redundant slots per GPU and uniform popularity give every expert two copies
+// (EPLB), spread over two GPUs (faults.spread_copies). GPU 13 fails at 6 s of a 12 s run. The load is a
+// steady decode batch: 256 users in a closed loop with 16-token prompts and 1,000-token outputs (none ends
+// before the arrivals stop at 12 s; the run then drains), so decode steps of 256 tokens recur on both sides
+// of the loss. The placement is
+// rebalanced every `rebalance_steps` steps.
+Report covered_ep32(int rebalance_steps, RankSteps& steps) {
+  const LoadedScenario sc = load_scenario(
+      ops_faults_ep32(),
+      {"experts.redundant_slots_per_gpu=8", "faults.spread_copies=true",
+       R"(workload.expert_popularity={"kind": "uniform"})", R"(faults.events=[{"at_s": 6, "gpu": 13}])",
+       "experts.rebalance.every_steps=" + std::to_string(rebalance_steps),
+       R"(workload.arrival={"kind": "closed_loop", "users": 256, "think_time_s": 0})",
+       R"(workload.prompt_tokens={"kind": "fixed", "tokens": 16})",
+       R"(workload.output_tokens={"kind": "fixed", "tokens": 1000})", "run.duration_s=12", "run.warmup_s=0"});
+  const RooflineCostModel gpu(sc.spec.cluster.gpu);
+  Report r = simulate(sc.spec, gpu, &steps);
+  REQUIRE(r.faults.records.size() == 1);
+  REQUIRE(r.faults.records[0].outcome == "continued");
+  return r;
+}
+
+// Every step planned after the loss sends GPU 13 nothing, and its 31 survivors' pairs add up to the step's
+// tokens x top_k x MoE layers (each token picks top_k experts per layer: conservation of pairs); returns how
+// many steps were checked.
+int check_survivors_carry(const RankSteps& steps, const ScenarioSpec& s) {
+  const double per_token = double(s.model.top_k) * s.model.moe_layers();
+  int after = 0;
+  bool before_had_pairs = false;
+  for (const RankSteps::Step& st : steps.steps) {
+    REQUIRE(st.pairs.size() == 32);
+    if (st.start_s <= 6.0) {
+      before_had_pairs = before_had_pairs || st.pairs[13] > 0;
+      continue;
+    }
+    ++after;
+    double sum = 0;
+    for (const double p : st.pairs) sum += p;
+    CHECK(st.pairs[13] == 0);
+    CHECK(sum == double(st.tokens) * per_token);
+  }
+  CHECK(before_had_pairs);
+  return after;
+}
+
+}  // namespace
+
+TEST_CASE("with covered redundancy the surviving copies carry a lost GPU's pairs, and steps take no less") {
+  RankSteps steps;
+  const Report r = covered_ep32(1000000, steps);  // no rebalance in the run
+  const ScenarioSpec s = load_scenario(ops_faults_ep32(), {}).spec;
+  CHECK(check_survivors_carry(steps, s) > 100);
+  // The same decode batch of 256 tokens before the loss (from 1 s, after the first prefills) and after it
+  // (from 7 s, after the lost rank's users were recomputed): the survivors hold GPU 13's pairs, so the
+  // slowest rank's expert time is higher and the step no shorter.
+  double before[3] = {}, after[3] = {};  // steps, seconds, expert seconds
+  for (const RankSteps::Step& st : steps.steps) {
+    const bool around_loss = st.start_s > 6.0 && st.start_s < 7.0;
+    if (!st.decode_only || st.tokens != 256 || st.start_s < 1.0 || around_loss || st.start_s >= 12.0)
+      continue;
+    double* side = st.start_s <= 6.0 ? before : after;
+    side[0] += 1;
+    side[1] += st.duration_s;
+    side[2] += st.experts_s;
+  }
+  REQUIRE(before[0] >= 50);
+  REQUIRE(after[0] >= 50);
+  INFO("mean step " << before[1] / before[0] << " s before, " << after[1] / after[0] << " s after; experts "
+                    << before[2] / before[0] << " s, " << after[2] / after[0] << " s");
+  CHECK(after[1] / after[0] >= before[1] / before[0]);
+  CHECK(after[2] / after[0] > before[2] / before[0]);
+  check_conserved(r);
+}
+
+TEST_CASE("a rebalance after a covered loss places copies on the survivors only") {
+  RankSteps steps;
+  (void)covered_ep32(250, steps);
+  const ScenarioSpec s = load_scenario(ops_faults_ep32(), {}).spec;
+  int rebalances_before = 0;
+  int rebalances_after = 0;
+  for (const RankSteps::Step& st : steps.steps)
+    (st.start_s <= 6.0 ? rebalances_before : rebalances_after) += st.rebalances;
+  REQUIRE(rebalances_before == 0);  // the initial placement covers the loss
+  REQUIRE(rebalances_after >= 1);
+  CHECK(check_survivors_carry(steps, s) > 100);
+}

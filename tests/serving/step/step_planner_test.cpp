@@ -5,6 +5,7 @@
 
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
+#include "sim/serving/experts/expert_loop.h"
 #include "sim/serving/step/serving_models.h"
 
 using namespace moesim;
@@ -57,6 +58,81 @@ TEST_CASE("a layer waits for its slowest GPU") {
   const ExpertPopularity uniform(PopularitySpec{}, 1, 4, 2, Rng(1));
   StepPlanner balanced(s, gpu, fabric, uniform, Rng(2));
   REQUIRE(balanced.plan(batches, Time{}).part(StepPart::kExperts) < p.part(StepPart::kExperts));
+}
+
+TEST_CASE("a lost GPU's copies are vacant: the surviving copy takes all its expert's pairs") {
+  // Two MoE layers of 4 experts on 2 GPUs with two redundant slots each: EPLB, placing by uniform loads,
+  // gives every expert a second copy, spread over the two GPUs. Routing is top-2 with p = (1/2, 1/2, 0, 0):
+  // every token picks experts 0 and 1.
+  Json j = Json::parse(R"({
+    "model": {"num_layers": 2, "hidden": 1024, "vocab": 1000, "attention": "gqa", "num_heads": 8,
+              "num_kv_heads": 8, "head_dim": 128, "routed_experts": 4, "top_k": 2, "expert_inter": 512},
+    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 2},
+    "deployment": {"ep_size": 2, "max_batched_tokens": 1024},
+    "experts": {"placement": "eplb", "redundant_slots_per_gpu": 2},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 8}, "output_tokens": {"kind": "fixed", "tokens": 8}},
+    "run": {"requests": 1}})");
+  ScenarioSpec s = parse_scenario(j, "").spec;
+  s.faults.spread_copies = true;  // faults.spread_copies (a scenario with faults sets it)
+  const RooflineCostModel gpu(s.cluster.gpu);
+  const Fabric fabric(s.cluster.fabric);
+  ExpertPopularity hot(PopularitySpec{}, 2, 4, 2, Rng(1));
+  for (int l = 0; l < 2; ++l) {
+    const std::vector<double> p = {0.5, 0.5, 0.0, 0.0};
+    std::copy(p.begin(), p.end(), hot.mutable_layer(l).begin());
+  }
+  const std::vector<double> uniform(4, 0.25);
+  StandalonePlanner sp;
+  sp.loop = std::make_unique<ExpertLoop>(
+      s, fabric, [&](int) { return std::span<const double>(uniform); }, nullptr);
+  sp.planner = std::make_unique<StepPlanner>(s, gpu, fabric, hot, Rng(2), nullptr, nullptr, sp.loop.get());
+  // Each expert has a copy on each GPU, GPU 0's first (slots ascending): GPU 0's copy is replica rank 0.
+  for (int l = 0; l < 2; ++l) {
+    for (int e = 0; e < 4; ++e) {
+      const auto copies = sp.planner->placement().slots_of(l, e);
+      REQUIRE(copies.size() == 2);
+      REQUIRE(sp.planner->placement().gpu_of_slot(copies[0]) == 0);
+      REQUIRE(sp.planner->placement().gpu_of_slot(copies[1]) == 1);
+    }
+  }
+  // GPU 1's attention group is gone with it: only group 0 has tokens (T = 101, odd: the split is uneven).
+  GroupBatch b;
+  b.decode_seqs = 101;
+  b.decode_context_tokens = 101.0 * 100;
+  b.sampled_seqs = 101;
+  const std::vector<GroupBatch> batches = {b, GroupBatch{}};
+  const std::int32_t t = 101;
+  for (const bool binned : {true, false}) {
+    sp.loop->set_lost_ranks(std::vector<char>{0, 0});
+    sp.planner->set_binned_routing(binned);
+    // Before the loss: per layer and expert, replica_share(T, 2, 0) = 51 pairs on GPU 0 and 50 on GPU 1
+    // (rank_pairs sums two layers x two experts).
+    const StepPlan before = sp.plan(batches, Time{});
+    // (No rank lost: on the second pass, the whole placement back, as after a replacement.)
+    for (int e = 0; e < 4; ++e) CHECK(sp.planner->placement().replicas(1)[static_cast<std::size_t>(e)] == 2);
+    CHECK_FALSE(sp.planner->binned_routing());
+    CHECK(sp.planner->rank_pairs()[0] == 2 * 2 * replica_share(t, 2, 0));
+    CHECK(sp.planner->rank_pairs()[1] == 2 * 2 * replica_share(t, 2, 1));
+    CHECK(sp.planner->expert_cost().time(1) > Duration::zero());
+    CHECK(before.dispatch_nvlink_bytes > 0);  // GPU 0 sends tokens to GPU 1's copies
+    sp.loop->set_lost_ranks(std::vector<char>{0, 1});
+    const StepPlan& after = sp.plan(batches, Time{});
+    // After: GPU 0's copies are the only ones: all 2 T pairs per layer; GPU 1 none, no expert time, and
+    // no byte crosses NVLink (GPU 0 keeps its tokens; GPU 1 has none to send).
+    CHECK(sp.planner->rank_pairs()[0] == 2 * 2 * t);
+    CHECK(sp.planner->rank_pairs()[1] == 0);
+    CHECK(sp.planner->expert_cost().time(1) == Duration::zero());
+    CHECK(sp.planner->gpu_flops()[1] == 0);
+    CHECK(after.part(StepPart::kExperts) > before.part(StepPart::kExperts));  // GPU 0 runs twice the pairs
+    CHECK(after.dispatch_nvlink_bytes == 0);
+    CHECK(after.dispatch_nic_bytes == 0);
+    // Every expert is single after the loss: routing is binned where allowed (per-rank sums on the layer
+    // not drawn expert by expert), exact otherwise; before it, four bins of copies outnumber what the
+    // binned draw takes (ranks + replicated experts > experts), so both steps before drew every expert.
+    CHECK(sp.planner->binned_routing() == binned);
+    for (int e = 0; e < 4; ++e) CHECK(sp.planner->placement().replicas(1)[static_cast<std::size_t>(e)] == 1);
+  }
 }
 
 TEST_CASE("All-to-All bytes match a hand count when every token touches every GPU") {
