@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "hwmodels/ecmp.h"
 #include "sim/engine/check.h"
 
 namespace moesim {
@@ -39,6 +40,7 @@ void Fabric::reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const {
   sc.link_latency.clear();
   sc.link_kind.clear();
   sc.doublings = doublings_beyond_8(t.ranks);
+  for (auto& e : sc.ecmp) e.clear();
   std::vector<int> local_of(static_cast<std::size_t>(topology_.link_count()), -1);
   for (int k = 0; k < t.ranks; ++k) {
     const auto i = static_cast<std::size_t>(k);
@@ -303,6 +305,87 @@ void Fabric::load_direct_separable(const AllToAllTraffic& t, AllToAllScratch& sc
   scatter_ranks(t, sc);
 }
 
+namespace {
+
+// The flows (one per pair of ranks the kernel connects over the NIC) that leave each leaf of the group; as
+// many enter it (the pairs are symmetric). High-throughput: a rank to the rank of its local index in every
+// other node; direct kernels: a rank to every other rank, but those of its node when they go over NVLink.
+// Pairs on one leaf never reach the spine.
+std::vector<int> leaf_flows(const AllToAllTraffic& t, const AllToAllScratch& sc, int leaves,
+                            bool high_throughput, bool intranode_nvlink) {
+  const int r = t.ranks;
+  const int per_node = t.ranks_per_node;
+  const auto leaf = [&sc](int s) {
+    return static_cast<std::size_t>(sc.rank_leaf[static_cast<std::size_t>(s)]);
+  };
+  std::vector<int> on_leaf(static_cast<std::size_t>(leaves), 0);
+  for (int s = 0; s < r; ++s) ++on_leaf[leaf(s)];
+  std::vector<int> flows(static_cast<std::size_t>(leaves), 0);
+  if (high_throughput) {
+    std::vector<int> of_local(static_cast<std::size_t>(per_node), 0);
+    std::vector<int> on_leaf_local(static_cast<std::size_t>(leaves * per_node), 0);
+    const auto local = [&sc](int s) {
+      return static_cast<std::size_t>(sc.rank_local[static_cast<std::size_t>(s)]);
+    };
+    for (int s = 0; s < r; ++s) {
+      ++of_local[local(s)];
+      ++on_leaf_local[leaf(s) * static_cast<std::size_t>(per_node) + local(s)];
+    }
+    for (int s = 0; s < r; ++s) {
+      flows[leaf(s)] +=
+          of_local[local(s)] - on_leaf_local[leaf(s) * static_cast<std::size_t>(per_node) + local(s)];
+    }
+    return flows;
+  }
+  for (int begin = 0; begin < r; begin += per_node) {
+    const int end = std::min(r, begin + per_node);
+    for (int s = begin; s < end; ++s) {
+      int node_off_leaf = 0;  // ranks of s's node on other leaves (rail-optimised layouts)
+      for (int d = begin; d < end; ++d) node_off_leaf += leaf(d) != leaf(s) ? 1 : 0;
+      flows[leaf(s)] += r - on_leaf[leaf(s)] - (intranode_nvlink ? node_off_leaf : 0);
+    }
+  }
+  return flows;
+}
+
+// Each link's drain time per unit: load / capacity, x its ECMP factor where the fabric hashes (`ecmp` not
+// null).
+void fill_drain(const AllToAllScratch& sc, const std::vector<double>* ecmp, std::vector<double>& drain) {
+  drain.resize(sc.load.size());
+  for (std::size_t i = 0; i < drain.size(); ++i) {
+    drain[i] = sc.load[i] / sc.link_bw[i] * (ecmp != nullptr ? (*ecmp)[i] : 1.0);
+  }
+}
+
+}  // namespace
+
+// Under static ECMP the busiest uplink of a leaf (and the busiest spine downlink into it) carries
+// ecmp_max_load_factor(flows, uplinks) times the bundle's mean: the leaf links' drain time takes that factor.
+// The bundle holds capacity / nic_bytes_per_s uplinks. Costed once per group and mode.
+const std::vector<double>& Fabric::ecmp_factors(const AllToAllTraffic& t, AllToAllScratch& sc,
+                                                AllToAllMode mode) const {
+  const bool ht = mode == AllToAllMode::kHighThroughput;
+  const bool ll = mode == AllToAllMode::kLowLatency;
+  std::vector<double>& f = sc.ecmp[ht ? 0 : (ll ? 1 : 2)];
+  if (!f.empty()) return f;
+  f.assign(sc.link_bw.size(), 1.0);
+  const std::vector<int> flows =
+      leaf_flows(t, sc, topology_.leaves(), ht, !ll || spec_.low_latency.intranode_over_nvlink);
+  std::vector<double> of_leaf(flows.size(), -1.0);
+  for (int s = 0; s < t.ranks; ++s) {
+    const auto si = static_cast<std::size_t>(s);
+    const auto leaf = static_cast<std::size_t>(sc.rank_leaf[si]);
+    const auto up = static_cast<std::size_t>(sc.rank_links[si][kLeafUp]);
+    const auto down = static_cast<std::size_t>(sc.rank_links[si][kLeafDown]);
+    if (of_leaf[leaf] < 0) {
+      const auto uplinks = static_cast<int>(std::lround(sc.link_bw[up] / spec_.nic_bytes_per_s));
+      of_leaf[leaf] = ecmp_max_load_factor(flows[leaf], std::max(1, uplinks));
+    }
+    f[up] = f[down] = of_leaf[leaf];
+  }
+  return f;
+}
+
 // The latency of the phase's longest path: a message's first byte crosses the links of its route (their
 // latencies, topology.cpp: NVLink out + in, NIC out + in, and the leaf uplink and spine downlink when the
 // traffic leaves its leaf). Direct kernels send over NVLink and the NIC side by side; DeepEP normal kernels
@@ -352,8 +435,7 @@ AllToAllCost Fabric::cost_loads(const AllToAllTraffic& t, AllToAllScratch& sc, c
 
   // Each link's drain time per unit, once per link (ranks share their leaf's links, and some their NIC).
   std::vector<double>& drain = sc.drain;
-  drain.resize(sc.load.size());
-  for (std::size_t i = 0; i < drain.size(); ++i) drain[i] = sc.load[i] / sc.link_bw[i];
+  fill_drain(sc, spec_.routing == ScaleOutRouting::kEcmp ? &ecmp_factors(t, sc, mode) : nullptr, drain);
   const bool stretched = !t.nic_out_shared.empty() || !t.nic_in_shared.empty();
   // A rank's drain time per unit on its NVLink ports and on its NIC path (the NIC path's busiest link first
   // in {NIC out, NIC in, PCIe up, PCIe down, leaf up, leaf down}, the one `nic_slot` names).

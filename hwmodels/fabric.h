@@ -83,6 +83,9 @@ struct AllToAllScratch {
   double nvl_units = 0;
   double nic_units = 0;
   std::vector<Duration> ll_dispatch, ll_combine;  // kAuto: the low-latency candidate's per-rank times
+  // ECMP fabrics: per link of the group, the factor its drain time takes (Fabric::ecmp_factors), one set per
+  // mode (high-throughput, low-latency, NVLink domain: their flows differ); empty until costed for the group.
+  std::array<std::vector<double>, 3> ecmp{};
 };
 
 class Fabric {
@@ -130,6 +133,8 @@ class Fabric {
                              bool intranode_nvlink) const;
   void reset_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
   void scatter_ranks(const AllToAllTraffic& t, AllToAllScratch& sc) const;
+  const std::vector<double>& ecmp_factors(const AllToAllTraffic& t, AllToAllScratch& sc,
+                                          AllToAllMode mode) const;
   [[nodiscard]] Duration path_latency(const AllToAllTraffic& t, const AllToAllScratch& sc,
                                       AllToAllMode mode) const;
   [[nodiscard]] AllToAllCost cost_loads(const AllToAllTraffic& t, AllToAllScratch& sc,

@@ -10,10 +10,20 @@
 namespace moesim {
 
 // How the NICs of the nodes are wired to leaf switches; leaves reach each other through one spine
-// layer (ECMP spreads a leaf's uplinks evenly, so the spine is modelled as non-blocking).
+// layer, non-blocking beyond each leaf's uplink bundle (ScaleOutRouting says how a leaf spreads its flows
+// over the uplinks of its bundle).
 enum class NetworkLayout {
   kRailOptimized,  // NIC k of every node of a rail group goes to leaf k of that group
   kFatTree,        // the NICs of consecutive nodes fill one leaf after another
+};
+
+// How a leaf spreads the flows that leave it over its uplinks, and the spine those that enter it over its
+// downlinks (docs/validation/fabric_sources.md has the published behaviour of each).
+enum class ScaleOutRouting : std::uint8_t {
+  kAdaptive,  // InfiniBand adaptive routing, Spectrum-X: packets go to the least loaded uplink, the bundle
+              // drains evenly (load / bundle capacity)
+  kEcmp,      // static ECMP: each flow hashed onto one uplink for its life, the busiest uplink drains last
+              // (ecmp_max_load_factor)
 };
 
 // One family of All-to-All kernels. A rank's phase time is
@@ -113,8 +123,9 @@ struct FabricSpec {
   int nics_per_node = 0;          // 0: one NIC per GPU
   int nodes_per_leaf_group = 32;  // nodes that share a leaf (rail-optimised: per rail) before the spine
   double oversubscription = 1.0;  // leaf downlink : uplink capacity
-  Duration switch_latency = Duration::from_ns(600);  // per switch hop beyond the first leaf
-  double pcie_bytes_per_s = 63e9;                    // GPU <-> PCIe switch (Gen5 x16, per direction)
+  ScaleOutRouting routing = ScaleOutRouting::kAdaptive;  // uplinks of nic_bytes_per_s each
+  Duration switch_latency = Duration::from_ns(600);      // per switch hop beyond the first leaf
+  double pcie_bytes_per_s = 63e9;                        // GPU <-> PCIe switch (Gen5 x16, per direction)
   // Host -> GPU: one host link per PCIe switch (or Grace C2C), shared by gpus_per_host_link GPUs.
   // 55 GB/s and 10 us: pinned H2D measured on H200, a two-point fit of shared/calibration/h200/platform.json
   // (1 MiB in 29.1 us, 512 MiB in 9.78 ms: 54.9 GB/s). Expert tier loads use this link (host_link_of).

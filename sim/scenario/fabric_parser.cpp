@@ -107,6 +107,14 @@ void parse_topology(JsonReader& r, FabricSpec& f) {
     r.fail("oversubscription",
            "must be in [1, 1000] (leaf downlink : uplink capacity), got " + Json(f.oversubscription).dump());
   }
+  const std::string routing = r.string("routing", "adaptive");
+  if (routing == "adaptive") {
+    f.routing = ScaleOutRouting::kAdaptive;
+  } else if (routing == "ecmp") {
+    f.routing = ScaleOutRouting::kEcmp;
+  } else {
+    r.fail("routing", "unknown routing \"" + routing + "\" (known: adaptive, ecmp)");
+  }
   f.switch_latency = microseconds(r, "switch_latency_us", f.switch_latency);
   f.pcie_bytes_per_s = bandwidth(r, "pcie_gb_per_s", 1e9, f.pcie_bytes_per_s);
   f.host_link_bytes_per_s = bandwidth(r, "host_link_gb_per_s", 1e9, f.host_link_bytes_per_s);

@@ -48,6 +48,8 @@ TEST_CASE("a fabric catalog name gives the catalog's link figures in SI units") 
   CHECK(f.nic_bytes_per_s == Approx(e["nic_gbit_per_s"].get<double>() * 1e9 / 8));
   CHECK(f.nic_latency.us() == Approx(e["nic_latency_us"].get<double>()));
   CHECK(f.layout == NetworkLayout::kFatTree);
+  CHECK(e["routing"] == "ecmp");
+  CHECK(f.routing == ScaleOutRouting::kEcmp);
   CHECK(f.nodes_per_leaf_group == e["nodes_per_leaf_group"].get<int>());
   CHECK(f.oversubscription == Approx(e["oversubscription"].get<double>()));
   CHECK(f.switch_latency.us() == Approx(e["switch_latency_us"].get<double>()));
@@ -142,6 +144,9 @@ TEST_CASE("unknown fabric names, bad values and mismatched node sizes are errors
   CHECK_THAT(error_of(scenario(
                  {{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"layout", "torus"}}}})),
              Catch::Contains("cluster.fabric.layout") && Catch::Contains("fat_tree"));
+  CHECK_THAT(error_of(scenario(
+                 {{"gpu", "h100-sxm"}, {"fabric", {{"base", "hgx-h100-8x400g"}, {"routing", "spray"}}}})),
+             Catch::Contains("cluster.fabric.routing") && Catch::Contains("adaptive, ecmp"));
   const Json kernel = {{"base", "hgx-h100-8x400g"},
                        {"all_to_all_kernels", {{"high_throughput", {{"overlap_penalty", 1.5}}}}}};
   CHECK_THAT(error_of(scenario({{"gpu", "h100-sxm"}, {"fabric", kernel}})),
