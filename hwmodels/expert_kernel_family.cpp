@@ -17,14 +17,14 @@ constexpr double kAll = std::numeric_limits<double>::infinity();
 constexpr std::array<KernelBand, 1> kCutlass{{{kAll, 1.0}}};
 
 // Triton fused_moe time / CUTLASS time.
-//  < 2 rows: SGLang PR 5694, DeepSeek-V3 FP8 block experts (E=256, top 8, H=7168, I=512), CUDA graphs:
-//    batch 1 Triton 0.148 ms vs CUTLASS 0.106 ms, batch 4 0.207 vs 0.155 ms (one row per expert).
+//  < 2 rows: vLLM PR 13972 (SM90 CUTLASS grouped FP8 MoE), DeepSeek-V2-Lite (E=64, top 6), M=1 under CUDA
+//    graphs: Triton 2.6 vs CUTLASS 3.3 (25 runs). SGLang PR 5694's 1.37x the other way is on Blackwell.
 //  < 256 rows: vLLM PR 19983, m=64 (8 to 64 rows per expert), CUTLASS speed relative to Triton
 //    1.00, 0.98, 0.97, 1.04, 1.00, 0.96, 0.95 (Triton time / CUTLASS time is that speed).
 //  >= 256 rows: VeOmni PR 460, H100 BF16, E=128 top 8, 32,768 tokens (2,048 rows per expert):
 //    Triton 11.502 ms vs torch._grouped_mm 10.218 ms.
 constexpr std::array<KernelBand, 3> kTriton{{
-    {2, (0.148 / 0.106 + 0.207 / 0.155) / 2},
+    {2, 2.6 / 3.3},
     {256, (1.00 + 0.98 + 0.97 + 1.04 + 1.00 + 0.96 + 0.95) / 7},
     {kAll, 11.502 / 10.218},
 }};
