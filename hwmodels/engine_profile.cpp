@@ -59,6 +59,9 @@ EngineProfile engine_profile(EngineKind kind) {
       e.gather_in_gemm = true;
       e.weight_mul_in_gemm = true;
       e.reduce_unpermute = true;
+      // vLLM: fused_moe.py's Triton kernel; SGLang with DeepEP: DeepGEMM grouped GEMMs (docs/engines.md).
+      e.expert_family =
+          kind == EngineKind::kVllm ? ExpertKernelFamily::kTritonFusedMoe : ExpertKernelFamily::kDeepGemm;
       break;
     case EngineKind::kTrtllm:  // CUTLASS MoE: expandInputRows permute, finalizeMoeRouting unpermute
       e.custom_all_reduce_max_bytes = kCustomAllReduceMaxBytes;  // AllReduceStrategy AUTO: ONESHOT/TWOSHOT

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "hwmodels/expert_kernel_family.h"
 #include "hwmodels/fabric_spec.h"
 
 namespace moesim {
@@ -22,6 +23,8 @@ struct EngineProfile {
   EngineKind kind = EngineKind::kVllm;
   std::string_view name;
   ExpertKernel experts = ExpertKernel::kGrouped;
+  // Which grouped expert kernel (hwmodels/expert_kernel_family.h); deployment.expert_kernel overrides it.
+  ExpertKernelFamily expert_family = ExpertKernelFamily::kCutlassGrouped;
   bool fused_add_norm = false;      // residual add + RMSNorm in one kernel
   bool fused_topk_softmax = false;  // router top-k and softmax in one kernel
   bool fused_align = false;         // sort by expert, counts and offsets in one kernel

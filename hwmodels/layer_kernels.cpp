@@ -96,8 +96,10 @@ Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const Engin
     const auto lo = static_cast<std::int64_t>(std::floor(c.experts_touched));
     const double f = c.experts_touched - double(lo);
     auto grouped = [&](std::int64_t n) {
-      return gpu.grouped_experts(
-          {.experts = n, .tokens = pairs, .hidden = m.hidden, .inter = m.expert_inter});
+      const Duration d =
+          gpu.grouped_experts({.experts = n, .tokens = pairs, .hidden = m.hidden, .inter = m.expert_inter});
+      const double k = n > 0 ? kernel_time_factor(e.expert_family, double(pairs) / double(n)) : 1.0;
+      return k == 1.0 ? d : d.scaled(k);
     };
     experts = grouped(lo).scaled(1 - f) + (f > 0 ? grouped(lo + 1).scaled(f) : Duration::zero());
   } else {

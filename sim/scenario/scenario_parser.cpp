@@ -480,6 +480,15 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
                          "\" (known: pytorch_graph, pytorch_loop, vllm, sglang, trtllm; docs/engines.md)");
   }
   dep.engine = engine_profile(*kind);
+  if (d.has("expert_kernel")) {
+    const std::string family = d.string("expert_kernel");
+    const auto f = parse_expert_kernel(family);
+    if (!f) {
+      d.fail("expert_kernel", "unknown expert kernel \"" + family +
+                                  "\" (known: cutlass_grouped, triton_fused_moe, deepgemm; docs/engines.md)");
+    }
+    dep.engine.expert_family = *f;
+  }
   const std::string own_scheduler = *kind == EngineKind::kSglang   ? "sglang"
                                     : *kind == EngineKind::kTrtllm ? "trtllm"
                                                                    : "vllm";

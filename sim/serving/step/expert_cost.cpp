@@ -135,7 +135,8 @@ Duration ExpertCost::grouped_at(std::int32_t experts, double pairs, std::size_t 
                                                                .hidden = shape_.hidden,
                                                                .inter = shape_.inter,
                                                                .weights = precision_of_[slot]});
-    return dequant_[slot] == 1.0 ? t : t.scaled(dequant_[slot]);
+    const double f = dequant_[slot] * kernel_time_factor(shape_.family, double(tokens) / double(experts));
+    return f == 1.0 ? t : t.scaled(f);
   };
   constexpr std::int64_t kTokenBits = 24;
   constexpr std::uint64_t kTokenMask = (std::uint64_t{1} << kTokenBits) - 1;

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "hwmodels/expert_kernel_family.h"
 #include "hwmodels/gpu_cost_model.h"
 #include "hwmodels/precision.h"
 #include "sim/engine/time.h"
@@ -25,6 +26,8 @@ struct ExpertCostShape {
   std::int64_t hidden = 0;
   std::int64_t inter = 0;       // a rank's intermediate columns (expert_inter / expert_tp)
   std::int64_t max_tokens = 0;  // per-expert FFN times are memoised up to this count
+  // The grouped kernel the engine launches: its time relative to the fit by rows per expert.
+  ExpertKernelFamily family = ExpertKernelFamily::kCutlassGrouped;
 };
 
 // The (token, expert) pairs of `n` that micro-batch A carries under two-batch overlap, A taking `half_a` of

@@ -144,7 +144,8 @@ std::unique_ptr<ExpertCost> StepPlanner::make_expert_cost(std::int64_t max_token
       ExpertCostShape{.grouped = s_.deployment.engine.experts == ExpertKernel::kGrouped,
                       .hidden = m.hidden,
                       .inter = inter_,
-                      .max_tokens = max_tokens},
+                      .max_tokens = max_tokens,
+                      .family = s_.deployment.engine.expert_family},
       ranks_, placement_.slots_per_gpu(), precisions, dequant);
 }
 

@@ -50,13 +50,16 @@ TEST_CASE("a closed loop with fixed lengths and top-k = all experts matches the 
   const double qo_bytes_per_token = 2.0 * 8 * 128 * 2.0;  // Q in and O out of the attention core, BF16
   const int users = 4;
   // Experts: the default engine (vllm) runs the 4 experts as one grouped launch (3 kernels: weights of
-  // all 4, every (token, expert) pair). Its small kernels (docs/engines.md): 2 fused add+RMSNorm (x and
+  // all 4, every (token, expert) pair), its Triton fused_moe at 4 to 128 rows per expert: the roofline
+  // time x (1.00 + 0.98 + 0.97 + 1.04 + 1.00 + 0.96 + 0.95) / 7 = 0.985714 (vLLM PR 19983, docs/
+  // validation/engine_kernel_sources.md). Its small kernels (docs/engines.md): 2 fused add+RMSNorm (x and
   // residual in and out), 1 KV write, 1 rotary, 1 top-k softmax, 1 align (sort), 1 unpermute sum.
   auto layer = [&](double tokens, double attn_bytes, double attn_flops) {
     const double pairs = 4 * tokens;
     const double act = tokens * h * 2;
-    const double grouped = hr.time(4 * 3.0 * h * 512 * 2.0 + 2.0 * (2.0 * pairs * h + 3.0 * pairs * 512),
-                                   6.0 * pairs * h * 512, 3);
+    const double grouped =
+        0.985714 * hr.time(4 * 3.0 * h * 512 * 2.0 + 2.0 * (2.0 * pairs * h + 3.0 * pairs * 512),
+                           6.0 * pairs * h * 512, 3);
     const double small = hr.time(2 * 4 * act, 0, 2) + hr.time(2 * tokens * kv_bytes_per_token_layer, 0, 1) +
                          hr.time(4 * act, 0, 1) + hr.time(tokens * 4 * 4.0 + pairs * 8.0, 0, 1) +
                          hr.time(pairs * 16.0, 0, 1) + hr.time(pairs * h * 2 + act, 0, 1);
@@ -153,9 +156,10 @@ TEST_CASE("crossing nodes puts All-to-All on the critical path") {
 }
 
 TEST_CASE("a KV cache too small for the load preempts and still finishes every request") {
-  // Squeeze the KV pool: the 30B model's weights take ~15 GB per GPU of 4; leave a few thousand tokens.
+  // Squeeze the KV pool: the 30B model's weights take ~15 GB per GPU of 4; leave a few thousand tokens
+  // (0.31: at 0.33 the load sat at the edge, 0 or 1 preemptions, and a 1% change of expert cost moved it).
   const Report r = run(tiny("tiny_poisson_ep4.json"),
-                       {"deployment.kv_cache_memory_fraction=0.33", "deployment.max_batch_size=512",
+                       {"deployment.kv_cache_memory_fraction=0.31", "deployment.max_batch_size=512",
                         "deployment.max_batched_tokens=8192", "workload.arrival.rate_per_s=400"});
   REQUIRE(r.preemptions > 0);
   REQUIRE(r.requests_finished + r.requests_dropped == r.requests_arrived);
@@ -221,7 +225,7 @@ TEST_CASE("the tiny scenarios' fingerprints are pinned") {
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(run(tiny(f)).fingerprint));
     return std::string(buf);
   };
-  CHECK(fp("tiny_model_closed_loop.json") == "af3a34cca584cfc6");
-  CHECK(fp("tiny_poisson_ep4.json") == "1522870a51a8bb05");
-  CHECK(fp("tiny_two_nodes.json") == "1dabd58421ff1a6e");
+  CHECK(fp("tiny_model_closed_loop.json") == "0469d0ae3c912d81");
+  CHECK(fp("tiny_poisson_ep4.json") == "d8df1789dff0f2d9");
+  CHECK(fp("tiny_two_nodes.json") == "9ed1de7acf14b07b");
 }

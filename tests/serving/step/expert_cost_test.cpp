@@ -15,13 +15,15 @@ GpuSpec h200() { return moesim_test::h200_like(); }
 constexpr std::int64_t kHidden = 7168;
 constexpr std::int64_t kInter = 2048;
 
-ExpertCost make_cost(const GpuCostModel& gpu, bool grouped, std::vector<Precision> precisions,
-                     int ranks = 2) {
+ExpertCost make_cost(const GpuCostModel& gpu, bool grouped, std::vector<Precision> precisions, int ranks = 2,
+                     ExpertKernelFamily family = ExpertKernelFamily::kCutlassGrouped) {
   std::array<double, kPrecisionCount> dequant;
   dequant.fill(1.0);
   return ExpertCost(
-      gpu, ExpertCostShape{.grouped = grouped, .hidden = kHidden, .inter = kInter, .max_tokens = 4096}, ranks,
-      16, precisions, dequant);
+      gpu,
+      ExpertCostShape{
+          .grouped = grouped, .hidden = kHidden, .inter = kInter, .max_tokens = 4096, .family = family},
+      ranks, 16, precisions, dequant);
 }
 
 Duration launch(const GpuCostModel& gpu, std::int64_t experts, std::int64_t tokens, Precision p) {
@@ -165,4 +167,26 @@ TEST_CASE("the grouped memo returns what the cost model gives, shared or not") {
     CHECK(a.grouped(1, 17000, Precision::kFP8) == launch(gpu, 1, 17000, Precision::kFP8));
     CHECK(a.grouped(1, 17000 + kRow, Precision::kFP8) == launch(gpu, 1, 17000 + kRow, Precision::kFP8));
   }
+}
+
+TEST_CASE("a grouped launch costs the fit times its kernel family's factor at its rows per expert") {
+  const RooflineCostModel gpu(h200());
+  ExpertCost triton = make_cost(gpu, true, {Precision::kFP8}, 2, ExpertKernelFamily::kTritonFusedMoe);
+  ExpertCost cutlass = make_cost(gpu, true, {Precision::kFP8});
+  for (ExpertCost* c : {&triton, &cutlass}) {
+    c->begin_layer();
+    c->add_copy(0, Precision::kFP8, 1, 0, 1e6);  // rank 0: two experts, one row each
+    c->add_copy(0, Precision::kFP8, 1, 0, 1e6);
+    c->add_copy(1, Precision::kFP8, 300, 0, 1e6);  // rank 1: one expert, 300 rows
+    c->finish_layer();
+  }
+  // The fit's own kernel (CUTLASS grouped) is the fit.
+  CHECK(cutlass.time(0) == launch(gpu, 2, 2, Precision::kFP8));
+  CHECK(cutlass.time(1) == launch(gpu, 1, 300, Precision::kFP8));
+  // Triton fused_moe: 1 row per expert -> 2.6 / 3.3 = 0.787879 (vLLM PR 13972); 300 rows -> 11.502 / 10.218
+  // = 1.12566 (VeOmni PR 460).
+  CHECK(triton.time(0).ps() ==
+        Approx(double(launch(gpu, 2, 2, Precision::kFP8).ps()) * 0.787879).epsilon(1e-5));
+  CHECK(triton.time(1).ps() ==
+        Approx(double(launch(gpu, 1, 300, Precision::kFP8).ps()) * 1.12566).epsilon(1e-5));
 }

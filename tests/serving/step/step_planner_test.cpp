@@ -11,13 +11,14 @@
 using namespace moesim;
 
 namespace {
-// Two GPUs in one node, 4 experts of which every token picks 2 (top-2), one attention group per GPU.
+// Two GPUs in one node, 4 experts of which every token picks 2 (top-2), one attention group per GPU; the
+// fit's own expert kernel (cutlass_grouped), so a grouped launch costs what grouped_experts gives.
 ScenarioSpec two_gpu_spec() {
   const Json j = Json::parse(R"({
     "model": {"num_layers": 1, "hidden": 1024, "vocab": 1000, "attention": "gqa", "num_heads": 8,
               "num_kv_heads": 8, "head_dim": 128, "routed_experts": 4, "top_k": 2, "expert_inter": 512},
     "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 2},
-    "deployment": {"ep_size": 2, "max_batched_tokens": 1024},
+    "deployment": {"ep_size": 2, "max_batched_tokens": 1024, "expert_kernel": "cutlass_grouped"},
     "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
                  "prompt_tokens": {"kind": "fixed", "tokens": 8}, "output_tokens": {"kind": "fixed", "tokens": 8}},
     "run": {"requests": 1}})");
@@ -68,7 +69,7 @@ TEST_CASE("a lost GPU's copies are vacant: the surviving copy takes all its expe
     "model": {"num_layers": 2, "hidden": 1024, "vocab": 1000, "attention": "gqa", "num_heads": 8,
               "num_kv_heads": 8, "head_dim": 128, "routed_experts": 4, "top_k": 2, "expert_inter": 512},
     "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 2},
-    "deployment": {"ep_size": 2, "max_batched_tokens": 1024},
+    "deployment": {"ep_size": 2, "max_batched_tokens": 1024, "expert_kernel": "cutlass_grouped"},
     "experts": {"placement": "eplb", "redundant_slots_per_gpu": 2},
     "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
                  "prompt_tokens": {"kind": "fixed", "tokens": 8}, "output_tokens": {"kind": "fixed", "tokens": 8}},
