@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sim/scenario/scenario_parser.h"
+#include "tests/scenario/parse_error.h"
 
 using namespace moesim;
 
@@ -21,15 +22,6 @@ Json autoscaled(const Json& pool) {
   return j;
 }
 
-std::string error_of(const Json& j) {
-  try {
-    (void)parse_scenario(j, "");
-    return "";
-  } catch (const InputError& e) {
-    return e.what();
-  }
-}
-
 }  // namespace
 
 TEST_CASE("an autoscaled pool's capacity is in requests or in tokens per second, exactly one") {
@@ -38,12 +30,12 @@ TEST_CASE("an autoscaled pool's capacity is in requests or in tokens per second,
   CHECK(s.autoscale.pools[0].capacity_tokens_per_s == 5000);
   CHECK(s.autoscale.pools[0].capacity_req_per_s == 0);
   const std::string both =
-      error_of(autoscaled(Json{{"capacity_tokens_per_s", 5000}, {"capacity_req_per_s", 2}}));
+      parse_error_of(autoscaled(Json{{"capacity_tokens_per_s", 5000}, {"capacity_req_per_s", 2}}));
   CHECK(both.rfind("deployment.autoscale.pools[0]: give capacity_req_per_s or capacity_tokens_per_s", 0) ==
         0);
-  const std::string neither = error_of(autoscaled(Json{{"min_instances", 1}}));
+  const std::string neither = parse_error_of(autoscaled(Json{{"min_instances", 1}}));
   CHECK(neither.rfind("deployment.autoscale.pools[0]: give capacity_req_per_s or capacity_tokens_per_s", 0) ==
         0);
-  CHECK(error_of(autoscaled(Json{{"capacity_tokens_per_s", -1}}))
+  CHECK(parse_error_of(autoscaled(Json{{"capacity_tokens_per_s", -1}}))
             .rfind("deployment.autoscale.pools[0].capacity_tokens_per_s", 0) == 0);
 }

@@ -8,6 +8,7 @@
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/step/serving_models.h"
+#include "tests/scenario/parse_error.h"
 
 using namespace moesim;
 
@@ -54,15 +55,6 @@ struct Planned {
         models(s, RandomStreams(7)),
         p(models.make_standalone(gpu, Rng(11))) {}
 };
-
-std::string error_of(const Json& j) {
-  try {
-    (void)parse_scenario(j, "");
-    return "";
-  } catch (const InputError& e) {
-    return e.what();
-  }
-}
 
 }  // namespace
 
@@ -144,19 +136,19 @@ TEST_CASE("a sampled step's expected time is the whole step's under skewed routi
 TEST_CASE("layer sampling is refused where per-layer state or the pipeline needs every layer") {
   Json j = spec_json(8, 2, R"({"kind": "uniform"})", false);
   j["run"]["moe_layer_sample"] = 11;
-  CHECK(error_of(j).rfind("run.moe_layer_sample", 0) == 0);  // 10 MoE layers
+  CHECK(parse_error_of(j).rfind("run.moe_layer_sample", 0) == 0);  // 10 MoE layers
   j["run"]["moe_layer_sample"] = -1;
-  CHECK(error_of(j).rfind("run.moe_layer_sample", 0) == 0);
+  CHECK(parse_error_of(j).rfind("run.moe_layer_sample", 0) == 0);
   j["run"]["moe_layer_sample"] = 4;
-  CHECK(error_of(j).empty());
+  CHECK(parse_error_of(j).empty());
   Json loop = j;
   loop["experts"] = Json{{"placement", "round_robin"}};
-  CHECK(error_of(loop).rfind("run.moe_layer_sample: cannot sample layers while an experts-in-the-loop", 0) ==
-        0);
+  CHECK(parse_error_of(loop).rfind("run.moe_layer_sample: cannot sample layers while an experts-in-the-loop",
+                                   0) == 0);
   Json pipeline = j;
   pipeline["deployment"]["pipeline"] = Json{{"stages", 2}};
   pipeline["deployment"]["ep_size"] = 2;
   pipeline["deployment"]["attention"] = Json{{"dp", 2}, {"tp", 1}};
-  INFO(error_of(pipeline));
-  CHECK(error_of(pipeline).rfind("run.moe_layer_sample: cannot sample layers under pipeline", 0) == 0);
+  INFO(parse_error_of(pipeline));
+  CHECK(parse_error_of(pipeline).rfind("run.moe_layer_sample: cannot sample layers under pipeline", 0) == 0);
 }
