@@ -1,7 +1,10 @@
 #include "hwmodels/ecmp.h"
 
 #include <algorithm>
+#include <boost/math/distributions/normal.hpp>
+#include <boost/math/quadrature/gauss_kronrod.hpp>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <utility>
 #include <vector>
@@ -58,20 +61,11 @@ double expected_max_load_exact(int flows, int uplinks) {
 
 double expected_max_std_normal(int n) {
   if (n <= 1) return 0.0;
-  // E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, Simpson's rule on [-12, 12].
-  constexpr int kSteps = 24000;
-  constexpr double kLo = -12.0;
-  constexpr double kHi = 12.0;
-  const double h = (kHi - kLo) / kSteps;
-  const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * M_PI);
-  const auto f = [n, inv_sqrt_2pi](double x) {
-    const double phi = inv_sqrt_2pi * std::exp(-0.5 * x * x);
-    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
-    return x * n * phi * std::pow(cdf, n - 1);
-  };
-  double s = f(kLo) + f(kHi);
-  for (int i = 1; i < kSteps; ++i) s += f(kLo + i * h) * (i % 2 == 1 ? 4.0 : 2.0);
-  return s * h / 3.0;
+  // E[max] = integral over the real line of x n phi(x) Phi(x)^(n-1) dx (adaptive Gauss-Kronrod).
+  const boost::math::normal_distribution<double> z;
+  const auto f = [&z, n](double x) { return x * n * pdf(z, x) * std::pow(cdf(z, x), n - 1); };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  return boost::math::quadrature::gauss_kronrod<double, 61>::integrate(f, -kInf, kInf, 15, 1e-12);
 }
 
 double ecmp_max_load_factor(int flows, int uplinks) {

@@ -100,7 +100,7 @@ double per_gpu_output(const std::string& scenario, const std::vector<std::string
 // TensorRT-LLM's max-throughput DeepSeek-R1 rows (docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_
 // TensorRT-LLM.md, docs/validation/blackwell_sources.md S3), held out from every cost: H200 (the GPU the
 // profile was fitted on) 1436.2 tokens/s per GPU, B200 FP4 with 16-bit KV 4548.0, with FP8 KV 5393.3.
-// Issue 28's bound for published cluster figures: none beyond 1.5x either way; the H200 control within 15%.
+// The bound published cluster figures are held to: none beyond 1.5x either way; the H200 control within 15%.
 TEST_CASE("TensorRT-LLM's DeepSeek-R1 max-throughput rows: H200 within 15%, B200 within 1.5x") {
   const double h200 = per_gpu_output("docs/validation/dsr1_fp8_8xh200_trtllm_maxtput.json", {});
   CHECK(h200 / 1436.2 == Approx(1.0).margin(0.15));
