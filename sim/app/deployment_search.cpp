@@ -146,7 +146,8 @@ struct PoolPlanner {
                                          .decode_context_tokens = static_cast<double>(n) * ctx,
                                          .sampled_seqs = n * (k + 1),
                                          .decode_draft_tokens = n * k,
-                                         .decode_draft_pairs = static_cast<double>(n) * draft_pairs});
+                                         .decode_draft_pairs = static_cast<double>(n) * draft_pairs,
+                                         .request_token_pairs = static_cast<double>(n) * k * (k + 1)});
     return mean_step_s(planner, clock, g, kStaticSteps);
   }
   // Chunked prefill's mixed step: `b` decode sequences as decode_s plus `chunk` prefill tokens per group
@@ -167,7 +168,9 @@ struct PoolPlanner {
                    .prefill_kv_tokens = before + static_cast<double>(c),
                    .sampled_seqs = n * (k + 1),
                    .decode_draft_tokens = n * k,
-                   .decode_draft_pairs = static_cast<double>(n) * draft_pairs});
+                   .decode_draft_pairs = static_cast<double>(n) * draft_pairs,
+                   .request_token_pairs = static_cast<double>(n) * k * (k + 1) +
+                                          static_cast<double>(c) * static_cast<double>(c - 1)});
     return mean_step_s(planner, clock, g, kStaticSteps);
   }
   // A step of `chunk` prefill tokens per group, whole prompts of `prompt` tokens (one chunk when longer),
@@ -179,7 +182,8 @@ struct PoolPlanner {
                               GroupBatch{.prefill_tokens = chunk,
                                          .prefill_pairs = n * p * (p + 1) / 2,
                                          .prefill_kv_tokens = n * p,
-                                         .sampled_seqs = std::max<std::int64_t>(1, std::llround(n))});
+                                         .sampled_seqs = std::max<std::int64_t>(1, std::llround(n)),
+                                         .request_token_pairs = n * p * (p - 1)});
     return mean_step_s(planner, clock, g, kStaticSteps);
   }
 };

@@ -246,6 +246,12 @@ void parse_popularity_extensions(JsonReader& r, const ModelSpec& m, WorkloadSpec
     cs.shuffle_groups_per_layer = c->boolean("shuffle_groups_per_layer", true);
     c->finish();
   }
+  // At 4 one request's expert weights span exp(+-8) within two sd: far beyond any calibration here.
+  w.request_affinity_sd = bounded(r, "request_affinity_sd", 0, 0, 4);
+  if (w.request_affinity_sd > 0 && w.coactivation) {
+    r.fail("request_affinity_sd",
+           "cannot be combined with coactivation (the co-activation sampler draws from the population law)");
+  }
 }
 
 double parse_calibrated_exponent(JsonReader& r, const ModelSpec& m) {

@@ -94,6 +94,25 @@ TEST_CASE("drift and co-activation sit under workload.expert_popularity") {
   REQUIRE_THAT(error_of(j), Catch::Contains("workload.expert_popularity.coactivation.group_size"));
 }
 
+TEST_CASE("per-request expert affinity is off when absent and refused out of range or with co-activation") {
+  Json j = base();
+  j["workload"]["expert_popularity"] = Json::parse(R"({"kind": "zipf", "exponent": 1.0})");
+  REQUIRE(parse_scenario(j, "").spec.workload.request_affinity_sd == 0);
+  j["workload"]["expert_popularity"]["request_affinity_sd"] = 1.25;
+  REQUIRE(parse_scenario(j, "").spec.workload.request_affinity_sd == 1.25);
+  for (const double bad : {-0.5, 4.5}) {
+    j["workload"]["expert_popularity"]["request_affinity_sd"] = bad;
+    REQUIRE_THAT(error_of(j),
+                 Catch::StartsWith("workload.expert_popularity.request_affinity_sd: must be in"));
+  }
+  j["workload"]["expert_popularity"]["request_affinity_sd"] = "large";
+  REQUIRE_THAT(error_of(j), Catch::StartsWith("workload.expert_popularity.request_affinity_sd"));
+  j["workload"]["expert_popularity"]["request_affinity_sd"] = 1.0;
+  j["workload"]["expert_popularity"]["coactivation"] = Json::parse(R"({"group_size": 8, "rho": 0.5})");
+  REQUIRE_THAT(error_of(j), Catch::StartsWith("workload.expert_popularity.request_affinity_sd") &&
+                                Catch::Contains("coactivation"));
+}
+
 TEST_CASE("an EP size is legal when experts plus redundant slots divide by it") {
   // qwen3-30b-a3b: 128 experts. On 12 GPUs, 128 does not divide by 12 but 128 + 4 = 132 does.
   Json j = base();

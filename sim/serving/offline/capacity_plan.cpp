@@ -225,7 +225,8 @@ void add_rows(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu
               GroupBatch{.prefill_tokens = chunk,
                          .prefill_pairs = n * p * (p + 1) / 2,
                          .prefill_kv_tokens = n * p,
-                         .sampled_seqs = std::max<std::int64_t>(1, static_cast<std::int64_t>(n))});
+                         .sampled_seqs = std::max<std::int64_t>(1, static_cast<std::int64_t>(n)),
+                         .request_token_pairs = n * p * (p - 1)});
     add("prefill", chunk);
   }
   if (rows.single) {

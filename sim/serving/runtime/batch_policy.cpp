@@ -42,6 +42,7 @@ std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d, const Sp
 void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<ScheduledWork>& scheduled) {
   const double p = static_cast<double>(r.computed);
   const double c = static_cast<double>(w.tokens);
+  batch.request_token_pairs += c * (c - 1.0);
   if (w.prefill) {
     batch.prefill_tokens += w.tokens;
     batch.prefill_pairs += c * p + c * (c + 1.0) / 2.0;

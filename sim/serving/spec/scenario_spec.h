@@ -188,6 +188,9 @@ struct WorkloadSpec {
   DriftSpec drift_spec;
   bool coactivation = false;
   CoactivationSpec coactivation_spec;
+  // Per-request expert affinity's log-sd (workloads/request_affinity.h); 0: off, each step draws from the
+  // population law.
+  double request_affinity_sd = 0;
   // Recorded trace (already read by the parser); used instead of arrivals/lengths when not empty.
   std::vector<RequestSpec> trace;
   double trace_speedup = 1.0;

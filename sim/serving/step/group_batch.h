@@ -17,6 +17,10 @@ struct GroupBatch {
   // sequence) and their attention pairs beyond one per context token (sum_{i=1..k} (context + i)).
   std::int64_t decode_draft_tokens = 0;
   double decode_draft_pairs = 0;
+  // Sum over the batch's requests of t (t - 1), t the tokens a request routes this step (its prefill chunk,
+  // or 1 + k decode tokens): the ordered pairs of tokens that share a request, which carry the per-request
+  // expert affinity (workloads/request_affinity.h).
+  double request_token_pairs = 0;
   [[nodiscard]] std::int64_t tokens() const { return decode_seqs + decode_draft_tokens + prefill_tokens; }
 };
 

@@ -120,6 +120,12 @@ std::span<std::int32_t> RoutingDraw::draw_counts(int layer, std::span<const doub
   return counts_;
 }
 
+std::span<std::int32_t> RoutingDraw::draw_counts_from(std::span<const double> probs, std::int64_t tokens) {
+  MOESIM_CHECK(coact_ == nullptr, "a step law drawn under co-activation");
+  sampler_.sample(RoutingSampler::prepare(probs, top_k_), tokens, rng_, counts_);
+  return counts_;
+}
+
 const std::vector<RoutingSampler::Tally>& RoutingDraw::cold_tally() {
   if (tally_half_a_ == half_a_) return tally_;
   tally_half_a_ = half_a_;

@@ -53,6 +53,9 @@ class RoutingDraw final {
   // The exact per-expert counts of `layer` for `tokens` tokens (`probs`: its probabilities, for
   // co-activation).
   std::span<std::int32_t> draw_counts(int layer, std::span<const double> probs, std::int64_t tokens);
+  // The exact per-expert counts for `tokens` tokens from a law of this step alone (`probs`, capped for
+  // top-k: the per-request affinity's step law), prepared afresh; not under co-activation.
+  std::span<std::int32_t> draw_counts_from(std::span<const double> probs, std::int64_t tokens);
   // Under co-activation, the tokens of each home group in the last draw_counts.
   [[nodiscard]] std::span<const std::int64_t> group_tokens() const { return group_tokens_; }
   // A binned layer: each rank's routed pairs and touched experts per micro-batch, handed to `cost` at

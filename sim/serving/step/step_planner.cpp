@@ -6,6 +6,7 @@
 #include "sim/engine/check.h"
 #include "sim/serving/experts/expert_loop.h"
 #include "sim/serving/step/routing_draw.h"
+#include "workloads/request_affinity.h"
 
 namespace moesim {
 
@@ -37,7 +38,9 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
       placement_(loop != nullptr ? loop->placement() : initial_placement(s)),
       nodes_(replica_nodes(s)),
       loop_(loop),
-      layer_rng_(splitmix64(Rng(routing_rng).next_u64() ^ 0x6c61796572ULL)) {
+      layer_rng_(splitmix64(Rng(routing_rng).next_u64() ^ 0x6c61796572ULL)),
+      affinity_sd_(s.workload.request_affinity_sd),
+      affinity_rng_(splitmix64(Rng(routing_rng).next_u64() ^ 0x616666696e697479ULL)) {
   const ModelSpec& m = s.model;
   MOESIM_CHECK(groups_ * tp_ == gpus_, "attention_dp x attention_tp must equal ep_size");
   MOESIM_CHECK(s.run.moe_layer_sample == 0 || (loop == nullptr && s.deployment.pipeline_stages == 1),
@@ -390,8 +393,14 @@ double StepPlanner::routed_expert_bytes_per_gpu() const {
 
 // The exact per-expert draw of one layer, seen by the expert loop's statistics (what the router chose) and
 // then re-routed by its post-processing.
-std::span<std::int32_t> StepPlanner::sample_layer(int layer, std::int64_t tokens) {
-  const std::span<std::int32_t> counts = draw_->draw_counts(layer, probs(layer), tokens);
+std::span<std::int32_t> StepPlanner::sample_layer(int layer, std::int64_t tokens, double affinity_sd) {
+  std::span<std::int32_t> counts;
+  if (affinity_sd > 0) {
+    perturb_popularity(probs(layer), affinity_sd, s_.model.top_k, affinity_rng_, step_law_);
+    counts = draw_->draw_counts_from(step_law_, tokens);
+  } else {
+    counts = draw_->draw_counts(layer, probs(layer), tokens);
+  }
   if (loop_) loop_->observe(layer, counts, draw_->group_tokens(), tokens, plan_);
   return counts;
 }
@@ -569,7 +578,8 @@ std::span<const GroupBatch> StepPlanner::pipeline_micro_batches(std::span<const 
                            .prefill_tokens = (b.prefill_tokens + mb - 1) / mb,
                            .prefill_pairs = b.prefill_pairs * f,
                            .prefill_kv_tokens = b.prefill_kv_tokens * f,
-                           .sampled_seqs = (b.sampled_seqs + mb - 1) / mb};
+                           .sampled_seqs = (b.sampled_seqs + mb - 1) / mb,
+                           .request_token_pairs = b.request_token_pairs * f};
   }
   return micro_;
 }
@@ -656,9 +666,13 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   }
   const int full = draw_->begin_step(total_tokens, tbo, half_a_, m.moe_layers());
   choose_layers();
-  p.binned = full >= 0;
-  p.full_layer = full;
-  if (full >= 0 && layer_weight_ != 1.0) {
+  double request_token_pairs = 0;
+  for (const GroupBatch& b : groups) request_token_pairs += b.request_token_pairs;
+  p.affinity_sd = step_affinity_sd(affinity_sd_, request_token_pairs, double(total_tokens));
+  // A step law of its own: the binned tables (of the population law) do not apply, every layer is exact.
+  p.binned = full >= 0 && p.affinity_sd == 0;
+  p.full_layer = p.binned ? full : -1;
+  if (p.binned && layer_weight_ != 1.0) {
     // One layer drawn expert by expert per layers / sample steps: as often per layer costed as when every
     // layer is costed (one in L a step); the others only draw per-rank sums.
     const int sample = static_cast<int>(costed_.size());
@@ -800,7 +814,7 @@ const StepPlan& StepPlanner::finish_plan() {
       draw_->draw_sums(layer, p.total_tokens, p.prefill_tokens > 0, placement_, *cost_,
                        s_.precision.routed_experts, expert_bytes_ / etp_);
     } else {
-      const std::span<const std::int32_t> counts = sample_layer(layer, p.total_tokens);
+      const std::span<const std::int32_t> counts = sample_layer(layer, p.total_tokens, p.affinity_sd);
       max_count =
           per_copy ? loop_->cost_copies(layer, counts, single_gpu_, half_a_, request, *cost_, quality_, plan_)
                    : place_counts(layer, counts);

@@ -223,7 +223,9 @@ class StepPlanner {
   // Attention + shared expert + gate (+ TP all-reduces) of one MoE layer for one group's batch.
   [[nodiscard]] Duration group_pre_moe(const GroupBatch& b) const;
   void begin_step();
-  std::span<std::int32_t> sample_layer(int layer, std::int64_t tokens);
+  // The exact per-expert draw of `layer`: from the population law, or from this step's law at log-sd
+  // `affinity_sd` > 0 (per-request affinity, workloads/request_affinity.h).
+  std::span<std::int32_t> sample_layer(int layer, std::int64_t tokens, double affinity_sd);
   std::int32_t place_counts(int layer, std::span<const std::int32_t> counts);
   struct PendingPlan;
   Duration layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max, bool tbo,
@@ -278,6 +280,7 @@ class StepPlanner {
     std::int64_t sampled_max = 0;
     Duration pre_moe_max{}, dense_max{}, small_max{}, small_dense_max{};
     Duration pre_a{}, pre_b{};  // two-batch overlap: each micro-batch's attention and small kernels
+    double affinity_sd = 0;     // the step law's log-sd (per-request affinity); > 0: every layer exact
     bool binned = false;        // binned routing: per-rank sums for every layer but full_layer
     int full_layer = -1;        // binned routing: the layer drawn expert by expert this step (-1: none)
   };
@@ -289,6 +292,10 @@ class StepPlanner {
   double layer_weight_ = 1.0;
   std::vector<double> busy_base_, flops_base_;  // busy_s_ and flops_ before the MoE layers (dense layers')
   Rng layer_rng_;
+  // Per-request affinity: its log-sd, the stream of its normals and the scratch of a step's law of a layer.
+  double affinity_sd_;
+  Rng affinity_rng_;
+  std::vector<double> step_law_;
   PendingPlan pending_;
   std::vector<double> rank_bytes_;       // per expert-parallel rank: expert weight bytes read this step
   std::vector<double> rank_pairs_;       // per expert-parallel rank: routed pairs this step (all layers)
