@@ -566,7 +566,8 @@ const StepPlan& StepPlanner::plan(std::span<const GroupBatch> groups, Time now) 
   return finish_plan();
 }
 
-// Pipeline parallelism: one micro-batch (1/M of every group's work) goes through all layers.
+// Pipeline parallelism: one micro-batch (1/M of every group's work, its requests among them: their token
+// pairs scale by 1/M) goes through all layers.
 std::span<const GroupBatch> StepPlanner::pipeline_micro_batches(std::span<const GroupBatch> groups) {
   const std::int64_t mb = s_.deployment.pipeline_microbatches;
   const double f = 1.0 / static_cast<double>(mb);
