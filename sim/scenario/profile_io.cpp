@@ -801,6 +801,27 @@ void add_measured_grouped(GpuProfile& p, Derivation& d, const GpuSpec& target, P
   d.origin << ", grouped " << to_string(q) << " measured efficiency " << m.value;
 }
 
+// The attention fit of `op` and format `q` computing at the measured efficiency of this GPU's peak of `q`:
+// the BF16 fit's memory (moved as every fit), fixed cost and sharpness (an FP8 fit is added beside it).
+void set_measured_attention(GpuProfile& p, Derivation& d, const GpuSpec& target, CostOp op, Precision q,
+                            const MeasuredFigure& m) {
+  const OperationFit* base = p.find_fit(op, Precision::kBF16);
+  if (!m.known() || base == nullptr) return;
+  OperationFit f = *base;
+  f.precision = q;
+  f.params.flops_per_s = m.value * target.peak_flops(q);
+  std::erase_if(p.fits, [&](const OperationFit& g) { return g.op == op && g.precision == q; });
+  p.fits.push_back(f);
+  d.origin << ", " << to_string(op) << " " << to_string(q) << " measured efficiency " << m.value;
+}
+
+void add_measured_attention(GpuProfile& p, Derivation& d, const GpuSpec& target) {
+  const GpuMeasured& m = target.measured;
+  set_measured_attention(p, d, target, CostOp::kAttentionDecode, Precision::kBF16, m.attention_decode_eff);
+  set_measured_attention(p, d, target, CostOp::kAttentionDecode, Precision::kFP8, m.attention_decode_eff_fp8);
+  set_measured_attention(p, d, target, CostOp::kAttentionPrefill, Precision::kBF16, m.attention_prefill_eff);
+}
+
 }  // namespace
 
 GpuProfile derive_profile(const GpuProfile& reference, const GpuSpec& reference_spec, const GpuSpec& target) {
@@ -828,6 +849,7 @@ GpuProfile derive_profile(const GpuProfile& reference, const GpuSpec& reference_
   }
   add_measured_grouped(p, d, target, Precision::kFP8, target.measured.grouped_eff_fp8);
   add_measured_grouped(p, d, target, Precision::kFP4, target.measured.grouped_eff_fp4);
+  add_measured_attention(p, d, target);
   std::string sources;
   for (const auto& [key, m] : target.measured.figures()) {
     if (m->known()) sources += "\nmeasured." + std::string(key) + ": " + m->source;

@@ -250,10 +250,14 @@ GpuMeasured parse_gpu_measured(JsonReader& r, const GpuSpec& g) {
   m.grouped_eff_fp4 = parse_measured_figure(r, "grouped_eff_fp4", 1.0, 1.0);
   m.hbm_bytes_per_s = parse_measured_figure(r, "hbm_tb_per_s", 1e12, g.hbm_bytes_per_s * 1e-12);
   m.launch_s = parse_measured_figure(r, "launch_us", 1e-6, 1000.0);
+  m.attention_decode_eff = parse_measured_figure(r, "attention_decode_eff_bf16", 1.0, 1.0);
+  m.attention_decode_eff_fp8 = parse_measured_figure(r, "attention_decode_eff_fp8", 1.0, 1.0);
+  m.attention_prefill_eff = parse_measured_figure(r, "attention_prefill_eff_bf16", 1.0, 1.0);
   // An efficiency of a format the GPU has no tensor cores for would cost it at another format's peak.
   for (const auto& [key, fig, peak] :
        {std::tuple{"gemm_eff_fp8", &m.gemm_eff_fp8, g.fp8_flops_per_s},
         std::tuple{"grouped_eff_fp8", &m.grouped_eff_fp8, g.fp8_flops_per_s},
+        std::tuple{"attention_decode_eff_fp8", &m.attention_decode_eff_fp8, g.fp8_flops_per_s},
         std::tuple{"gemm_eff_fp4", &m.gemm_eff_fp4, g.fp4_flops_per_s},
         std::tuple{"grouped_eff_fp4", &m.grouped_eff_fp4, g.fp4_flops_per_s}}) {
     if (fig->known() && peak <= 0) r.fail(key, "the GPU has no tensor cores for this format (its peak is 0)");

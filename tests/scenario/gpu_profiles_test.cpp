@@ -193,6 +193,62 @@ TEST_CASE("an H20 grouped FP8 launch follows the H200 grouped fit with the measu
   CHECK(model->grouped_experts(w).seconds() == Approx(expected).epsilon(1e-6));
 }
 
+// B200's measured attention efficiencies (catalog `measured`): MLA decode 0.229 of the 2250 TFLOP/s BF16
+// peak (sgl-kernel's CUTLASS MLA, 516 TFLOP/s at 128 heads), MHA-mode prefill 0.649 (FlashMLA's 1460).
+// They set the attention fits' compute rate; memory (the H200 fit x 6.0 / 4.221), fixed cost and sharpness
+// stay the H200 fit's. GB200 takes the same efficiencies of its own 2500 TFLOP/s.
+TEST_CASE("a measured attention efficiency is the attention fits' compute rate on that GPU's BF16 peak") {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  // DeepSeek-V3 MLA decode at 128 heads: 256 sequences of 8,192 tokens, 1,152 KV bytes and
+  // 2 x 128 x (576 + 512) flops per cached token.
+  const double pairs = 256.0 * 8192;
+  const AttentionWork decode{.bytes = pairs * 1152, .flops = pairs * 2 * 128 * 1088, .is_prefill = false};
+  // A causal 16K-token prefill at 128 heads of 192 / 128: 16384^2 / 2 pairs of 2 x 128 x 320 flops.
+  const double causal = 16384.0 * 16384 / 2;
+  const AttentionWork prefill{
+      .bytes = 16384.0 * 128 * 448 * 2, .flops = causal * 2 * 128 * 320, .is_prefill = true};
+  auto expected = [&](CostOp op, const AttentionWork& w, double memory, double flops_per_s) {
+    const OperationFit* r = h200->find_fit(op, Precision::kBF16);
+    REQUIRE(r != nullptr);
+    const double t_mem = w.bytes / (r->params.bytes_per_s * memory);
+    const double t_compute = w.flops / flops_per_s;
+    const double p = r->params.sharpness;
+    return r->params.fixed_s + std::pow(std::pow(t_mem, p) + std::pow(t_compute, p), 1.0 / p);
+  };
+  for (const auto& [gpu, peak] : {std::pair{"b200", 2250e12}, std::pair{"gb200", 2500e12}}) {
+    const ScenarioSpec s = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", gpu);
+    const auto model = make_gpu_cost_model(s.cluster.gpu);
+    CHECK(model->attention(decode).seconds() ==
+          Approx(expected(CostOp::kAttentionDecode, decode, 6.0 / 4.221, 0.229 * peak)).epsilon(1e-6));
+    CHECK(model->attention(prefill).seconds() ==
+          Approx(expected(CostOp::kAttentionPrefill, prefill, 6.0 / 4.221, 0.649 * peak)).epsilon(1e-6));
+  }
+  // FP8 KV: the decode kernel's QK^T and PV at the measured 0.206 of B200's 4500 TFLOP/s FP8 peak (SGLang's
+  // "up to 1.8x" over BF16), with the halved bytes the caller counts; prefill keeps its BF16 fit, unscaled.
+  // H200 has no FP8 attention measurement: its BF16 fit, as before.
+  AttentionWork decode_fp8 = decode;
+  decode_fp8.bytes /= 2;
+  decode_fp8.kv = Precision::kFP8;
+  AttentionWork prefill_fp8 = prefill;
+  prefill_fp8.kv = Precision::kFP8;
+  const ScenarioSpec b200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "b200");
+  const auto b = make_gpu_cost_model(b200.cluster.gpu);
+  CHECK(b->attention(decode_fp8).seconds() ==
+        Approx(expected(CostOp::kAttentionDecode, decode_fp8, 6.0 / 4.221, 0.206 * 4500e12)).epsilon(1e-6));
+  CHECK(b->attention(prefill_fp8).seconds() == Approx(b->attention(prefill).seconds()).epsilon(1e-9));
+  const ScenarioSpec h200_spec = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  const auto h = make_gpu_cost_model(h200_spec.cluster.gpu);
+  const OperationFit* hd = h200->find_fit(CostOp::kAttentionDecode, Precision::kBF16);
+  REQUIRE(hd != nullptr);
+  CHECK(h->attention(decode_fp8).seconds() ==
+        Approx(hd->params.seconds(decode_fp8.bytes, decode_fp8.flops)).epsilon(1e-6));
+  // Compute-bound without memory: the fixed cost plus the flops at the measured rate.
+  const AttentionWork flops_only{.bytes = 0, .flops = 1e12, .is_prefill = false};
+  CHECK(b->attention(flops_only).seconds() ==
+        Approx(hd->params.fixed_s + 1e12 / (0.229 * 2250e12)).epsilon(1e-6));
+}
+
 // FP4 routed experts: Blackwell runs them on its FP4 tensor cores (rate relative to BF16 = 0.434 x 9000 /
 // (0.638 x 2250) = 2.72 from the measured efficiencies); Hopper has none and dequantises them to BF16
 // (rate 1), reading half the bytes of FP8.
@@ -238,6 +294,8 @@ TEST_CASE("a measured launch cost moves every fixed cost by its difference from 
   const GpuProfile derived = derive_profile(*h200, ref.cluster.gpu, b200.cluster.gpu);
   for (const OperationFit& f : derived.fits) {
     const OperationFit* r = h200->find_fit(f.op, f.precision, f.shape_a, f.shape_b);
+    // B200's FP8 decode attention fit is its BF16 one at the measured FP8 rate: the BF16 fixed cost.
+    if (r == nullptr) r = h200->find_fit(f.op, Precision::kBF16, f.shape_a, f.shape_b);
     REQUIRE(r != nullptr);
     CHECK(f.params.fixed_s == Approx(r->params.fixed_s + 0.837e-6).epsilon(1e-9));
   }
@@ -257,6 +315,11 @@ TEST_CASE("a measured figure that cannot hold is one error naming its catalog pa
   CHECK(gpu_error(R"({"base": "h20", "measured": {"gemm_eff_fp4": {"value": 0.5, "source": "x"}}})")
             .find("cluster.gpu.measured.gemm_eff_fp4: the GPU has no tensor cores for this format") !=
         std::string::npos);
+  CHECK(
+      gpu_error(
+          R"({"base": "a100-sxm", "measured": {"attention_decode_eff_fp8": {"value": 0.2, "source": "x"}}})")
+          .find("cluster.gpu.measured.attention_decode_eff_fp8: the GPU has no tensor cores") !=
+      std::string::npos);
   // A measured bandwidth needs the reference's own to be a ratio of like with like.
   const auto h200 = find_profile("h200-sxm");
   REQUIRE(h200.has_value());
