@@ -16,6 +16,10 @@ namespace moesim {
 struct MeasuredFigure {
   double value = 0;  // 0: not published (the datasheet ratio stands in for it)
   std::string source;
+  // The work of the one kernel run an efficiency was measured on (attention: `at`), when it was not an
+  // asymptote: the fit is then solved to take that run's time; 0: the figure is the fit's asymptote.
+  double at_bytes = 0;
+  double at_flops = 0;
   [[nodiscard]] bool known() const { return value > 0; }
 };
 
