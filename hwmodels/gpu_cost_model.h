@@ -50,6 +50,9 @@ struct AttentionWork {
   double bytes = 0;  // KV cache read plus Q/O traffic
   double flops = 0;
   bool is_prefill = false;
+  // The KV cache's format: a profile with an attention fit of that format (a measured FP8 kernel whose
+  // QK^T and PV run on FP8 tensor cores) costs it there; else the BF16 fit (bytes already counted).
+  Precision kv = Precision::kBF16;
 };
 
 class GpuCostModel {

@@ -16,13 +16,19 @@ namespace moesim {
 struct MeasuredFigure {
   double value = 0;  // 0: not published (the datasheet ratio stands in for it)
   std::string source;
+  // The work of the one kernel run an efficiency was measured on (attention: `at`), when it was not an
+  // asymptote: the fit is then solved to take that run's time; 0: the figure is the fit's asymptote.
+  double at_bytes = 0;
+  double at_flops = 0;
   [[nodiscard]] bool known() const { return value > 0; }
 };
 
 // Published measurements of one GPU that a derived profile (derive_profile) takes instead of datasheet
 // ratios. Efficiencies are fractions of the dense datasheet peak of their format on large shapes;
 // bandwidth is a device-to-device copy counting read and write (as shared/calibration/h200/platform.json);
-// launch is a tiny kernel inside a CUDA graph.
+// launch is a tiny kernel inside a CUDA graph. Attention efficiencies are an attention kernel's achieved
+// compute rate (its own flop count) at a compute-bound shape over the dense BF16 peak: decode is MLA's
+// absorbed decode (BF16 math), prefill a causal or full forward.
 struct GpuMeasured {
   MeasuredFigure gemm_eff_bf16;
   MeasuredFigure gemm_eff_fp8;
@@ -31,18 +37,24 @@ struct GpuMeasured {
   MeasuredFigure grouped_eff_fp4;
   MeasuredFigure hbm_bytes_per_s;
   MeasuredFigure launch_s;
+  MeasuredFigure attention_decode_eff;
+  MeasuredFigure attention_decode_eff_fp8;  // FP8 KV with FP8 math, of the FP8 peak
+  MeasuredFigure attention_prefill_eff;
   [[nodiscard]] const MeasuredFigure& gemm_eff(Precision p) const {
     return p == Precision::kFP8 ? gemm_eff_fp8 : p == Precision::kFP4 ? gemm_eff_fp4 : gemm_eff_bf16;
   }
   // Every figure with its catalog key, in catalog order.
-  [[nodiscard]] std::array<std::pair<std::string_view, const MeasuredFigure*>, 7> figures() const {
+  [[nodiscard]] std::array<std::pair<std::string_view, const MeasuredFigure*>, 10> figures() const {
     return {{{"gemm_eff_bf16", &gemm_eff_bf16},
              {"gemm_eff_fp8", &gemm_eff_fp8},
              {"gemm_eff_fp4", &gemm_eff_fp4},
              {"grouped_eff_fp8", &grouped_eff_fp8},
              {"grouped_eff_fp4", &grouped_eff_fp4},
              {"hbm_tb_per_s", &hbm_bytes_per_s},
-             {"launch_us", &launch_s}}};
+             {"launch_us", &launch_s},
+             {"attention_decode_eff_bf16", &attention_decode_eff},
+             {"attention_decode_eff_fp8", &attention_decode_eff_fp8},
+             {"attention_prefill_eff_bf16", &attention_prefill_eff}}};
   }
 };
 

@@ -176,9 +176,10 @@ Duration ProfileCostModel::memory_kernel(MemoryKernel k, double bytes) const {
 Duration ProfileCostModel::attention(const AttentionWork& w) const {
   if (w.bytes <= 0 && w.flops <= 0) return Duration::zero();
   const CostOp op = w.is_prefill ? CostOp::kAttentionPrefill : CostOp::kAttentionDecode;
-  if (auto s = profile_.seconds(op, Precision::kBF16, 0, 0, w.bytes, w.flops)) {
-    return Duration::from_seconds(*s);
-  }
+  // The KV format's own fit, else BF16's at BF16's rate (attention math is not a weight GEMM: no rate_scale).
+  const OperationFit* f = profile_.find_fit(op, w.kv);
+  if (f == nullptr) f = profile_.find_fit(op, Precision::kBF16);
+  if (f != nullptr) return Duration::from_seconds(f->params.seconds(w.bytes, w.flops));
   return RooflineCostModel(fallback_).attention(w);
 }
 

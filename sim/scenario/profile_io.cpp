@@ -801,6 +801,47 @@ void add_measured_grouped(GpuProfile& p, Derivation& d, const GpuSpec& target, P
   d.origin << ", grouped " << to_string(q) << " measured efficiency " << m.value;
 }
 
+// The compute rate at which `f` takes the measured run's time (work `m.at_*` at `m.value` of `peak`), its
+// memory, fixed cost and sharpness kept: t - fixed = (t_mem^p + t_compute^p)^(1/p) solved for t_compute.
+double compute_rate_at(const RooflineFit& f, const MeasuredFigure& m, double peak, const std::string& path) {
+  const double rest = m.at_flops / (m.value * peak) - f.fixed_s;
+  const double t_mem = m.at_bytes / f.bytes_per_s;
+  if (rest <= t_mem) {
+    throw ProfileError(path + ".at: the measured run is faster than the fit's memory time and fixed cost");
+  }
+  const double p = f.sharpness;
+  return m.at_flops / std::pow(std::pow(rest, p) - std::pow(t_mem, p), 1.0 / p);
+}
+
+// The attention fit of `op` and format `q` at the measured efficiency of this GPU's peak of `q`: the compute
+// asymptote, or the rate that takes the measured run's time; the BF16 fit's memory (moved as every fit),
+// fixed cost and sharpness stay (an FP8 fit is added beside the BF16 one).
+void set_measured_attention(GpuProfile& p, Derivation& d, const GpuSpec& target, CostOp op, Precision q,
+                            const MeasuredFigure& m, const std::string& key) {
+  const OperationFit* base = p.find_fit(op, Precision::kBF16);
+  if (!m.known() || base == nullptr) return;
+  OperationFit f = *base;
+  f.precision = q;
+  const double peak = target.peak_flops(q);
+  f.params.flops_per_s =
+      m.at_flops > 0 ? compute_rate_at(f.params, m, peak, catalog_path(target, key)) : m.value * peak;
+  std::erase_if(p.fits, [&](const OperationFit& g) { return g.op == op && g.precision == q; });
+  p.fits.push_back(f);
+  d.origin << ", " << to_string(op) << " " << to_string(q) << " measured efficiency " << m.value
+           << (m.at_flops > 0 ? " on its run" : "");
+}
+
+void add_measured_attention(GpuProfile& p, Derivation& d, const GpuSpec& target) {
+  const GpuMeasured& m = target.measured;
+  const CostOp dec = CostOp::kAttentionDecode;
+  set_measured_attention(p, d, target, dec, Precision::kBF16, m.attention_decode_eff,
+                         "attention_decode_eff_bf16");
+  set_measured_attention(p, d, target, dec, Precision::kFP8, m.attention_decode_eff_fp8,
+                         "attention_decode_eff_fp8");
+  set_measured_attention(p, d, target, CostOp::kAttentionPrefill, Precision::kBF16, m.attention_prefill_eff,
+                         "attention_prefill_eff_bf16");
+}
+
 }  // namespace
 
 GpuProfile derive_profile(const GpuProfile& reference, const GpuSpec& reference_spec, const GpuSpec& target) {
@@ -828,6 +869,7 @@ GpuProfile derive_profile(const GpuProfile& reference, const GpuSpec& reference_
   }
   add_measured_grouped(p, d, target, Precision::kFP8, target.measured.grouped_eff_fp8);
   add_measured_grouped(p, d, target, Precision::kFP4, target.measured.grouped_eff_fp4);
+  add_measured_attention(p, d, target);
   std::string sources;
   for (const auto& [key, m] : target.measured.figures()) {
     if (m->known()) sources += "\nmeasured." + std::string(key) + ": " + m->source;

@@ -225,8 +225,9 @@ ModelSpec parse_model(JsonReader& r) {
 namespace {
 
 // `measured.<key>`: {"value": x, "source": "..."}; the value in the catalog's unit times `scale`, at most
-// `hi`.
-MeasuredFigure parse_measured_figure(JsonReader& parent, std::string_view key, double scale, double hi) {
+// `hi`. With `at`, also the measured run's work {"gb": bytes / 1e9, "gflop": flops / 1e9}.
+MeasuredFigure parse_measured_figure(JsonReader& parent, std::string_view key, double scale, double hi,
+                                     bool at = false) {
   if (!parent.has(key)) return {};
   JsonReader r = parent.object(key);
   MeasuredFigure f;
@@ -235,6 +236,11 @@ MeasuredFigure parse_measured_figure(JsonReader& parent, std::string_view key, d
   f.value *= scale;
   f.source = r.string("source");
   if (f.source.empty()) r.fail("source", "must name where the figure was published");
+  if (auto w = at ? r.optional_object("at") : std::nullopt) {
+    f.at_bytes = w->positive("gb") * 1e9;
+    f.at_flops = w->positive("gflop") * 1e9;
+    w->finish();
+  }
   r.finish();
   return f;
 }
@@ -250,10 +256,14 @@ GpuMeasured parse_gpu_measured(JsonReader& r, const GpuSpec& g) {
   m.grouped_eff_fp4 = parse_measured_figure(r, "grouped_eff_fp4", 1.0, 1.0);
   m.hbm_bytes_per_s = parse_measured_figure(r, "hbm_tb_per_s", 1e12, g.hbm_bytes_per_s * 1e-12);
   m.launch_s = parse_measured_figure(r, "launch_us", 1e-6, 1000.0);
+  m.attention_decode_eff = parse_measured_figure(r, "attention_decode_eff_bf16", 1.0, 1.0, true);
+  m.attention_decode_eff_fp8 = parse_measured_figure(r, "attention_decode_eff_fp8", 1.0, 1.0, true);
+  m.attention_prefill_eff = parse_measured_figure(r, "attention_prefill_eff_bf16", 1.0, 1.0, true);
   // An efficiency of a format the GPU has no tensor cores for would cost it at another format's peak.
   for (const auto& [key, fig, peak] :
        {std::tuple{"gemm_eff_fp8", &m.gemm_eff_fp8, g.fp8_flops_per_s},
         std::tuple{"grouped_eff_fp8", &m.grouped_eff_fp8, g.fp8_flops_per_s},
+        std::tuple{"attention_decode_eff_fp8", &m.attention_decode_eff_fp8, g.fp8_flops_per_s},
         std::tuple{"gemm_eff_fp4", &m.gemm_eff_fp4, g.fp4_flops_per_s},
         std::tuple{"grouped_eff_fp4", &m.grouped_eff_fp4, g.fp4_flops_per_s}}) {
     if (fig->known() && peak <= 0) r.fail(key, "the GPU has no tensor cores for this format (its peak is 0)");

@@ -193,6 +193,97 @@ TEST_CASE("an H20 grouped FP8 launch follows the H200 grouped fit with the measu
   CHECK(model->grouped_experts(w).seconds() == Approx(expected).epsilon(1e-6));
 }
 
+// The H200 attention fit's time for `w` with its memory term moved by `memory` and compute at `flops_per_s`.
+double h200_attention_s(const GpuProfile& h200, CostOp op, double bytes, double flops, double memory,
+                        double flops_per_s) {
+  const OperationFit* r = h200.find_fit(op, Precision::kBF16);
+  REQUIRE(r != nullptr);
+  const double t_mem = bytes / (r->params.bytes_per_s * memory);
+  const double p = r->params.sharpness;
+  return r->params.fixed_s + std::pow(std::pow(t_mem, p) + std::pow(flops / flops_per_s, p), 1.0 / p);
+}
+
+// B200's measured attention (catalog `measured`): sgl-kernel's CUTLASS MLA decode ran 256 x 8,192 tokens at
+// 128 heads, 2.48722 GB and 584.116 GFLOP, at 0.2294 of the 2250 TFLOP/s BF16 peak: 584.116e9 / (0.2294 x
+// 2250e12) = 1.1317 ms. The decode fit keeps the H200 fit's memory (x 6.0 / 4.221), fixed cost and sharpness
+// and takes that run in that time; its compute rate is the one solving the fit's formula there. Prefill:
+// FlashMLA's 1460 TFLOP/s, 0.649 of the peak, is the compute asymptote. GB200 applies them to its 2500.
+TEST_CASE("a measured attention run takes its measured time in the derived fit, the H200 fit's shape kept") {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  const OperationFit* hd = h200->find_fit(CostOp::kAttentionDecode, Precision::kBF16);
+  REQUIRE(hd != nullptr);
+  const double memory = 6.0 / 4.221;
+  const AttentionWork run{.bytes = 2.48722e9, .flops = 584.116e9, .is_prefill = false};
+  // DeepSeek-V3 decode of 512 sequences of 2,050 tokens: 1,152 bytes and 2 x 128 x 1,088 flops a token.
+  const double pairs = 512.0 * 2050;
+  const AttentionWork decode{.bytes = pairs * 1152, .flops = pairs * 2 * 128 * 1088, .is_prefill = false};
+  // A causal 16K-token prefill at 128 heads of 192 / 128: 16384^2 / 2 pairs of 2 x 128 x 320 flops.
+  const double causal = 16384.0 * 16384 / 2;
+  const AttentionWork prefill{
+      .bytes = 16384.0 * 128 * 448 * 2, .flops = causal * 2 * 128 * 320, .is_prefill = true};
+  for (const auto& [gpu, peak] : {std::pair{"b200", 2250e12}, std::pair{"gb200", 2500e12}}) {
+    const ScenarioSpec s = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", gpu);
+    const auto model = make_gpu_cost_model(s.cluster.gpu);
+    const double t_run = 584.116e9 / (0.2294 * peak);
+    CHECK(model->attention(run).seconds() == Approx(t_run).epsilon(1e-6));
+    // The rate from the fit's formula at the run: (t - fixed)^p = t_mem^p + (flops / rate)^p.
+    const double p = hd->params.sharpness;
+    const double t_mem = run.bytes / (hd->params.bytes_per_s * memory);
+    const double rate =
+        run.flops / std::pow(std::pow(t_run - hd->params.fixed_s, p) - std::pow(t_mem, p), 1.0 / p);
+    CHECK(rate > 0.2294 * peak);  // the run was not purely compute-bound
+    CHECK(model->attention(decode).seconds() ==
+          Approx(h200_attention_s(*h200, CostOp::kAttentionDecode, decode.bytes, decode.flops, memory, rate))
+              .epsilon(1e-6));
+    CHECK(model->attention(prefill).seconds() ==
+          Approx(h200_attention_s(*h200, CostOp::kAttentionPrefill, prefill.bytes, prefill.flops, memory,
+                                  0.649 * peak))
+              .epsilon(1e-6));
+  }
+}
+
+// FP8 KV: no FP8 attention rate is in the catalog (SGLang's "up to 1.8x" is a bound,
+// docs/validation/blackwell_sources.md B10), so the BF16 decode fit costs the halved bytes the caller counts.
+// On a hand-set FP8 efficiency of 0.2 of B200's 4500 TFLOP/s FP8 peak (an asymptote: no `at`), QK^T and PV
+// run at that rate; prefill keeps its BF16 fit, unscaled; H200 has no FP8 attention fit: its BF16 fit.
+TEST_CASE("an FP8 KV cache runs decode attention on an FP8 fit only where one is measured") {
+  const auto h200 = find_profile("h200-sxm");
+  REQUIRE(h200.has_value());
+  const OperationFit* hd = h200->find_fit(CostOp::kAttentionDecode, Precision::kBF16);
+  REQUIRE(hd != nullptr);
+  const double pairs = 512.0 * 2050;
+  const AttentionWork bf16{.bytes = pairs * 1152, .flops = pairs * 2 * 128 * 1088, .is_prefill = false};
+  const AttentionWork fp8{
+      .bytes = pairs * 576, .flops = pairs * 2 * 128 * 1088, .is_prefill = false, .kv = Precision::kFP8};
+  const AttentionWork prefill{.bytes = 1e9, .flops = 1e15, .is_prefill = true};
+  AttentionWork prefill_fp8 = prefill;
+  prefill_fp8.kv = Precision::kFP8;
+  ScenarioSpec b200 = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "b200");
+  const auto catalog_b200 = make_gpu_cost_model(b200.cluster.gpu);
+  CHECK(catalog_b200->attention(fp8).seconds() < catalog_b200->attention(bf16).seconds());
+  b200.cluster.gpu.measured.attention_decode_eff_fp8 = {.value = 0.2, .source = "hand-set for the test"};
+  const auto b = make_gpu_cost_model(b200.cluster.gpu);
+  CHECK(b->attention(fp8).seconds() == Approx(h200_attention_s(*h200, CostOp::kAttentionDecode, fp8.bytes,
+                                                               fp8.flops, 6.0 / 4.221, 0.2 * 4500e12))
+                                           .epsilon(1e-6));
+  CHECK(b->attention(bf16).seconds() == Approx(catalog_b200->attention(bf16).seconds()).epsilon(1e-9));
+  CHECK(b->attention(prefill_fp8).seconds() == Approx(b->attention(prefill).seconds()).epsilon(1e-9));
+  // Compute-bound without memory: the fixed cost plus the flops at the measured rate.
+  const AttentionWork flops_only{.bytes = 0, .flops = 1e12, .is_prefill = false, .kv = Precision::kFP8};
+  CHECK(b->attention(flops_only).seconds() ==
+        Approx(hd->params.fixed_s + 1e12 / (0.2 * 4500e12)).epsilon(1e-6));
+  const ScenarioSpec h200_spec = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "h200-sxm");
+  CHECK(make_gpu_cost_model(h200_spec.cluster.gpu)->attention(fp8).seconds() ==
+        Approx(hd->params.seconds(fp8.bytes, fp8.flops)).epsilon(1e-6));
+  // A run faster than the fit's memory time and fixed cost allows cannot be taken: one error naming it.
+  b200.cluster.gpu.measured.attention_decode_eff = {
+      .value = 0.5, .source = "hand-set", .at_bytes = 100e9, .at_flops = 1e12};
+  CHECK_THROWS_WITH(
+      derive_profile(*h200, h200_spec.cluster.gpu, b200.cluster.gpu),
+      Catch::Contains("b200.measured.attention_decode_eff_bf16.at: the measured run is faster"));
+}
+
 // FP4 routed experts: Blackwell runs them on its FP4 tensor cores (rate relative to BF16 = 0.434 x 9000 /
 // (0.638 x 2250) = 2.72 from the measured efficiencies); Hopper has none and dequantises them to BF16
 // (rate 1), reading half the bytes of FP8.
@@ -238,6 +329,8 @@ TEST_CASE("a measured launch cost moves every fixed cost by its difference from 
   const GpuProfile derived = derive_profile(*h200, ref.cluster.gpu, b200.cluster.gpu);
   for (const OperationFit& f : derived.fits) {
     const OperationFit* r = h200->find_fit(f.op, f.precision, f.shape_a, f.shape_b);
+    // B200's FP8 decode attention fit is its BF16 one at the measured FP8 rate: the BF16 fixed cost.
+    if (r == nullptr) r = h200->find_fit(f.op, Precision::kBF16, f.shape_a, f.shape_b);
     REQUIRE(r != nullptr);
     CHECK(f.params.fixed_s == Approx(r->params.fixed_s + 0.837e-6).epsilon(1e-9));
   }
@@ -257,6 +350,17 @@ TEST_CASE("a measured figure that cannot hold is one error naming its catalog pa
   CHECK(gpu_error(R"({"base": "h20", "measured": {"gemm_eff_fp4": {"value": 0.5, "source": "x"}}})")
             .find("cluster.gpu.measured.gemm_eff_fp4: the GPU has no tensor cores for this format") !=
         std::string::npos);
+  CHECK(
+      gpu_error(
+          R"({"base": "a100-sxm", "measured": {"attention_decode_eff_fp8": {"value": 0.2, "source": "x"}}})")
+          .find("cluster.gpu.measured.attention_decode_eff_fp8: the GPU has no tensor cores") !=
+      std::string::npos);
+  CHECK(gpu_error(R"({"base": "b200", "measured": {"attention_decode_eff_bf16": {"value": 0.2, "source": "x",
+                  "at": {"gb": 1}}}})")
+            .find("cluster.gpu.measured.attention_decode_eff_bf16.at.gflop") != std::string::npos);
+  CHECK(
+      gpu_error(R"({"base": "b200", "measured": {"gemm_eff_bf16": {"value": 0.2, "source": "x", "at": {}}}})")
+          .find("cluster.gpu.measured.gemm_eff_bf16") != std::string::npos);
   // A measured bandwidth needs the reference's own to be a ratio of like with like.
   const auto h200 = find_profile("h200-sxm");
   REQUIRE(h200.has_value());
