@@ -100,10 +100,13 @@ TEST_CASE("one overlapped layer by hand: four stages, compute slowed by the SMs 
 
 TEST_CASE("with overlap the step's parts add up and the gain stays below the perfect-overlap bound") {
   const StepPlan p = plan(true, 256);
-  const Duration compute = p.part(StepPart::kAttention) + p.part(StepPart::kExperts);
+  // The small kernels are their own part: those before dispatch and those beside the experts.
+  const Duration compute =
+      p.part(StepPart::kAttention) + p.part(StepPart::kExperts) + p.part(StepPart::kLayerKernels);
   const Duration exposed = p.part(StepPart::kDispatch) + p.part(StepPart::kCombine);
   const Duration comm = exposed + p.comm_hidden;  // issued
   REQUIRE(p.comm_hidden > Duration::zero());
+  REQUIRE(p.part(StepPart::kLayerKernels) > Duration::zero());
   REQUIRE(p.total == compute + exposed + p.part(StepPart::kDenseFfn) + p.part(StepPart::kLmHead));
   // Perfect overlap would take max(compute, comm) per layer; SM sharing and unequal stages cost more.
   REQUIRE(p.total > max(compute, comm) + p.part(StepPart::kDenseFfn) + p.part(StepPart::kLmHead));
