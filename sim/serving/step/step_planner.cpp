@@ -148,19 +148,24 @@ void StepPlanner::set_kernel_shape_quantisation() {
   const bool fp8_cores = s_.cluster.gpu.fp8_flops_per_s > 0;
   auto fp8 = [&](Precision q) { return fp8_cores && q == Precision::kFP8; };
   std::tie(k.quant_elements, k.quant_launches) = attention_quant();
-  const bool normal_dispatch = ranks_ > 1 && s_.deployment.all_to_all_mode == AllToAllMode::kHighThroughput;
+  const AllToAllMode mode = s_.deployment.all_to_all_mode;
+  const bool normal_dispatch = ranks_ > 1 && mode == AllToAllMode::kHighThroughput;
+  const bool deepgemm = s_.deployment.engine.expert_family == ExpertKernelFamily::kDeepGemm;
   if (fp8(p.routed_experts)) {
-    // The up GEMM's input: quantised before a normal dispatch (or before a local fused MoE kernel); the
-    // low-latency dispatch kernel quantises inside itself. The down GEMM's input on the expert side.
+    // The up GEMM's input: quantised before a normal dispatch (SGLang _DeepEPDispatcherImplNormal.dispatch_a:
+    // sglang_per_token_group_quant_fp8) or before a local fused MoE kernel; the low-latency dispatch kernel
+    // quantises inside itself. The down GEMM's input after SiLU*mul, on the expert side, except in
+    // DeepGEMM's masked path, whose silu_and_mul_masked_post_quant_fwd writes FP8 itself.
     if (ranks_ == 1 || normal_dispatch) {
       k.quant_elements += double(m.hidden);
       ++k.quant_launches;
     }
-    k.expert_quant_elements = double(inter_);
-    k.expert_quant_launches = 1;
+    if (!(deepgemm && ranks_ > 1 && mode == AllToAllMode::kLowLatency)) {
+      k.expert_quant_elements = double(inter_);
+      k.expert_quant_launches = 1;
+    }
   }
-  const bool contiguous =
-      s_.deployment.engine.expert_family == ExpertKernelFamily::kDeepGemm && normal_dispatch;
+  const bool contiguous = deepgemm && normal_dispatch;
   k.permute_row_bytes =
       contiguous ? double(m.hidden) * activation_bytes_per_element(fp8(p.routed_experts) ? Precision::kFP8
                                                                                          : Precision::kBF16)
