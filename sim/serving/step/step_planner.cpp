@@ -669,6 +669,44 @@ std::span<const GroupBatch> StepPlanner::pipeline_micro_batches(std::span<const 
 // The step's cheap part: every group's attention, dense layers and small kernels (and the two-batch
 // split). What it sets is never lowered by finish_plan(), so the sum of the parts so far is a lower bound
 // of the step's time (zero under pipeline parallelism, whose total is assembled differently).
+// Two-batch overlap: every group's batch split into its two micro-batches, each costed at its own size (its
+// own launches, GEMMs, All-to-All): pre_a / pre_b, the small kernels beside each one's experts, the tokens
+// each GPU dispatches per micro-batch and A's share; the attention and small-kernel parts of the step.
+void StepPlanner::split_micro_batches(std::span<const GroupBatch> groups, Duration dense_attention) {
+  const ModelSpec& m = s_.model;
+  PendingPlan& p = pending_;
+  double tokens_a = 0;
+  // Per micro-batch, the most small-kernel time any group runs before its dispatch.
+  std::array<Duration, 2> small_att{Duration::zero(), Duration::zero()};
+  for (int r = 0; r < groups_; ++r) {
+    const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
+    // Each micro-batch's small kernels: the attention side before its dispatch, the rest beside its
+    // experts (costed at the GPU's own tokens, as the micro-batch's mean routed pairs).
+    for (const auto& [half, pre, exp, att] : {std::tuple{a, &p.pre_a, &p.small_exp_a, &small_att[0]},
+                                              std::tuple{b, &p.pre_b, &p.small_exp_b, &small_att[1]}}) {
+      if (half.tokens() == 0) continue;
+      const TokenCosts& tc = token_costs(half.tokens());
+      *pre = max(*pre, group_pre_moe(half) + tc.small_moe - tc.small_moe_experts);
+      *exp = max(*exp, tc.small_moe_experts);
+      *att = max(*att, tc.small_moe - tc.small_moe_experts);
+    }
+    tokens_a += double(a.tokens());
+    for (int t = 0; t < tp_; ++t) {
+      const auto gi = static_cast<std::size_t>(r * tp_ + t);
+      half_tokens_[gi] = double(a.tokens()) / tp_;
+      half_tokens_[static_cast<std::size_t>(gpus_) + gi] = double(b.tokens()) / tp_;
+    }
+  }
+  half_a_ = tokens_a / double(p.total_tokens);
+  // Under two-batch overlap each micro-batch runs the layer's small kernels: part of its compute.
+  p.small_max = Duration::zero();
+  plan_.parts[StepPart::kAttention] = (p.pre_a + p.pre_b - small_att[0] - small_att[1]) * m.moe_layers() +
+                                      dense_attention * m.num_dense_layers;
+  plan_.parts[StepPart::kLayerKernels] =
+      p.small_dense_max * m.num_dense_layers +
+      (small_att[0] + small_att[1] + p.small_exp_a + p.small_exp_b) * m.moe_layers();
+}
+
 Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   MOESIM_CHECK(static_cast<int>(groups.size()) == groups_, "one batch per attention group expected");
   const ModelSpec& m = s_.model;
@@ -723,41 +761,8 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   // Two-batch overlap: every group's batch is split into two micro-batches by sequences (A takes the
   // odd one: halves are unequal), each costed at its own size (its own launches, GEMMs, All-to-All).
   const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
-  Duration& pre_a = p.pre_a;
-  Duration& pre_b = p.pre_b;
   half_a_ = 1.0;
-  if (tbo) {
-    double tokens_a = 0;
-    // Per micro-batch, the most small-kernel time any group runs before its dispatch.
-    std::array<Duration, 2> small_att{Duration::zero(), Duration::zero()};
-    for (int r = 0; r < groups_; ++r) {
-      const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
-      // Each micro-batch's small kernels: the attention side before its dispatch, the rest beside its
-      // experts (costed at the GPU's own tokens, as the micro-batch's mean routed pairs).
-      for (const auto& [half, pre, exp, att] : {std::tuple{a, &pre_a, &p.small_exp_a, &small_att[0]},
-                                                std::tuple{b, &pre_b, &p.small_exp_b, &small_att[1]}}) {
-        if (half.tokens() == 0) continue;
-        const TokenCosts& tc = token_costs(half.tokens());
-        *pre = max(*pre, group_pre_moe(half) + tc.small_moe - tc.small_moe_experts);
-        *exp = max(*exp, tc.small_moe_experts);
-        *att = max(*att, tc.small_moe - tc.small_moe_experts);
-      }
-      tokens_a += double(a.tokens());
-      for (int t = 0; t < tp_; ++t) {
-        const auto gi = static_cast<std::size_t>(r * tp_ + t);
-        half_tokens_[gi] = double(a.tokens()) / tp_;
-        half_tokens_[static_cast<std::size_t>(gpus_) + gi] = double(b.tokens()) / tp_;
-      }
-    }
-    half_a_ = tokens_a / double(total_tokens);
-    // Under two-batch overlap each micro-batch runs the layer's small kernels: part of its compute.
-    small_max = Duration::zero();
-    plan_.parts[StepPart::kAttention] =
-        (pre_a + pre_b - small_att[0] - small_att[1]) * m.moe_layers() + dense_attention * m.num_dense_layers;
-    plan_.parts[StepPart::kLayerKernels] =
-        small_dense_max * m.num_dense_layers +
-        (small_att[0] + small_att[1] + p.small_exp_a + p.small_exp_b) * m.moe_layers();
-  }
+  if (tbo) split_micro_batches(groups, dense_attention);
   const int full = draw_->begin_step(total_tokens, tbo, half_a_, m.moe_layers());
   choose_layers();
   p.binned = full >= 0;

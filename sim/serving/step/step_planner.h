@@ -190,6 +190,7 @@ class StepPlanner {
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] SmallKernelTimes small_kernels(std::int64_t tokens, bool moe) const;
   void set_kernel_shape_quantisation();
+  void split_micro_batches(std::span<const GroupBatch> groups, Duration dense_attention);
   // Per token: elements and launches of the FP8 quantisation of a layer's attention-projection inputs,
   // and of an FFN's (shared experts, dense FFN) of intermediate width `inter`.
   [[nodiscard]] std::pair<double, int> attention_quant() const;
