@@ -30,8 +30,7 @@ void attention_side(const LayerKernelShape& s, double t, const EngineProfile& e,
     push(out, n, {"rms_norm", kE, 2, 2 * 2 * act});
     push(out, n, {"residual_add", kE, 2, 2 * 3 * act});
   }
-  push(out, n,
-       {"inner_rms_norm", kE, s.inner_norm_elements > 0 ? 2 : 0, 2 * 2.0 * t * s.inner_norm_elements});
+  push(out, n, {"inner_rms_norm", kE, s.inner_norm_launches, 2 * 2.0 * t * s.inner_norm_elements});
   push(out, n, {"kv_cache_write", kE, e.fused_add_norm ? 1 : 2, 2 * t * s.kv_bytes_per_token});
   if (e.rotary) push(out, n, {"rotary", kE, 1, 2 * 2.0 * t * s.rotary_elements});
   push(out, n, {"fp8_act_quant", kE, s.quant_launches, kFp8QuantBytesPerElement * t * s.quant_elements});

@@ -27,8 +27,9 @@ struct LayerKernelShape {
   // (GQA: (q_heads + kv_heads) x head_dim; MLA: heads x rope_dim of the query plus the shared rope key).
   double rotary_elements = 0;
   // Per token, elements of the extra RMSNorms inside attention (MLA: q_a and kv_a layernorms over q_lora
-  // and kv_lora columns; GQA: 0).
+  // and kv_lora columns, one launch each; without a query LoRA kv_a's alone; GQA: 0).
   double inner_norm_elements = 0;
+  int inner_norm_launches = 0;
   // Per token, the BF16 inputs of the FP8 GEMMs on the attention side (attention projections, shared
   // experts) that a per-token-group quantisation kernel casts to FP8 first; 0 without FP8 GEMMs.
   double quant_elements = 0;

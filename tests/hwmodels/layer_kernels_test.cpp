@@ -83,6 +83,7 @@ LayerKernelShape dsv3_fp8() {
                      .l2_bytes = 50e6};
   s.rotary_elements = 128 * 64 + 64;
   s.inner_norm_elements = 1536 + 512;
+  s.inner_norm_launches = 2;
   // Inputs of q_a+kv_a (7168), q_b (1536), kv_b (512), o (16384), the shared expert's up (7168) and down
   // (2048), and the routed up GEMM's (7168, quantised before dispatch).
   s.quant_elements = 7168 + 1536 + 512 + 16384 + 7168 + 2048 + 7168;

@@ -145,6 +145,7 @@ void StepPlanner::set_kernel_shape_quantisation() {
   k.rotary_elements = mla ? double(m.num_heads) / tp_ * m.qk_rope_head_dim + m.qk_rope_head_dim
                           : double(m.num_heads + m.num_kv_heads) / tp_ * m.head_dim;
   k.inner_norm_elements = mla ? double(m.q_lora_rank + m.kv_lora_rank) : 0.0;
+  k.inner_norm_launches = mla ? (m.q_lora_rank > 0 ? 2 : 1) : 0;
   const bool fp8_cores = s_.cluster.gpu.fp8_flops_per_s > 0;
   auto fp8 = [&](Precision q) { return fp8_cores && q == Precision::kFP8; };
   std::tie(k.quant_elements, k.quant_launches) = attention_quant();
