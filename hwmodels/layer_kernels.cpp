@@ -13,61 +13,104 @@ double gather_bytes(double tokens, double top_k, double row_bytes, double l2_byt
   return copies + (source <= l2_bytes ? source : copies);
 }
 
+namespace {
+
+void push(SmallKernelList& out, std::size_t& n, const SmallKernel& k) {
+  if (k.launches > 0) out[n++] = k;
+}
+
+// Norms, KV-cache write, rotary, quantisation of the FP8 GEMMs' inputs, routing: before dispatch.
+void attention_side(const LayerKernelShape& s, double t, const EngineProfile& e, SmallKernelList& out,
+                    std::size_t& n) {
+  constexpr auto kE = MemoryKernel::kElementwise;
+  const double act = t * static_cast<double>(s.hidden) * 2.0;  // one BF16 activation matrix [T, H]
+  if (e.fused_add_norm) {
+    push(out, n, {"add_rms_norm", kE, 2, 2 * 4 * act});  // reads x and residual, writes both
+  } else {
+    push(out, n, {"rms_norm", kE, 2, 2 * 2 * act});
+    push(out, n, {"residual_add", kE, 2, 2 * 3 * act});
+  }
+  push(out, n, {"inner_rms_norm", kE, s.inner_norm_launches, 2 * 2.0 * t * s.inner_norm_elements});
+  push(out, n, {"kv_cache_write", kE, e.fused_add_norm ? 1 : 2, 2 * t * s.kv_bytes_per_token});
+  if (e.rotary) push(out, n, {"rotary", kE, 1, 2 * 2.0 * t * s.rotary_elements});
+  push(out, n, {"fp8_act_quant", kE, s.quant_launches, kFp8QuantBytesPerElement * t * s.quant_elements});
+  if (!s.moe) return;
+  // Routing: top-k (the measured step draws Gumbel noise: uniform, two logs, add, top-k) and softmax.
+  const double logits = t * s.experts * 4.0;
+  const double rows = t * s.top_k;
+  if (e.fused_topk_softmax) {
+    push(out, n, {"topk_softmax", kE, 1, logits + rows * 8.0});
+  } else {
+    push(out, n, {"router_topk", kE, 5, 6 * logits});
+    push(out, n, {"routing_softmax", kE, 2, rows * 12.0});
+  }
+  // Sort the (token, expert) pairs by expert, count per expert, offsets (a radix argsort is 3 launches).
+  push(out, n, {"sort_by_expert", kE, e.fused_align ? 1 : 6, rows * 16.0});
+}
+
+// Permute into the expert kernel's layout, expert-side quantisation, weighting and unpermute.
+void expert_side(const LayerKernelShape& s, double t, const EngineProfile& e, SmallKernelList& out,
+                 std::size_t& n) {
+  constexpr auto kE = MemoryKernel::kElementwise;
+  const double act = t * static_cast<double>(s.hidden) * 2.0;
+  const double rows = t * s.top_k;
+  const double row_bytes = static_cast<double>(s.hidden) * 2.0;
+  const std::size_t first = n;
+  if (s.permute_row_bytes > 0) {
+    push(out, n,
+         {"permute_contiguous", MemoryKernel::kGather, 1,
+          gather_bytes(t, s.top_k, s.permute_row_bytes, s.l2_bytes)});
+  } else if (!e.gather_in_gemm) {
+    push(out, n,
+         {"permute_gather", MemoryKernel::kGather, 1, gather_bytes(t, s.top_k, row_bytes, s.l2_bytes)});
+  }
+  push(out, n,
+       {"fp8_expert_quant", kE, s.expert_quant_launches,
+        kFp8QuantBytesPerElement * rows * s.expert_quant_elements});
+  if (!e.weight_mul_in_gemm) push(out, n, {"routing_weight_mul", kE, 1, 2 * rows * row_bytes});
+  if (e.reduce_unpermute) {
+    push(out, n, {"unpermute_sum", kE, 1, rows * row_bytes + act});
+  } else {
+    push(out, n, {"unpermute_zero", kE, 1, act});
+    push(out, n, {"unpermute_scatter_add", MemoryKernel::kScatterAdd, 1, 2 * rows * row_bytes});
+  }
+  for (std::size_t i = first; i < n; ++i) out[i].expert_side = true;
+}
+
+}  // namespace
+
 std::size_t layer_small_kernels(const LayerKernelShape& s, std::int64_t tokens, const EngineProfile& e,
                                 SmallKernelList& out) {
   std::size_t n = 0;
-  auto add = [&](std::string_view name, MemoryKernel kind, int launches, double bytes) {
-    if (launches > 0)
-      out[n++] = SmallKernel{.name = name, .kind = kind, .launches = launches, .bytes = bytes};
-  };
   const double t = static_cast<double>(tokens);
-  const double act = t * static_cast<double>(s.hidden) * 2.0;  // one BF16 activation matrix [T, H]
-  const double rows = t * s.top_k;
-  const double row_bytes = static_cast<double>(s.hidden) * 2.0;
-  constexpr auto kE = MemoryKernel::kElementwise;
-  // Attention half: norm (+ residual add when fused), KV-cache write, rotary, residual add.
-  if (e.fused_add_norm) {
-    add("add_rms_norm", kE, 2, 2 * 4 * act);  // reads x and residual, writes both; before attention and FFN
-  } else {
-    add("rms_norm", kE, 2, 2 * 2 * act);
-    add("residual_add", kE, 2, 2 * 3 * act);
-  }
-  add("kv_cache_write", kE, e.fused_add_norm ? 1 : 2, 2 * t * s.kv_bytes_per_token);
-  if (e.rotary) add("rotary", kE, 1, 4 * act);
-  if (!s.moe) return n;
-  // Routing: top-k (the measured step draws Gumbel noise: uniform, two logs, add, top-k) and softmax.
-  const double logits = t * s.experts * 4.0;
-  if (e.fused_topk_softmax) {
-    add("topk_softmax", kE, 1, logits + rows * 8.0);
-  } else {
-    add("router_topk", kE, 5, 6 * logits);
-    add("routing_softmax", kE, 2, rows * 12.0);
-  }
-  // Sort the (token, expert) pairs by expert, count per expert, offsets (a radix argsort is 3 launches).
-  add("sort_by_expert", kE, e.fused_align ? 1 : 6, rows * 16.0);
-  if (!e.gather_in_gemm)
-    add("permute_gather", MemoryKernel::kGather, 1, gather_bytes(t, s.top_k, row_bytes, s.l2_bytes));
-  if (!e.weight_mul_in_gemm) add("routing_weight_mul", kE, 1, 2 * rows * row_bytes);
-  if (e.reduce_unpermute) {
-    add("unpermute_sum", kE, 1, rows * row_bytes + act);
-  } else {
-    add("unpermute_zero", kE, 1, act);
-    add("unpermute_scatter_add", MemoryKernel::kScatterAdd, 1, 2 * rows * row_bytes);
-  }
+  attention_side(s, t, e, out, n);
+  if (s.moe) expert_side(s, t, e, out, n);
   return n;
+}
+
+SmallKernelTimes layer_small_kernel_times(const GpuCostModel& gpu, const LayerKernelShape& s,
+                                          std::int64_t tokens, const EngineProfile& e) {
+  SmallKernelTimes out;
+  if (tokens <= 0) return out;
+  SmallKernelList list{};
+  const std::size_t n = layer_small_kernels(s, tokens, e, list);
+  for (std::size_t i = 0; i < n; ++i) {
+    const SmallKernel& k = list[i];
+    const Duration d = gpu.memory_kernel(k.kind, k.bytes / k.launches) * k.launches;
+    (k.expert_side ? out.expert_side : out.attention_side) += d;
+  }
+  return out;
 }
 
 Duration layer_small_kernels_time(const GpuCostModel& gpu, const LayerKernelShape& s, std::int64_t tokens,
                                   const EngineProfile& e) {
-  if (tokens <= 0) return Duration::zero();
-  SmallKernelList list{};
-  const std::size_t n = layer_small_kernels(s, tokens, e, list);
-  Duration sum = Duration::zero();
-  for (std::size_t i = 0; i < n; ++i) {
-    const SmallKernel& k = list[i];
-    sum += gpu.memory_kernel(k.kind, k.bytes / k.launches) * k.launches;
-  }
-  return sum;
+  return layer_small_kernel_times(gpu, s, tokens, e).sum();
+}
+
+double mla_key_build_bytes(const MlaKeyShape& s, double prefill_tokens) {
+  const double read = double(s.heads) * s.qk_nope + s.qk_rope;
+  const double written = double(s.heads) * (s.qk_nope + s.qk_rope);
+  return prefill_tokens * 2.0 * (read + written);
 }
 
 Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const EngineProfile& e,
@@ -80,7 +123,8 @@ Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const Engin
                                .top_k = m.top_k,
                                .experts = m.experts,
                                .moe = true,
-                               .l2_bytes = l2_bytes};
+                               .l2_bytes = l2_bytes,
+                               .rotary_elements = double(m.q_heads + m.kv_heads) * m.head_dim};
   // Decode attends over the cached tokens plus the new one.
   const AttentionWork attn =
       c.is_prefill

@@ -68,3 +68,104 @@ TEST_CASE("a row gather reads its source once when it fits in L2, else once per 
 }
 
 }  // namespace moesim
+
+namespace moesim {
+namespace {
+// DeepSeek-V3 (config.json: hidden 7168, 128 heads, q_lora 1536, kv_lora 512, qk_nope 128, qk_rope 64,
+// v 128, 256 experts, top 8, moe_intermediate 2048) on an H100 (50 MB L2) under SGLang with DeepEP normal
+// dispatch and DeepGEMM: every projection and expert in FP8.
+LayerKernelShape dsv3_fp8() {
+  LayerKernelShape s{.hidden = 7168,
+                     .kv_bytes_per_token = (512 + 64) * 2.0,
+                     .top_k = 8,
+                     .experts = 256,
+                     .moe = true,
+                     .l2_bytes = 50e6};
+  s.rotary_elements = 128 * 64 + 64;
+  s.inner_norm_elements = 1536 + 512;
+  s.inner_norm_launches = 2;
+  // Inputs of q_a+kv_a (7168), q_b (1536), kv_b (512), o (16384), the shared expert's up (7168) and down
+  // (2048), and the routed up GEMM's (7168, quantised before dispatch).
+  s.quant_elements = 7168 + 1536 + 512 + 16384 + 7168 + 2048 + 7168;
+  s.quant_launches = 7;
+  s.expert_quant_elements = 2048;  // the routed down GEMM's input, per pair
+  s.expert_quant_launches = 1;
+  s.permute_row_bytes = 7168 * (1 + 1.0 / 32);  // FP8 rows with one FP32 scale per 128
+  return s;
+}
+
+const SmallKernel* find(const SmallKernelList& list, std::size_t n, std::string_view name) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (list[i].name == name) return &list[i];
+  }
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("an FP8 prefill layer quantises every GEMM input and permutes the received rows for DeepGEMM") {
+  const LayerKernelShape s = dsv3_fp8();
+  const EngineProfile e = engine_profile(EngineKind::kSglang);
+  SmallKernelList list{};
+  const double t = 8192;
+  const std::size_t n = layer_small_kernels(s, 8192, e, list);
+  // Quantisation: BF16 read (2 B), FP8 written (1 B), one FP32 scale per 128 elements (4/128 B).
+  const SmallKernel* q = find(list, n, "fp8_act_quant");
+  REQUIRE(q != nullptr);
+  CHECK(q->launches == 7);
+  CHECK(q->bytes == Approx(t * 41984 * 3.03125));
+  CHECK_FALSE(q->expert_side);
+  const SmallKernel* eq = find(list, n, "fp8_expert_quant");
+  REQUIRE(eq != nullptr);
+  CHECK(eq->bytes == Approx(t * 8 * 2048 * 3.03125));
+  CHECK(eq->expert_side);
+  // 8,192 x 7,392 B = 60.6 MB of received rows exceed the 50 MB L2: each of the 8 copies reads its row.
+  const SmallKernel* p = find(list, n, "permute_contiguous");
+  REQUIRE(p != nullptr);
+  CHECK(p->bytes == Approx(2 * t * 8 * 7392));
+  CHECK(p->kind == MemoryKernel::kGather);
+  CHECK(p->expert_side);
+  // MLA's q_a and kv_a layernorms read and write 1,536 + 512 BF16 columns; rotary touches 128 heads x 64
+  // query columns and the shared 64-column key.
+  CHECK(find(list, n, "inner_rms_norm")->bytes == Approx(t * 2048 * 4));
+  CHECK(find(list, n, "rotary")->bytes == Approx(t * (128 * 64 + 64) * 4));
+  // SGLang gathers the weighted rows in ep_gather: no separate weight multiply, no BF16 permute.
+  CHECK(find(list, n, "routing_weight_mul") == nullptr);
+  CHECK(find(list, n, "permute_gather") == nullptr);
+}
+
+TEST_CASE("small-kernel time splits into the part before dispatch and the part beside the experts") {
+  GpuSpec g;
+  g.name = "test";
+  g.hbm_bytes_per_s = 4e12;
+  g.bf16_flops_per_s = 1e15;
+  g.mem_efficiency = 0.5;
+  g.kernel_overhead = Duration::from_us(3.0);
+  const RooflineCostModel gpu(g);
+  const EngineProfile e = engine_profile(EngineKind::kSglang);
+  const LayerKernelShape s = dsv3_fp8();
+  SmallKernelList list{};
+  const std::size_t n = layer_small_kernels(s, 4096, e, list);
+  double before = 0;
+  double beside = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    (list[i].expert_side ? beside : before) += list[i].launches * 3e-6 + list[i].bytes / 2e12;
+  const SmallKernelTimes times = layer_small_kernel_times(gpu, s, 4096, e);
+  CHECK(times.attention_side.seconds() == Approx(before).epsilon(1e-6));
+  CHECK(times.expert_side.seconds() == Approx(beside).epsilon(1e-6));
+  // Beside the experts: permute (4,096 x 7,392 B = 30.3 MB of received rows fit the 50 MB L2: read once,
+  // written 8 times), down-input quantisation, unpermute (T x 8 BF16 rows read, T written).
+  const double rows = 4096.0 * 8;
+  const double expect =
+      3 * 3e-6 + ((rows + 4096) * 7392 + rows * 2048 * 3.03125 + rows * 14336 + 4096.0 * 14336) / 2e12;
+  CHECK(times.expert_side.seconds() == Approx(expect).epsilon(1e-6));
+  CHECK(layer_small_kernels_time(gpu, s, 4096, e) == times.sum());
+}
+
+TEST_CASE("MLA prefill writes every head's expanded key from its nope columns and the shared rope key") {
+  // Per token: read 128 x 128 + 64 BF16, write 128 x 192 BF16.
+  CHECK(mla_key_build_bytes({.heads = 128, .qk_nope = 128, .qk_rope = 64}, 1000) ==
+        Approx(1000 * 2.0 * (128 * 128 + 64 + 128 * 192)));
+  CHECK(mla_key_build_bytes({.heads = 16, .qk_nope = 128, .qk_rope = 64}, 0) == 0);
+}
+
+}  // namespace moesim

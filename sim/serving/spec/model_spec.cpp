@@ -18,6 +18,32 @@ double ModelSpec::attention_params_per_layer() const {
   return q + kv_a + kv_b + o;
 }
 
+ProjectionGemms ModelSpec::attention_projections() const {
+  using S = ProjectionGemm::Split;
+  ProjectionGemms p;
+  auto add = [&](std::int64_t n, std::int64_t k, S split) {
+    p.gemms[p.count++] = {.n = n, .k = k, .split = split};
+  };
+  const std::int64_t heads = num_heads;
+  if (attention == AttentionKind::kGqa) {
+    add((heads + 2 * std::int64_t{num_kv_heads}) * head_dim, hidden, S::kColumns);
+    add(hidden, heads * head_dim, S::kRows);
+    return p;
+  }
+  const std::int64_t qk = qk_nope_head_dim + qk_rope_head_dim;
+  const std::int64_t kv_a = kv_lora_rank + qk_rope_head_dim;
+  if (q_lora_rank > 0) {
+    add(q_lora_rank + kv_a, hidden, S::kReplicated);
+    add(heads * qk, q_lora_rank, S::kColumns);
+  } else {
+    add(heads * qk, hidden, S::kColumns);
+    add(kv_a, hidden, S::kReplicated);
+  }
+  add(heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank, S::kColumns);
+  add(hidden, heads * v_head_dim, S::kRows);
+  return p;
+}
+
 double ModelSpec::non_routed_params() const {
   const int moe = moe_layers();
   return attention_params_per_layer() * num_layers + dense_ffn_params() * num_dense_layers +

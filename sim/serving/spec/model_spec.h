@@ -2,7 +2,9 @@
 // per-token sizes that memory accounting and the step planner derive from them.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "hwmodels/precision.h"
@@ -10,6 +12,20 @@
 namespace moesim {
 
 enum class AttentionKind { kGqa, kMla };
+
+// One projection GEMM of an attention layer, y[T, n] = x[T, k] @ W[k, n], and the dimension attention TP
+// divides: column-parallel n, row-parallel k, or neither (a replicated projection).
+struct ProjectionGemm {
+  enum class Split : std::uint8_t { kColumns, kRows, kReplicated };
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  Split split = Split::kColumns;
+};
+struct ProjectionGemms {
+  std::array<ProjectionGemm, 4> gemms{};
+  std::size_t count = 0;
+  [[nodiscard]] std::span<const ProjectionGemm> list() const { return {gemms.data(), count}; }
+};
 
 struct ModelSpec {
   std::string name;
@@ -43,6 +59,12 @@ struct ModelSpec {
 
   [[nodiscard]] int moe_layers() const { return num_layers - num_dense_layers; }
   [[nodiscard]] double attention_params_per_layer() const;
+  // The projection GEMMs of one attention layer as engines launch them (their n x k sum to
+  // attention_params_per_layer()). GQA: fused QKV, O. MLA (SGLang DeepseekV2AttentionMLA,
+  // python/sglang/srt/models/deepseek_v2.py): q_a and kv_a fused in one replicated GEMM
+  // (fused_qkv_a_proj_with_mqa; DeepGEMM's README times this N = 2112, K = 7168 shape), q_b and kv_b
+  // column-parallel, o row-parallel; without q_lora a column-parallel q and a replicated kv_a.
+  [[nodiscard]] ProjectionGemms attention_projections() const;
   [[nodiscard]] double expert_params() const { return 3.0 * double(hidden) * double(expert_inter); }
   [[nodiscard]] double shared_expert_params() const {
     return shared_experts * 3.0 * double(hidden) * double(shared_expert_inter);

@@ -1,8 +1,11 @@
 #include "sim/serving/step/step_planner.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <tuple>
 
+#include "hwmodels/dense_gemm_family.h"
 #include "sim/engine/check.h"
 #include "sim/serving/experts/expert_loop.h"
 #include "sim/serving/step/routing_draw.h"
@@ -112,6 +115,7 @@ void StepPlanner::size_scratch() {
                                    .experts = m.routed_experts,
                                    .moe = true,
                                    .l2_bytes = s_.cluster.gpu.l2_bytes};
+  set_kernel_shape_quantisation();
   dense_layer_.resize(static_cast<std::size_t>(groups_));
   dense_attention_.resize(static_cast<std::size_t>(groups_));
   group_flops_moe_.resize(static_cast<std::size_t>(groups_));
@@ -128,6 +132,67 @@ void StepPlanner::size_scratch() {
   touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
   touch_valid_.assign(layers, 0);
   touch_memo_.resize(layers);
+}
+
+// What the small kernels of a layer move beyond norms and routing: rotary and inner-norm widths, the FP8
+// quantisation of every FP8 GEMM's input (on a GPU with FP8 tensor cores; elsewhere FP8 weights are
+// dequantised and activations stay BF16), and DeepGEMM's contiguous layout after DeepEP's normal dispatch
+// (DeepGEMM README: the contiguous layout for prefill, the masked one for low-latency decode; SGLang
+// ep_moe/layer.py forward_deepgemm_contiguous: ep_scatter, grouped GEMM, silu_and_mul, quantisation,
+// grouped GEMM, ep_gather).
+void StepPlanner::set_kernel_shape_quantisation() {
+  const ModelSpec& m = s_.model;
+  const PrecisionSpec& p = s_.precision;
+  LayerKernelShape& k = kernel_shape_;
+  const bool mla = m.attention == AttentionKind::kMla;
+  k.rotary_elements = mla ? double(m.num_heads) / tp_ * m.qk_rope_head_dim + m.qk_rope_head_dim
+                          : double(m.num_heads + m.num_kv_heads) / tp_ * m.head_dim;
+  k.inner_norm_elements = mla ? double(m.q_lora_rank + m.kv_lora_rank) : 0.0;
+  k.inner_norm_launches = mla ? (m.q_lora_rank > 0 ? 2 : 1) : 0;
+  const bool fp8_cores = s_.cluster.gpu.fp8_flops_per_s > 0;
+  auto fp8 = [&](Precision q) { return fp8_cores && q == Precision::kFP8; };
+  std::tie(k.quant_elements, k.quant_launches) = attention_quant();
+  const AllToAllMode mode = s_.deployment.all_to_all_mode;
+  const bool normal_dispatch = ranks_ > 1 && mode == AllToAllMode::kHighThroughput;
+  const bool deepgemm = s_.deployment.engine.expert_family == ExpertKernelFamily::kDeepGemm;
+  if (fp8(p.routed_experts)) {
+    // The up GEMM's input: quantised before a normal dispatch (SGLang _DeepEPDispatcherImplNormal.dispatch_a:
+    // sglang_per_token_group_quant_fp8) or before a local fused MoE kernel; the low-latency dispatch kernel
+    // quantises inside itself. The down GEMM's input after SiLU*mul, on the expert side, except in
+    // DeepGEMM's masked path, whose silu_and_mul_masked_post_quant_fwd writes FP8 itself.
+    if (ranks_ == 1 || normal_dispatch) {
+      k.quant_elements += double(m.hidden);
+      ++k.quant_launches;
+    }
+    if (!(deepgemm && ranks_ > 1 && mode == AllToAllMode::kLowLatency)) {
+      k.expert_quant_elements = double(inter_);
+      k.expert_quant_launches = 1;
+    }
+  }
+  const bool contiguous = deepgemm && normal_dispatch;
+  k.permute_row_bytes =
+      contiguous ? double(m.hidden) * activation_bytes_per_element(fp8(p.routed_experts) ? Precision::kFP8
+                                                                                         : Precision::kBF16)
+                 : 0.0;
+}
+
+// Inputs of a layer's FP8 attention projections (per token, each quantised first).
+std::pair<double, int> StepPlanner::attention_quant() const {
+  if (s_.cluster.gpu.fp8_flops_per_s <= 0 || s_.precision.attention != Precision::kFP8) return {0.0, 0};
+  double elements = 0;
+  int launches = 0;
+  for (const ProjectionGemm& g : s_.model.attention_projections().list()) {
+    elements += double(g.k) / (g.split == ProjectionGemm::Split::kRows ? tp_ : 1);
+    ++launches;
+  }
+  return {elements, launches};
+}
+
+// Inputs of a layer's FP8 FFN GEMMs that are not routed experts (shared experts or a dense FFN): up and
+// down, each quantised first.
+std::pair<double, int> StepPlanner::ffn_quant(Precision p, std::int64_t inter) const {
+  if (s_.cluster.gpu.fp8_flops_per_s <= 0 || p != Precision::kFP8 || inter <= 0) return {0.0, 0};
+  return {double(s_.model.hidden) + double(inter) / tp_, 2};
 }
 
 // The one expert cost, for every precision a copy can have.
@@ -375,10 +440,17 @@ double StepPlanner::comm_held_share(AllToAllMode mode) const {
   return kHeldSms / sms;
 }
 
-Duration StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
+SmallKernelTimes StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
+  const ModelSpec& m = s_.model;
   LayerKernelShape shape = kernel_shape_;
   shape.moe = moe;
-  return layer_small_kernels_time(gpu_, shape, tokens, s_.deployment.engine);
+  const auto [elements, launches] =
+      moe ? ffn_quant(s_.precision.shared_experts, m.shared_expert_inter * m.shared_experts)
+          : ffn_quant(s_.precision.dense_ffn, m.dense_inter);
+  if (!moe) std::tie(shape.quant_elements, shape.quant_launches) = attention_quant();  // nothing dispatched
+  shape.quant_elements += elements;
+  shape.quant_launches += launches;
+  return layer_small_kernel_times(gpu_, shape, tokens, s_.deployment.engine);
 }
 
 // Without a loop every GPU holds its slots of every layer at the routed experts' precision.
@@ -460,7 +532,16 @@ Duration StepPlanner::group_attention(const GroupBatch& b) const {
   const std::int64_t t = b.tokens();
   if (t == 0) return Duration::zero();
   const auto [dec, pre] = attention_work(b);
-  return token_costs(t).projections + gpu_.attention(dec) + gpu_.attention(pre);
+  return token_costs(t).projections + gpu_.attention(dec) + gpu_.attention(pre) +
+         prefill_key_build(b.prefill_tokens);
+}
+
+Duration StepPlanner::prefill_key_build(std::int64_t prefill_tokens) const {
+  const ModelSpec& m = s_.model;
+  if (m.attention != AttentionKind::kMla || prefill_tokens <= 0) return Duration::zero();
+  const MlaKeyShape k{
+      .heads = m.num_heads / tp_, .qk_nope = m.qk_nope_head_dim, .qk_rope = m.qk_rope_head_dim};
+  return gpu_.memory_kernel(MemoryKernel::kElementwise, mla_key_build_bytes(k, double(prefill_tokens)));
 }
 
 Duration StepPlanner::group_shared_and_gate(const GroupBatch& b) const {
@@ -492,16 +573,28 @@ StepPlanner::TokenCosts StepPlanner::compute_token_costs(std::int64_t t) const {
   const ModelSpec& m = s_.model;
   const PrecisionSpec& p = s_.precision;
   TokenCosts c;
-  c.small_moe = small_kernels(t, true);
-  c.small_dense = m.num_dense_layers > 0 ? small_kernels(t, false) : Duration::zero();
+  const SmallKernelTimes moe_kernels = small_kernels(t, true);
+  c.small_moe = moe_kernels.sum();
+  c.small_moe_experts = moe_kernels.expert_side;
+  c.small_dense = m.num_dense_layers > 0 ? small_kernels(t, false).sum() : Duration::zero();
   if (t == 0) return c;
-  const auto attn_n = static_cast<std::int64_t>(m.attention_params_per_layer() / double(m.hidden) / tp_);
   const double ar_bytes = double(t) * double(m.hidden) * 2.0;
   const bool one_node = tp_ <= s_.cluster.gpus_per_node;
   const Duration ar = fabric_.all_reduce(ar_bytes, tp_, one_node,
                                          all_reduce_kernel(s_.deployment.engine, ar_bytes, tp_, one_node)) *
                       2;
-  c.projections = gpu_.gemm(GemmWork{.m = t, .n = attn_n, .k = m.hidden, .weights = p.attention}) + ar;
+  // Each projection at its own shape (its own fit where the profile measured that shape, its own bytes);
+  // an engine running DeepGEMM on Hopper at the published rate of the shapes DeepGEMM's README times.
+  const GpuSpec& gpu = s_.cluster.gpu;
+  const bool deepgemm =
+      s_.deployment.engine.expert_family == ExpertKernelFamily::kDeepGemm && gpu.arch == "hopper";
+  c.projections = ar;
+  for (const ProjectionGemm& g : m.attention_projections().list()) {
+    const std::int64_t n = g.split == ProjectionGemm::Split::kColumns ? g.n / tp_ : g.n;
+    const std::int64_t k = g.split == ProjectionGemm::Split::kRows ? g.k / tp_ : g.k;
+    const GemmWork w{.m = t, .n = n, .k = k, .weights = p.attention};
+    c.projections += deepgemm ? deepgemm_dense_gemm(gpu_, w, gpu.fp8_flops_per_s) : gpu_.gemm(w);
+  }
   const Duration shared =
       m.shared_experts > 0
           ? gpu_.expert_ffn(ExpertFfnWork{.tokens = t,
@@ -589,6 +682,44 @@ std::span<const GroupBatch> StepPlanner::pipeline_micro_batches(std::span<const 
 // The step's cheap part: every group's attention, dense layers and small kernels (and the two-batch
 // split). What it sets is never lowered by finish_plan(), so the sum of the parts so far is a lower bound
 // of the step's time (zero under pipeline parallelism, whose total is assembled differently).
+// Two-batch overlap: every group's batch split into its two micro-batches, each costed at its own size (its
+// own launches, GEMMs, All-to-All): pre_a / pre_b, the small kernels beside each one's experts, the tokens
+// each GPU dispatches per micro-batch and A's share; the attention and small-kernel parts of the step.
+void StepPlanner::split_micro_batches(std::span<const GroupBatch> groups, Duration dense_attention) {
+  const ModelSpec& m = s_.model;
+  PendingPlan& p = pending_;
+  double tokens_a = 0;
+  // Per micro-batch, the most small-kernel time any group runs before its dispatch.
+  std::array<Duration, 2> small_att{Duration::zero(), Duration::zero()};
+  for (int r = 0; r < groups_; ++r) {
+    const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
+    // Each micro-batch's small kernels: the attention side before its dispatch, the rest beside its
+    // experts (costed at the GPU's own tokens, as the micro-batch's mean routed pairs).
+    for (const auto& [half, pre, exp, att] : {std::tuple{a, &p.pre_a, &p.small_exp_a, &small_att[0]},
+                                              std::tuple{b, &p.pre_b, &p.small_exp_b, &small_att[1]}}) {
+      if (half.tokens() == 0) continue;
+      const TokenCosts& tc = token_costs(half.tokens());
+      *pre = max(*pre, group_pre_moe(half) + tc.small_moe - tc.small_moe_experts);
+      *exp = max(*exp, tc.small_moe_experts);
+      *att = max(*att, tc.small_moe - tc.small_moe_experts);
+    }
+    tokens_a += double(a.tokens());
+    for (int t = 0; t < tp_; ++t) {
+      const auto gi = static_cast<std::size_t>(r * tp_ + t);
+      half_tokens_[gi] = double(a.tokens()) / tp_;
+      half_tokens_[static_cast<std::size_t>(gpus_) + gi] = double(b.tokens()) / tp_;
+    }
+  }
+  half_a_ = tokens_a / double(p.total_tokens);
+  // Under two-batch overlap each micro-batch runs the layer's small kernels: part of its compute.
+  p.small_max = Duration::zero();
+  plan_.parts[StepPart::kAttention] = (p.pre_a + p.pre_b - small_att[0] - small_att[1]) * m.moe_layers() +
+                                      dense_attention * m.num_dense_layers;
+  plan_.parts[StepPart::kLayerKernels] =
+      p.small_dense_max * m.num_dense_layers +
+      (small_att[0] + small_att[1] + p.small_exp_a + p.small_exp_b) * m.moe_layers();
+}
+
 Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   MOESIM_CHECK(static_cast<int>(groups.size()) == groups_, "one batch per attention group expected");
   const ModelSpec& m = s_.model;
@@ -643,29 +774,8 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   // Two-batch overlap: every group's batch is split into two micro-batches by sequences (A takes the
   // odd one: halves are unequal), each costed at its own size (its own launches, GEMMs, All-to-All).
   const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
-  Duration& pre_a = p.pre_a;
-  Duration& pre_b = p.pre_b;
   half_a_ = 1.0;
-  if (tbo) {
-    double tokens_a = 0;
-    for (int r = 0; r < groups_; ++r) {
-      const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
-      if (a.tokens() > 0) pre_a = max(pre_a, group_pre_moe(a) + token_costs(a.tokens()).small_moe);
-      if (b.tokens() > 0) pre_b = max(pre_b, group_pre_moe(b) + token_costs(b.tokens()).small_moe);
-      tokens_a += double(a.tokens());
-      for (int t = 0; t < tp_; ++t) {
-        const auto gi = static_cast<std::size_t>(r * tp_ + t);
-        half_tokens_[gi] = double(a.tokens()) / tp_;
-        half_tokens_[static_cast<std::size_t>(gpus_) + gi] = double(b.tokens()) / tp_;
-      }
-    }
-    half_a_ = tokens_a / double(total_tokens);
-    // Under two-batch overlap each micro-batch runs the layer's small kernels: part of its compute.
-    small_max = Duration::zero();
-    plan_.parts[StepPart::kAttention] =
-        (pre_a + pre_b) * m.moe_layers() + dense_attention * m.num_dense_layers;
-    plan_.parts[StepPart::kLayerKernels] = small_dense_max * m.num_dense_layers;
-  }
+  if (tbo) split_micro_batches(groups, dense_attention);
   const int full = draw_->begin_step(total_tokens, tbo, half_a_, m.moe_layers());
   choose_layers();
   double request_token_pairs = 0;
@@ -744,8 +854,8 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
     const LayerComm b = layer_comm(layer, std::span<const double>(half_tokens_).subspan(g, g), slots);
     if (tiers) stall = loop_->layer_stall(request + a.dispatch, experts_max, *cost_);
     time = add_overlap_stage(p.pre_b, a.dispatch, a.held_share, StepPart::kDispatch) +
-           add_overlap_stage(experts_a, b.dispatch, b.held_share, StepPart::kDispatch) +
-           add_overlap_stage(experts_b, a.combine, a.held_share, StepPart::kCombine) +
+           add_overlap_stage(experts_a + p.small_exp_a, b.dispatch, b.held_share, StepPart::kDispatch) +
+           add_overlap_stage(experts_b + p.small_exp_b, a.combine, a.held_share, StepPart::kCombine) +
            add_overlap_stage(p.pre_a, b.combine, b.held_share, StepPart::kCombine);
     plan_.parts[StepPart::kExperts] += experts_a + experts_b;
   }

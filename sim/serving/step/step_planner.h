@@ -188,7 +188,15 @@ class StepPlanner {
   Duration add_overlap_stage(Duration work, Duration comm, double held_share, StepPart part);
   [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
-  [[nodiscard]] Duration small_kernels(std::int64_t tokens, bool moe) const;
+  [[nodiscard]] SmallKernelTimes small_kernels(std::int64_t tokens, bool moe) const;
+  void set_kernel_shape_quantisation();
+  void split_micro_batches(std::span<const GroupBatch> groups, Duration dense_attention);
+  // Per token: elements and launches of the FP8 quantisation of a layer's attention-projection inputs,
+  // and of an FFN's (shared experts, dense FFN) of intermediate width `inter`.
+  [[nodiscard]] std::pair<double, int> attention_quant() const;
+  [[nodiscard]] std::pair<double, int> ffn_quant(Precision p, std::int64_t inter) const;
+  // MLA prefill's expanded-key build for `prefill_tokens` (mla_key_build_bytes); zero for GQA.
+  [[nodiscard]] Duration prefill_key_build(std::int64_t prefill_tokens) const;
   [[nodiscard]] std::span<const double> probs(int layer) const {
     return drift_ != nullptr ? drift_->layer(layer) : popularity_.layer(layer);
   }
@@ -203,6 +211,7 @@ class StepPlanner {
     Duration projections;      // attention projections and the two TP all-reduces of a layer
     Duration shared_and_gate;  // shared experts and the router
     Duration small_moe, small_dense;
+    Duration small_moe_experts;  // the part of small_moe between dispatch and combine
     Duration dense_ffn;
   };
   [[nodiscard]] const TokenCosts& token_costs(std::int64_t tokens) const;
@@ -280,9 +289,10 @@ class StepPlanner {
     std::int64_t sampled_max = 0;
     Duration pre_moe_max{}, dense_max{}, small_max{}, small_dense_max{};
     Duration pre_a{}, pre_b{};  // two-batch overlap: each micro-batch's attention and small kernels
-    double affinity_sd = 0;     // the step law's log-sd (per-request affinity); > 0: every layer exact
-    bool binned = false;        // binned routing: per-rank sums for every layer but full_layer
-    int full_layer = -1;        // binned routing: the layer drawn expert by expert this step (-1: none)
+    Duration small_exp_a{}, small_exp_b{};  // and its small kernels between dispatch and combine
+    double affinity_sd = 0;  // the step law's log-sd (per-request affinity); > 0: every layer exact
+    bool binned = false;     // binned routing: per-rank sums for every layer but full_layer
+    int full_layer = -1;     // binned routing: the layer drawn expert by expert this step (-1: none)
   };
   // run.moe_layer_sample: the MoE layers this step costs (all, or a systematic sample) and the weight of
   // each.

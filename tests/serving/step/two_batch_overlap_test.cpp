@@ -100,15 +100,47 @@ TEST_CASE("one overlapped layer by hand: four stages, compute slowed by the SMs 
 
 TEST_CASE("with overlap the step's parts add up and the gain stays below the perfect-overlap bound") {
   const StepPlan p = plan(true, 256);
-  const Duration compute = p.part(StepPart::kAttention) + p.part(StepPart::kExperts);
+  // The small kernels are their own part: those before dispatch and those beside the experts.
+  const Duration compute =
+      p.part(StepPart::kAttention) + p.part(StepPart::kExperts) + p.part(StepPart::kLayerKernels);
   const Duration exposed = p.part(StepPart::kDispatch) + p.part(StepPart::kCombine);
   const Duration comm = exposed + p.comm_hidden;  // issued
   REQUIRE(p.comm_hidden > Duration::zero());
+  REQUIRE(p.part(StepPart::kLayerKernels) > Duration::zero());
   REQUIRE(p.total == compute + exposed + p.part(StepPart::kDenseFfn) + p.part(StepPart::kLmHead));
   // Perfect overlap would take max(compute, comm) per layer; SM sharing and unequal stages cost more.
   REQUIRE(p.total > max(compute, comm) + p.part(StepPart::kDenseFfn) + p.part(StepPart::kLmHead));
   REQUIRE(p.comm_sm_contention > Duration::zero());
   REQUIRE(p.comm_sm_contention <= exposed);
+}
+
+TEST_CASE(
+    "under overlap each micro-batch's small kernels are their own part, the unpermute beside its experts") {
+  // 256 sequences per group: micro-batches of T = 128 tokens, 1,024 (token, expert) pairs. The default
+  // engine (vllm, BF16) launches per micro-batch and layer, before dispatch: 2 fused add+RMSNorms (x and
+  // residual read and written, 4 [T, H] BF16 matrices each), the KV write (2 x T x 8 KV heads x 128 x 2 B),
+  // rotary ((32 + 8) x 128 columns read and written), topk_softmax (T x 8 logits of 4 B, 8 B a pair) and
+  // the align (16 B a pair); beside its experts the gather-sum of 8 BF16 rows a token into [T, H].
+  const ScenarioSpec s = spec(true);
+  const GpuSpec& g = s.cluster.gpu;  // H100: 3.35 TB/s at 0.75 of it, 2 us a launch
+  const auto kernel = [&](double bytes, int launches) {
+    return launches * g.kernel_overhead.seconds() + bytes / (g.hbm_bytes_per_s * g.mem_efficiency);
+  };
+  const double t = 128;
+  const double pairs = t * 8;
+  const double act = t * 4096 * 2;
+  const double before = 2 * kernel(4 * act, 1) + kernel(2 * t * 8 * 128 * 2.0 * 2, 1) +
+                        kernel(t * 40 * 128 * 4.0, 1) + kernel(t * 8 * 4.0 + pairs * 8, 1) +
+                        kernel(pairs * 16, 1);
+  const double beside = kernel(pairs * 4096 * 2.0 + act, 1);
+  const StepPlan p = plan(true, 256);
+  // 4 MoE layers, two equal micro-batches.
+  CHECK(p.part(StepPart::kLayerKernels).seconds() == Approx(4 * 2 * (before + beside)).epsilon(1e-6));
+  // Without overlap the whole batch's kernels, once a layer: the same kinds at twice the tokens.
+  const double whole = 2 * kernel(8 * act, 1) + kernel(2 * 2 * t * 8 * 128 * 2.0 * 2, 1) +
+                       kernel(2 * t * 40 * 128 * 4.0, 1) + kernel(2 * (t * 8 * 4.0 + pairs * 8), 1) +
+                       kernel(2 * pairs * 16, 1) + kernel(2 * (pairs * 4096 * 2.0 + act), 1);
+  CHECK(plan(false, 256).part(StepPart::kLayerKernels).seconds() == Approx(4 * whole).epsilon(1e-6));
 }
 
 TEST_CASE("odd sequence counts make unequal micro-batches") {
