@@ -24,7 +24,10 @@ struct ProjectionGemm {
 struct ProjectionGemms {
   std::array<ProjectionGemm, 4> gemms{};
   std::size_t count = 0;
-  [[nodiscard]] std::span<const ProjectionGemm> list() const { return {gemms.data(), count}; }
+  // A view into this object: not on a temporary (a range-for over attention_projections().list() would
+  // read the GEMMs after the temporary is gone), so bind the result to a name first.
+  [[nodiscard]] std::span<const ProjectionGemm> list() const& { return {gemms.data(), count}; }
+  std::span<const ProjectionGemm> list() const&& = delete;
 };
 
 struct ModelSpec {

@@ -181,7 +181,8 @@ std::pair<double, int> StepPlanner::attention_quant() const {
   if (s_.cluster.gpu.fp8_flops_per_s <= 0 || s_.precision.attention != Precision::kFP8) return {0.0, 0};
   double elements = 0;
   int launches = 0;
-  for (const ProjectionGemm& g : s_.model.attention_projections().list()) {
+  const ProjectionGemms projections = s_.model.attention_projections();
+  for (const ProjectionGemm& g : projections.list()) {
     elements += double(g.k) / (g.split == ProjectionGemm::Split::kRows ? tp_ : 1);
     ++launches;
   }
@@ -589,7 +590,8 @@ StepPlanner::TokenCosts StepPlanner::compute_token_costs(std::int64_t t) const {
   const bool deepgemm =
       s_.deployment.engine.expert_family == ExpertKernelFamily::kDeepGemm && gpu.arch == "hopper";
   c.projections = ar;
-  for (const ProjectionGemm& g : m.attention_projections().list()) {
+  const ProjectionGemms projections = m.attention_projections();
+  for (const ProjectionGemm& g : projections.list()) {
     const std::int64_t n = g.split == ProjectionGemm::Split::kColumns ? g.n / tp_ : g.n;
     const std::int64_t k = g.split == ProjectionGemm::Split::kRows ? g.k / tp_ : g.k;
     const GemmWork w{.m = t, .n = n, .k = k, .weights = p.attention};
