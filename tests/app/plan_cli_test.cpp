@@ -110,7 +110,14 @@ TEST_CASE(
   for (const Json& k : p["kv_table"]) {
     CHECK(k["kv_bytes"].get<double>() == Approx(k["concurrency"].get<double>() * context * kv_token));
   }
-  REQUIRE(p["throughput"].size() == 6);
+  // Decode rows: the ladder's batches a group capped at max_batch_size 32 can form (1, 8), then the cap
+  // itself; then one prefill row. Never a batch beyond the cap.
+  REQUIRE(p["throughput"].size() == 4);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(p["throughput"][i]["phase"] == "decode");
+    CHECK(p["throughput"][i]["batch"] == std::vector<int>{1, 8, 32}[i]);
+  }
+  CHECK(p["throughput"][3]["phase"] == "prefill");
   CHECK(p["throughput"][0]["regime"] == "memory-bound");
   CHECK(p["advice"][0].get<std::string>().find("multi-node") != std::string::npos);
 

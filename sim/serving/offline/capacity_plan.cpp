@@ -189,6 +189,17 @@ struct RowSet {
   std::string pool;
 };
 
+// The decode batches a review costs: the ladder's sizes the deployment can form (at most max_batch_size
+// sequences per attention group), then the cap itself, the batch a saturated group runs at.
+std::vector<std::int64_t> decode_batches(std::span<const std::int64_t> ladder, std::int64_t cap) {
+  std::vector<std::int64_t> out;
+  for (const std::int64_t b : ladder) {
+    if (b > 0 && b < cap) out.push_back(b);
+  }
+  if (!ladder.empty() && cap > 0) out.push_back(cap);
+  return out;
+}
+
 void add_rows(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu, const PlanOptions& o,
               const RowSet& rows) {
   const RandomStreams streams(s.run.seed);
@@ -206,8 +217,8 @@ void add_rows(CapacityPlan& plan, const ScenarioSpec& s, const GpuCostModel& gpu
     t.batch = batch;
     plan.throughput.push_back(t);
   };
-  for (const std::int64_t b : o.decode_batch_sizes) {
-    if (b <= 0 || !rows.decode) continue;
+  for (const std::int64_t b : decode_batches(o.decode_batch_sizes, s.deployment.max_batch_size)) {
+    if (!rows.decode) break;
     std::fill(
         groups.begin(), groups.end(),
         GroupBatch{
