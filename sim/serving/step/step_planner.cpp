@@ -426,8 +426,19 @@ void StepPlanner::sample_gpus() {
   }
 }
 
+// Whether the engine holds the communication's SMs for the whole overlapped schedule. Normal (high-
+// throughput, NVLink-domain) kernels: yes. DeepSeek's prefill profile runs computation on 108 SMs and
+// communication on 24 throughout (deepseek-ai/profile-data README, prefill figure); SGLang's prefill
+// strategy runs every DeepGEMM kernel on the SMs DeepEP leaves (python/sglang/srt/operations_strategy.py,
+// _compute_moe_deepseek_blog_prefill: deep_gemm_num_sms = SMs - DeepEPConfig num_sms), vLLM's dual-batch
+// overlap the same with DeepEP high-throughput kernels (vllm-project/vllm PR #24845, "SM control for
+// DeepGEMM and DeepEP"). Low-latency kernels: no (SGLang's decode strategy leaves DeepGEMM every SM; the
+// kernels hold SMs only while they send and receive, DeepSeek's profile-data README on decoding).
+bool StepPlanner::comm_partitions_sms(AllToAllMode mode) { return mode != AllToAllMode::kLowLatency; }
+
 // The share of the GPU's SM time the All-to-All kernels take from compute while they run, as the
-// overlapped stage's `held_share` (overlap_stage: a stage takes max(comm, work + comm x share)).
+// overlapped stage's `held_share` (overlap_stage: a stage takes max(comm, work + comm x share); under a
+// partition, comm_partitions_sms, partitioned_stage: max(comm, work / (1 - share) + small kernels)).
 // - DeepEP V1 normal kernels hold 24 SMs throughout, as configured in its usage example,
 //   Buffer.set_num_sms(24) (docs/legacy.md); NVLink-domain kernels the 24 SMs of DeepEP V2's minimum-SM
 //   NVLink row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
@@ -439,16 +450,6 @@ void StepPlanner::sample_gpus() {
 //   share of 0.06 / 0.17 of the kernel's time. The same share is taken for the combine (no separate
 //   figure is published); both send and receive scale with the routed pairs, as the in-flight time does.
 // deployment.comm_sms overrides: that many SMs held throughout.
-// Whether the engine holds the communication's SMs for the whole overlapped schedule. Normal (high-
-// throughput, NVLink-domain) kernels: yes. DeepSeek's prefill profile runs computation on 108 SMs and
-// communication on 24 throughout (deepseek-ai/profile-data README, prefill figure); SGLang's prefill
-// strategy runs every DeepGEMM kernel on the SMs DeepEP leaves (python/sglang/srt/operations_strategy.py,
-// _compute_moe_deepseek_blog_prefill: deep_gemm_num_sms = SMs - DeepEPConfig num_sms), vLLM's dual-batch
-// overlap the same with DeepEP high-throughput kernels (vllm-project/vllm PR #24845, "SM control for
-// DeepGEMM and DeepEP"). Low-latency kernels: no (SGLang's decode strategy leaves DeepGEMM every SM; the
-// kernels hold SMs only while they send and receive, DeepSeek's profile-data README on decoding).
-bool StepPlanner::comm_partitions_sms(AllToAllMode mode) { return mode != AllToAllMode::kLowLatency; }
-
 double StepPlanner::comm_held_share(AllToAllMode mode) const {
   const double sms = s_.cluster.gpu.sms;
   if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms / sms;
