@@ -23,6 +23,17 @@ OverlapStage overlap_stage(Duration work, Duration comm, double held_share) {
   return o;
 }
 
+OverlapStage partitioned_stage(Duration work, Duration mem, Duration comm, double held_share) {
+  const double held = std::clamp(held_share, 0.0, 1.0);
+  OverlapStage o;
+  // Every SM held: the compute waits for the communication's SMs (no overlap).
+  o.time = held < 1.0 ? max(comm, work.scaled(1.0 / (1.0 - held)) + mem) : comm + work + mem;
+  o.exposed = o.time - (work + mem);
+  o.hidden = comm > o.exposed ? comm - o.exposed : Duration::zero();
+  o.contention = o.time - max(comm, work + mem);
+  return o;
+}
+
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
                          const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift,
                          const CoactivationModel* coactivation, ExpertLoop* loop,
@@ -316,8 +327,10 @@ std::pair<GroupBatch, GroupBatch> StepPlanner::split_batch(const GroupBatch& b) 
   return {a, c};
 }
 
-Duration StepPlanner::add_overlap_stage(Duration work, Duration comm, double held_share, StepPart part) {
-  const OverlapStage o = moesim::overlap_stage(work, comm, held_share);
+Duration StepPlanner::add_overlap_stage(Duration work, Duration mem, Duration comm, const LayerComm& c,
+                                        StepPart part) {
+  const OverlapStage o = c.partition ? partitioned_stage(work, mem, comm, c.held_share)
+                                     : moesim::overlap_stage(work + mem, comm, c.held_share);
   plan_.parts[part] += o.exposed;
   plan_.comm_hidden += o.hidden;
   plan_.comm_sm_contention += o.contention;
@@ -375,6 +388,7 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     out.combine = c.combine;
     if (sample) sample_gpus();
     out.held_share = comm_held_share(c.mode);
+    out.partition = comm_partitions_sms(c.mode);
     plan_.dispatch_nvlink_bytes += c.nvlink_bytes;
     plan_.dispatch_nic_bytes += c.nic_bytes;
     rank_tokens_max = 0;  // read by the expert-TP sum only
@@ -412,8 +426,19 @@ void StepPlanner::sample_gpus() {
   }
 }
 
+// Whether the engine holds the communication's SMs for the whole overlapped schedule. Normal (high-
+// throughput, NVLink-domain) kernels: yes. DeepSeek's prefill profile runs computation on 108 SMs and
+// communication on 24 throughout (deepseek-ai/profile-data README, prefill figure); SGLang's prefill
+// strategy runs every DeepGEMM kernel on the SMs DeepEP leaves (python/sglang/srt/operations_strategy.py,
+// _compute_moe_deepseek_blog_prefill: deep_gemm_num_sms = SMs - DeepEPConfig num_sms), vLLM's dual-batch
+// overlap the same with DeepEP high-throughput kernels (vllm-project/vllm PR #24845, "SM control for
+// DeepGEMM and DeepEP"). Low-latency kernels: no (SGLang's decode strategy leaves DeepGEMM every SM; the
+// kernels hold SMs only while they send and receive, DeepSeek's profile-data README on decoding).
+bool StepPlanner::comm_partitions_sms(AllToAllMode mode) { return mode != AllToAllMode::kLowLatency; }
+
 // The share of the GPU's SM time the All-to-All kernels take from compute while they run, as the
-// overlapped stage's `held_share` (overlap_stage: a stage takes max(comm, work + comm x share)).
+// overlapped stage's `held_share` (overlap_stage: a stage takes max(comm, work + comm x share); under a
+// partition, comm_partitions_sms, partitioned_stage: max(comm, work / (1 - share) + small kernels)).
 // - DeepEP V1 normal kernels hold 24 SMs throughout, as configured in its usage example,
 //   Buffer.set_num_sms(24) (docs/legacy.md); NVLink-domain kernels the 24 SMs of DeepEP V2's minimum-SM
 //   NVLink row (README, SM100 EP8: 643/675 GB/s with 24 SMs).
@@ -713,6 +738,8 @@ void StepPlanner::split_micro_batches(std::span<const GroupBatch> groups, Durati
     }
   }
   half_a_ = tokens_a / double(p.total_tokens);
+  p.small_att_a = small_att[0];
+  p.small_att_b = small_att[1];
   // Under two-batch overlap each micro-batch runs the layer's small kernels: part of its compute.
   p.small_max = Duration::zero();
   plan_.parts[StepPart::kAttention] = (p.pre_a + p.pre_b - small_att[0] - small_att[1]) * m.moe_layers() +
@@ -855,10 +882,10 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
     const LayerComm a = layer_comm(layer, std::span<const double>(half_tokens_).first(g), slots);
     const LayerComm b = layer_comm(layer, std::span<const double>(half_tokens_).subspan(g, g), slots);
     if (tiers) stall = loop_->layer_stall(request + a.dispatch, experts_max, *cost_);
-    time = add_overlap_stage(p.pre_b, a.dispatch, a.held_share, StepPart::kDispatch) +
-           add_overlap_stage(experts_a + p.small_exp_a, b.dispatch, b.held_share, StepPart::kDispatch) +
-           add_overlap_stage(experts_b + p.small_exp_b, a.combine, a.held_share, StepPart::kCombine) +
-           add_overlap_stage(p.pre_a, b.combine, b.held_share, StepPart::kCombine);
+    time = add_overlap_stage(p.pre_b - p.small_att_b, p.small_att_b, a.dispatch, a, StepPart::kDispatch) +
+           add_overlap_stage(experts_a, p.small_exp_a, b.dispatch, b, StepPart::kDispatch) +
+           add_overlap_stage(experts_b, p.small_exp_b, a.combine, a, StepPart::kCombine) +
+           add_overlap_stage(p.pre_a - p.small_att_a, p.small_att_a, b.combine, b, StepPart::kCombine);
     plan_.parts[StepPart::kExperts] += experts_a + experts_b;
   }
   plan_.parts[StepPart::kExpertStall] += stall;

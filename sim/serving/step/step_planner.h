@@ -76,6 +76,15 @@ struct OverlapStage {
   Duration contention;
 };
 [[nodiscard]] OverlapStage overlap_stage(Duration work, Duration comm, double held_share);
+// The same stage where the engine gives the communication kernels `held_share` of the SMs for the whole
+// overlapped schedule (DeepEP normal kernels: DeepSeek's prefill profile runs its computation on 108 SMs
+// and its communication on 24, profile-data README figure; SGLang's prefill strategy limits DeepGEMM to
+// the SMs DeepEP leaves, operations_strategy.py `deep_gemm_num_sms`): the SM-bound `work` runs at
+// (1 - held_share) of its speed for its whole length, whether or not communication runs beside it, and the
+// memory-bound `mem` (small kernels: HBM, not SMs, bounds them) at its own. The stage lasts
+// max(comm, work / (1 - held_share) + mem). Exposed is the stage beyond work + mem, which can exceed `comm`
+// when the communication is short; hidden is what is left of `comm` (never below zero).
+[[nodiscard]] OverlapStage partitioned_stage(Duration work, Duration mem, Duration comm, double held_share);
 
 class ExpertLoop;         // experts in the loop (sim/serving/experts/expert_loop.h)
 struct ExpertLoopEvents;  // what the loop did at a step boundary (the same file)
@@ -180,12 +189,16 @@ class StepPlanner {
   struct LayerComm {
     Duration dispatch;
     Duration combine;
-    double held_share = 0;  // share of the GPU's SM time the kernels hold over their run (comm_held_share)
+    double held_share = 0;   // share of the GPU's SM time the kernels hold over their run (comm_held_share)
+    bool partition = false;  // the SMs are held for the whole overlapped schedule (comm_partitions_sms)
   };
   [[nodiscard]] LayerComm layer_comm(int layer, std::span<const double> src_tokens, double pairs);
   [[nodiscard]] double comm_held_share(AllToAllMode mode) const;
+  [[nodiscard]] static bool comm_partitions_sms(AllToAllMode mode);
   // Adds one two-batch-overlap stage's exposed and hidden communication to the plan; returns its time.
-  Duration add_overlap_stage(Duration work, Duration comm, double held_share, StepPart part);
+  // `work` is SM-bound compute, `mem` the memory-bound small kernels beside it; `c` the communicating
+  // micro-batch's kernels (their SM share and whether they partition the SMs).
+  Duration add_overlap_stage(Duration work, Duration mem, Duration comm, const LayerComm& c, StepPart part);
   [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] SmallKernelTimes small_kernels(std::int64_t tokens, bool moe) const;
@@ -290,6 +303,7 @@ class StepPlanner {
     Duration pre_moe_max{}, dense_max{}, small_max{}, small_dense_max{};
     Duration pre_a{}, pre_b{};  // two-batch overlap: each micro-batch's attention and small kernels
     Duration small_exp_a{}, small_exp_b{};  // and its small kernels between dispatch and combine
+    Duration small_att_a{}, small_att_b{};  // of pre_a / pre_b, the small kernels (memory-bound)
     double affinity_sd = 0;  // the step law's log-sd (per-request affinity); > 0: every layer exact
     bool binned = false;     // binned routing: per-rank sums for every layer but full_layer
     int full_layer = -1;     // binned routing: the layer drawn expert by expert this step (-1: none)
