@@ -404,6 +404,25 @@ KvMigrationSpec parse_kv_migration(JsonReader& d) {
   return m;
 }
 
+namespace {
+
+// deployment.single_batch_overlap: SGLang's single-batch overlap works on DeepEP's low-latency combine
+// (its overlap arguments are the low-latency kernels'), and either overlap schedule owns the layer.
+void parse_single_batch_overlap(JsonReader& d, DeploymentSpec& dep) {
+  dep.single_batch_overlap = d.boolean("single_batch_overlap", false);
+  if (!dep.single_batch_overlap) return;
+  if (dep.two_batch_overlap) {
+    d.fail("single_batch_overlap", "and two_batch_overlap are exclusive (each is its own layer schedule)");
+  }
+  if (dep.all_to_all_mode != AllToAllMode::kLowLatency) {
+    d.fail("single_batch_overlap",
+           "needs deployment.all_to_all \"low_latency\" (SGLang overlaps DeepEP's "
+           "low-latency combine)");
+  }
+}
+
+}  // namespace
+
 // One deployment: the top-level `deployment` (whole_cluster: its instances fill the cluster) or a pool's
 // (its keys merged over the top-level ones). Reads every key but `pools` and `speculative`.
 DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole_cluster) {
@@ -479,9 +498,11 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
            "unknown mode \"" + mode + "\" (known: high_throughput, low_latency, nvlink_domain, auto)");
   }
   dep.two_batch_overlap = d.boolean("two_batch_overlap", false);
+  parse_single_batch_overlap(d, dep);
   if (d.has("comm_sms")) {
     dep.comm_sms = d.int_in("comm_sms", 0, s.cluster.gpu.sms - 1);
-    if (!dep.two_batch_overlap) d.fail("comm_sms", "only matters with deployment.two_batch_overlap");
+    if (!dep.two_batch_overlap && !dep.single_batch_overlap)
+      d.fail("comm_sms", "only matters with deployment.two_batch_overlap or single_batch_overlap");
   }
   const std::string engine = d.string("engine", "vllm");
   const auto kind = parse_engine(engine);

@@ -323,7 +323,7 @@ std::string format_summary(const Report& r) {
   o << "  All-to-All share " << pct(r.all_to_all_share()) << " (target < 20%)";
   if (r.comm_hidden_share > 0) {
     const double comm = r.all_to_all_share() + r.comm_hidden_share;
-    o << "; two-batch overlap: " << pct(r.comm_hidden_share) << " of step time hidden, "
+    o << "; overlap (two- or single-batch): " << pct(r.comm_hidden_share) << " of step time hidden, "
       << pct(r.all_to_all_share()) << " exposed (incl. " << pct(r.comm_sm_contention_share)
       << " of compute slowed by the SMs communication kernels held), " << pct(r.comm_hidden_share / comm)
       << " of the All-to-All hidden";

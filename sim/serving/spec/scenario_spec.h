@@ -75,6 +75,12 @@ struct DeploymentSpec {
   // by All-to-All mode (StepPlanner::comm_held_share: 24 SMs for DeepEP normal and NVLink kernels; every SM
   // for 0.06/0.17 of the time for low-latency kernels with the receive hook).
   int comm_sms = -1;
+  // Single-batch overlap (SGLang's --enable-single-batch-overlap, low-latency All-to-All only, exclusive with
+  // two_batch_overlap): the whole batch's combine runs beside the shared experts (Blackwell) and, where the
+  // expert kernel signals per expert, beside the down GEMM; on Hopper the shared experts run while the
+  // dispatch is in flight (StepPlanner::single_batch_overlap). comm_sms, when set, is the SMs the combine
+  // holds (SGLang's SGLANG_DEEPEP_LL_COMBINE_SEND_NUM_SMS; default 32 on Blackwell, 3 otherwise).
+  bool single_batch_overlap = false;
   // The serving engine whose kernels a layer runs (grouped or looped experts, fused small kernels);
   // docs/engines.md.
   EngineProfile engine = engine_profile(EngineKind::kVllm);

@@ -34,6 +34,16 @@ OverlapStage partitioned_stage(Duration work, Duration mem, Duration comm, doubl
   return o;
 }
 
+SignalledCombine signalled_combine(Duration down, Duration combine, double held_share, int experts) {
+  const double held = std::clamp(held_share, 0.0, 1.0);
+  MOESIM_CHECK(held < 1.0 && experts > 0, "a signalled combine needs SMs left to the GEMM and an expert");
+  SignalledCombine out;
+  out.down = down.scaled(1.0 / (1.0 - held));
+  const Duration end = max(out.down, combine) + min(out.down, combine) / experts;
+  out.rest = end - out.down;
+  return out;
+}
+
 StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const Fabric& fabric,
                          const ExpertPopularity& popularity, Rng routing_rng, const DriftingPopularity* drift,
                          const CoactivationModel* coactivation, ExpertLoop* loop,
@@ -629,6 +639,7 @@ StepPlanner::TokenCosts StepPlanner::compute_token_costs(std::int64_t t) const {
                                           .inter = m.shared_expert_inter * m.shared_experts / tp_,
                                           .weights = p.shared_experts})
           : Duration::zero();
+  c.shared = shared;
   c.shared_and_gate =
       shared + gpu_.gemm(GemmWork{.m = t, .n = m.routed_experts, .k = m.hidden, .weights = p.router});
   c.dense_ffn =
@@ -781,7 +792,10 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
     total_tokens += b.tokens();
     p.prefill_tokens += b.prefill_tokens;
     p.sampled_max = std::max(p.sampled_max, b.sampled_seqs);
-    pre_moe_max = max(pre_moe_max, pre_moe_[static_cast<std::size_t>(r)]);
+    if (pre_moe_[static_cast<std::size_t>(r)] > pre_moe_max) {
+      pre_moe_max = pre_moe_[static_cast<std::size_t>(r)];
+      p.shared_at_max = token_costs(b.tokens()).shared;
+    }
     if (dense_layer_[static_cast<std::size_t>(r)] > dense_max) {
       dense_max = dense_layer_[static_cast<std::size_t>(r)];
       dense_attention = dense_attention_[static_cast<std::size_t>(r)];
@@ -867,10 +881,15 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
   if (!tbo) {
     const LayerComm c = layer_comm(layer, gpu_tokens_, slots);
     if (tiers) stall = loop_->layer_stall(request + c.dispatch, experts_max, *cost_);
-    plan_.parts[StepPart::kDispatch] += c.dispatch;
-    plan_.parts[StepPart::kCombine] += c.combine;
     plan_.parts[StepPart::kExperts] += experts_max;
-    time = p.pre_moe_max + p.small_max + c.dispatch + experts_max + c.combine;
+    time = p.pre_moe_max + p.small_max;
+    if (s_.deployment.single_batch_overlap && ranks_ > 1) {
+      time += single_batch_overlap(c, p, experts_max);
+    } else {
+      plan_.parts[StepPart::kDispatch] += c.dispatch;
+      plan_.parts[StepPart::kCombine] += c.combine;
+      time += c.dispatch + experts_max + c.combine;
+    }
   } else {
     // Each micro-batch's experts wait for its slowest rank.
     Duration experts_a = Duration::zero();
@@ -890,6 +909,59 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
   }
   plan_.parts[StepPart::kExpertStall] += stall;
   return time + stall;
+}
+
+// SGLang's single-batch overlap of one MoE layer (python/sglang/srt/batch_overlap/single_batch_overlap.py,
+// SboFlags and compute_overlap_args; lmsys.org 2025-09-25, GB200 part II: "we overlap the combine
+// communication with both the down GEMM and the shared experts"). The shared experts leave the attention
+// side (they are in p.pre_moe_max) and run where SGLang runs them:
+// - Blackwell: after the down GEMM, on the main stream, while the combine (on a second stream, holding
+//   sbo_combine_held_share() of the SMs) goes on: overlap_stage(shared, rest of the combine, share).
+// - Hopper: between the dispatch's send and its receive hook (one stream), beside the dispatch in flight:
+//   overlap_stage(shared, dispatch, comm_held_share).
+// The combine starts with the down GEMM and waits on its per-expert signals (signalled_combine) where
+// SGLang's expert kernel signals: FlashInfer's CuTe DSL NVFP4 grouped GEMM on Blackwell
+// (--moe-runner-backend flashinfer_cutedsl; routed experts fp4 here), DeepGEMM on Hopper. Otherwise it
+// starts after the down GEMM. The down GEMM is a third of the grouped launch: a SwiGLU expert's gate, up
+// and down matrices are equal (ModelSpec::expert_params), and so are their FLOPs and weight bytes.
+Duration StepPlanner::single_batch_overlap(const LayerComm& c, const PendingPlan& p, Duration experts_max) {
+  const bool blackwell = s_.cluster.gpu.arch == "blackwell";
+  const bool signals = blackwell ? s_.precision.routed_experts == Precision::kFP4
+                                 : s_.deployment.engine.expert_family == ExpertKernelFamily::kDeepGemm;
+  const double held = sbo_combine_held_share();
+  const Duration shared = p.shared_at_max;
+  const Duration down = experts_max.scaled(1.0 / 3.0);
+  const SignalledCombine sc = signals ? signalled_combine(down, c.combine, held, placement_.slots_per_gpu())
+                                      : SignalledCombine{down, c.combine};
+  Duration time = experts_max - down + sc.down - shared;  // shared experts are in p.pre_moe_max
+  Duration combine_exposed = sc.down - down;              // the down GEMM slowed by the combine's SMs
+  Duration contention = sc.down - down;
+  if (blackwell) {
+    const OverlapStage o = overlap_stage(shared, sc.rest, held);
+    time += c.dispatch + o.time;
+    combine_exposed += o.exposed;
+    contention += o.contention;
+    plan_.parts[StepPart::kDispatch] += c.dispatch;
+  } else {
+    const OverlapStage o = overlap_stage(shared, c.dispatch, comm_held_share(s_.deployment.all_to_all_mode));
+    time += o.time + sc.rest;
+    combine_exposed += sc.rest;
+    contention += o.contention;
+    plan_.parts[StepPart::kDispatch] += o.exposed;
+    plan_.comm_hidden += o.hidden;
+  }
+  plan_.parts[StepPart::kCombine] += combine_exposed;
+  plan_.comm_hidden += c.combine - min(c.combine, combine_exposed);
+  plan_.comm_sm_contention += contention;
+  return time;
+}
+
+// SGLang's combine-send SMs under single-batch overlap (compute_overlap_args: 32 on Blackwell, 3 otherwise,
+// SGLANG_DEEPEP_LL_COMBINE_SEND_NUM_SMS overriding; deployment.comm_sms here).
+double StepPlanner::sbo_combine_held_share() const {
+  const double sms = s_.cluster.gpu.sms;
+  if (s_.deployment.comm_sms >= 0) return s_.deployment.comm_sms / sms;
+  return (s_.cluster.gpu.arch == "blackwell" ? 32.0 : 3.0) / sms;
 }
 
 // The layer's expert cost into the step's per-rank and per-GPU sums; returns the slowest rank's expert time

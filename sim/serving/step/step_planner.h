@@ -86,6 +86,21 @@ struct OverlapStage {
 // when the communication is short; hidden is what is left of `comm` (never below zero).
 [[nodiscard]] OverlapStage partitioned_stage(Duration work, Duration mem, Duration comm, double held_share);
 
+// Single-batch overlap's signalled combine (SGLang --enable-single-batch-overlap; DeepEP PR #483, its
+// combine send waits on the down GEMM's per-expert signals): the combine kernel is launched beside the down
+// GEMM and holds `held_share` of the SMs from the GEMM's start, so the GEMM, launched on the other SMs,
+// takes `down` / (1 - held_share). The GEMM finishes its `experts` local experts one after another at an
+// even rate, and the combine sends each expert's tokens as soon as they are ready, at `combine` / experts
+// per expert: it ends at max(GEMM, combine) + min(GEMM, combine) / experts after the GEMM's start (the
+// first expert's compute or the last expert's send is never overlapped). `down`: the GEMM so slowed;
+// `rest`: the combine left after it.
+struct SignalledCombine {
+  Duration down;
+  Duration rest;
+};
+[[nodiscard]] SignalledCombine signalled_combine(Duration down, Duration combine, double held_share,
+                                                 int experts);
+
 class ExpertLoop;         // experts in the loop (sim/serving/experts/expert_loop.h)
 struct ExpertLoopEvents;  // what the loop did at a step boundary (the same file)
 
@@ -199,6 +214,8 @@ class StepPlanner {
   // `work` is SM-bound compute, `mem` the memory-bound small kernels beside it; `c` the communicating
   // micro-batch's kernels (their SM share and whether they partition the SMs).
   Duration add_overlap_stage(Duration work, Duration mem, Duration comm, const LayerComm& c, StepPart part);
+  // The SMs SGLang's combine-send kernel holds beside the down GEMM and shared experts, as a share.
+  [[nodiscard]] double sbo_combine_held_share() const;
   [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] SmallKernelTimes small_kernels(std::int64_t tokens, bool moe) const;
@@ -223,6 +240,7 @@ class StepPlanner {
   struct TokenCosts {
     Duration projections;      // attention projections and the two TP all-reduces of a layer
     Duration shared_and_gate;  // shared experts and the router
+    Duration shared;           // the shared experts alone
     Duration small_moe, small_dense;
     Duration small_moe_experts;  // the part of small_moe between dispatch and combine
     Duration dense_ffn;
@@ -250,6 +268,9 @@ class StepPlanner {
   std::span<std::int32_t> sample_layer(int layer, std::int64_t tokens, double affinity_sd);
   std::int32_t place_counts(int layer, std::span<const std::int32_t> counts);
   struct PendingPlan;
+  // Single-batch overlap (deployment.single_batch_overlap): SGLang's schedule of one MoE layer's dispatch,
+  // experts, shared experts and combine for the whole batch; adds its parts and returns the layer's time.
+  Duration single_batch_overlap(const LayerComm& c, const PendingPlan& p, Duration experts_max);
   Duration layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max, bool tbo,
                           bool tiers);
   // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
@@ -301,6 +322,7 @@ class StepPlanner {
     std::int64_t prefill_tokens = 0;
     std::int64_t sampled_max = 0;
     Duration pre_moe_max{}, dense_max{}, small_max{}, small_dense_max{};
+    Duration shared_at_max{};   // the shared experts of the group whose pre_moe is pre_moe_max
     Duration pre_a{}, pre_b{};  // two-batch overlap: each micro-batch's attention and small kernels
     Duration small_exp_a{}, small_exp_b{};  // and its small kernels between dispatch and combine
     Duration small_att_a{}, small_att_b{};  // of pre_a / pre_b, the small kernels (memory-bound)
