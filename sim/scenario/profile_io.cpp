@@ -273,7 +273,7 @@ void add_permute(Measurements& m, const Node& root) {
 }
 
 // model_step_<model>.json: whole-model steps, kept apart from the kernel points (they check the
-// composition; only the small-kernel fixed cost is taken from them).
+// composition; nothing is fitted on them).
 void add_model_steps(Measurements& m, const Node& root, const std::string& file) {
   if (!m.steps.empty()) root.fail("a second whole-model file (" + file + "); give one at a time");
   const Node c = root.at("config");
