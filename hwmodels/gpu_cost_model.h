@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "hwmodels/expert_kernel_family.h"
 #include "hwmodels/precision.h"
 #include "sim/engine/time.h"
 
@@ -32,13 +33,18 @@ struct ExpertFfnWork {
 // One grouped expert launch on one GPU for one MoE layer, as serving engines run it (vLLM fused-MoE,
 // SGLang/DeepGEMM, TensorRT-LLM CUTLASS): one grouped up GEMM over every local expert, SwiGLU, one grouped
 // down GEMM. `experts` of them have tokens (their weights are read once each, at `weights`); `tokens` is
-// the GPU's routed (token, expert) pairs. Engines launch one such pair per weight format.
+// the GPU's routed (token, expert) pairs. Engines launch one such pair per weight format. `groups`: the
+// experts in the launch's weight tensor (the GPU's local experts; 0: the touched ones), which set the
+// kernel's tile shape; `family`: the kernel, whose SM occupancy (hwmodels/grouped_gemm_tiles.h) the profile
+// model costs where its tiling has a source.
 struct GroupedExpertsWork {
   std::int64_t experts = 0;
   std::int64_t tokens = 0;
   std::int64_t hidden = 0;
   std::int64_t inter = 0;
   Precision weights = Precision::kBF16;
+  std::int64_t groups = 0;
+  ExpertKernelFamily family = ExpertKernelFamily::kCutlassGrouped;
 };
 
 // The small memory-bound kernels of a layer (hwmodels/layer_kernels.h names them): an elementwise or

@@ -113,6 +113,33 @@ double mla_key_build_bytes(const MlaKeyShape& s, double prefill_tokens) {
   return prefill_tokens * 2.0 * (read + written);
 }
 
+Duration step_layer_experts(const GpuCostModel& gpu, const GqaMoeShape& m, const EngineProfile& e,
+                            const StepCase& c) {
+  const std::int64_t t = c.is_prefill ? c.tokens : c.batch;
+  const std::int64_t pairs = t * m.top_k;
+  if (e.experts == ExpertKernel::kGrouped) {
+    // The mean touched count may be fractional: interpolate between the neighbouring integers.
+    const auto lo = static_cast<std::int64_t>(std::floor(c.experts_touched));
+    const double f = c.experts_touched - double(lo);
+    auto grouped = [&](std::int64_t n) {
+      const Duration d = gpu.grouped_experts({.experts = n,
+                                              .tokens = pairs,
+                                              .hidden = m.hidden,
+                                              .inter = m.expert_inter,
+                                              .groups = m.experts,
+                                              .family = e.expert_family});
+      const double k = n > 0 ? kernel_time_factor(e.expert_family, double(pairs) / double(n)) : 1.0;
+      return k == 1.0 ? d : d.scaled(k);
+    };
+    return grouped(lo).scaled(1 - f) + (f > 0 ? grouped(lo + 1).scaled(f) : Duration::zero());
+  }
+  // Pairs spread evenly over the touched experts (the file gives no per-layer counts).
+  const double n = std::max(1.0, c.experts_touched);
+  const auto per = static_cast<std::int64_t>(std::ceil(double(pairs) / n));
+  return gpu.expert_ffn({.tokens = per, .hidden = m.hidden, .inter = m.expert_inter, .in_loop = true})
+      .scaled(n);
+}
+
 Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const EngineProfile& e,
                       const StepCase& c, double l2_bytes) {
   const std::int64_t t = c.is_prefill ? c.tokens : c.batch;
@@ -133,26 +160,7 @@ Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const Engin
   const Duration gemms = gpu.gemm({.m = t, .n = qkv_n, .k = m.hidden}) +
                          gpu.gemm({.m = t, .n = m.hidden, .k = o_k}) +
                          gpu.gemm({.m = t, .n = m.experts, .k = m.hidden});
-  const std::int64_t pairs = t * m.top_k;
-  Duration experts = Duration::zero();
-  if (e.experts == ExpertKernel::kGrouped) {
-    // The mean touched count may be fractional: interpolate between the neighbouring integers.
-    const auto lo = static_cast<std::int64_t>(std::floor(c.experts_touched));
-    const double f = c.experts_touched - double(lo);
-    auto grouped = [&](std::int64_t n) {
-      const Duration d =
-          gpu.grouped_experts({.experts = n, .tokens = pairs, .hidden = m.hidden, .inter = m.expert_inter});
-      const double k = n > 0 ? kernel_time_factor(e.expert_family, double(pairs) / double(n)) : 1.0;
-      return k == 1.0 ? d : d.scaled(k);
-    };
-    experts = grouped(lo).scaled(1 - f) + (f > 0 ? grouped(lo + 1).scaled(f) : Duration::zero());
-  } else {
-    // Pairs spread evenly over the touched experts (the file gives no per-layer counts).
-    const double n = std::max(1.0, c.experts_touched);
-    const auto per = static_cast<std::int64_t>(std::ceil(double(pairs) / n));
-    experts = gpu.expert_ffn({.tokens = per, .hidden = m.hidden, .inter = m.expert_inter, .in_loop = true})
-                  .scaled(n);
-  }
+  const Duration experts = step_layer_experts(gpu, m, e, c);
   const Duration layer = gemms + gpu.attention(attn) + experts + layer_small_kernels_time(gpu, shape, t, e);
   const Duration head = gpu.memory_kernel(MemoryKernel::kElementwise, 4.0 * double(t) * double(m.hidden)) +
                         gpu.gemm({.m = t, .n = m.vocab, .k = m.hidden});

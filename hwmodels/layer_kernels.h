@@ -116,6 +116,11 @@ struct StepCase {
   double experts_touched = 0;
 };
 
+// One layer's expert computation of step `c`: grouped launches at the mean touched count (interpolated
+// between the neighbouring integers) under `e`'s kernel family, or the loop of expert FFNs.
+[[nodiscard]] Duration step_layer_experts(const GpuCostModel& gpu, const GqaMoeShape& m,
+                                          const EngineProfile& e, const StepCase& c);
+
 // Per layer: RMSNorm, QKV GEMM, KV write, attention, O GEMM, residual, RMSNorm, router GEMM, top-k,
 // sort, permute, experts (grouped or looped), unpermute, residual; then RMSNorm and the LM head over
 // every row (shared/calibration/h200/README.md). BF16 weights.

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "hwmodels/grouped_gemm_tiles.h"
 #include "hwmodels/roofline_cost_model.h"
 
 namespace moesim {
@@ -109,6 +110,21 @@ BytesFlops work_bytes_flops(const GroupedExpertsWork& w) {
           .flops = grouped_experts_flops(w)};
 }
 
+double grouped_occupancy_stretch(const GroupedExpertsWork& w, const GpuSpec& gpu) {
+  if (w.weights != Precision::kBF16 || w.family != ExpertKernelFamily::kCutlassGrouped) return 1.0;
+  if (gpu.arch != "" && gpu.arch != "hopper" && gpu.arch != "blackwell") return 1.0;
+  return grouped_experts_stretch_even(w.experts, w.tokens, w.groups, w.hidden, w.inter,
+                                      {.sms = gpu.sms, .sm100 = gpu.arch == "blackwell"});
+}
+
+BytesFlops grouped_stream_bytes_flops(const GroupedExpertsWork& w, double stretch) {
+  BytesFlops bf = work_bytes_flops(w);
+  const double weights = static_cast<double>(w.experts) * 3.0 * static_cast<double>(w.hidden) *
+                         static_cast<double>(w.inter) * bytes_per_element(w.weights);
+  bf.bytes += (stretch - 1.0) * weights;
+  return bf;
+}
+
 AttentionWork decode_attention_work(double batch, double context, double q_heads, double kv_heads,
                                     double head_dim) {
   // K and V of every cached token, Q in and O out, BF16; QK^T and PV: 2 * 2 * L * Hq * D per sequence.
@@ -163,7 +179,7 @@ Duration ProfileCostModel::grouped_experts(const GroupedExpertsWork& w) const {
   if (w.tokens <= 0 || w.experts <= 0) return Duration::zero();
   const auto& fit = grouped_[static_cast<std::size_t>(w.weights)];
   if (!fit) return RooflineCostModel(fallback_).grouped_experts(w);
-  const BytesFlops bf = work_bytes_flops(w);
+  const BytesFlops bf = grouped_stream_bytes_flops(w, grouped_occupancy_stretch(w, fallback_));
   return Duration::from_seconds(fit->seconds(bf.bytes, bf.flops));
 }
 

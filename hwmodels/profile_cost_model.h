@@ -115,6 +115,13 @@ struct BytesFlops {
 // Grouped experts: the touched experts' weights once, x in and y out per pair, the 2I-wide intermediate
 // written and read back per pair (the same per-pair traffic as ExpertFfnWork); flops 6 * pairs * H * I.
 [[nodiscard]] BytesFlops work_bytes_flops(const GroupedExpertsWork& w);
+// The SM under-fill stretch of a grouped launch's weight streaming (hwmodels/grouped_gemm_tiles.h) on `gpu`:
+// for BF16 weights under the CUTLASS grouped kernel (torch._grouped_mm, the fit's own) on Hopper (or a spec
+// without an arch: the profile's own GPU while calibrating) and Blackwell; 1 elsewhere (no tiling source).
+[[nodiscard]] double grouped_occupancy_stretch(const GroupedExpertsWork& w, const GpuSpec& gpu);
+// work_bytes_flops(w) with the experts' weight bytes counted `stretch` times: what the fit's bandwidth moves
+// in the time the under-filled kernel takes.
+[[nodiscard]] BytesFlops grouped_stream_bytes_flops(const GroupedExpertsWork& w, double stretch);
 // Attention core with `q_heads`/`kv_heads` of `head_dim` in BF16: decode reads the KV cache of `batch`
 // sequences of `context` tokens (one query each); prefill is one causal sequence of `context` tokens
 // (half of the 4*L^2*Hq*D flops of full attention).

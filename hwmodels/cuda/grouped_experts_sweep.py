@@ -192,7 +192,8 @@ def main():
         doc = {"what": f"One MoE layer's expert computation on one GPU of an EP{ep} {name} deployment "
                        f"({local} local experts of H={hidden}, I={inter}, BF16), grouped and looped; "
                        "hwmodels/cuda/grouped_experts_sweep.py" + (" (SYNTHETIC timings)" if gpu is None else ""),
-               "meta": gpu.meta if gpu else {"name": "synthetic", "date": datetime.date.today().isoformat()},
+               "meta": gpu.meta if gpu else {"name": "synthetic", "sm_count": 132,
+                                             "date": datetime.date.today().isoformat()},
                "cases": cases}
         path = out / f"moe_layer_{name.replace('-', '_')}_ep{ep}.json"
         path.write_text(json.dumps(doc, indent=1) + "\n")

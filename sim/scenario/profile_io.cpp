@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "hwmodels/calibration_fit.h"
+#include "hwmodels/grouped_gemm_tiles.h"
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/scenario/catalog.h"
 #include "sim/scenario/json_reader.h"
@@ -177,6 +178,8 @@ void add_expert_ffn(Measurements& m, const Node& root) {
 // moe_layer_<model>_ep<N>.json: one MoE layer's experts on one GPU for a per-expert count vector, timed as
 // one grouped launch (grouped_ms) and as a loop of expert FFNs (loop_ms). BF16.
 void add_moe_layer(Measurements& m, const Node& root) {
+  // The SMs the grouped kernel's tiles were spread over (hwmodels/grouped_gemm_tiles.h).
+  const auto sms = static_cast<std::int64_t>(root.at("meta").at("sm_count").positive());
   for (const Node& c : root.at("cases").items()) {
     const auto hidden = static_cast<std::int64_t>(c.at("hidden").positive());
     const auto inter = static_cast<std::int64_t>(c.at("inter").positive());
@@ -197,8 +200,13 @@ void add_moe_layer(Measurements& m, const Node& root) {
     const std::string shape = "H=" + std::to_string(hidden) + " I=" + std::to_string(inter) +
                               " E=" + std::to_string(counts.size()) + " " + law;
     const std::string label = "T=" + fmt(c.at("tokens").positive());
-    const BytesFlops g = work_bytes_flops(
-        GroupedExpertsWork{.experts = touched, .tokens = pairs, .hidden = hidden, .inter = inter});
+    // The weight streaming stretched by the kernel's SM under-fill at these exact counts (the fit is then of
+    // the kernel at full occupancy; the cost model stretches it back by the counts it is given).
+    std::vector<std::int64_t> rows(counts.begin(), counts.end());
+    const double stretch = grouped_experts_stretch(rows, static_cast<std::int64_t>(counts.size()), hidden,
+                                                   inter, {.sms = sms, .sm100 = false});
+    const BytesFlops g = grouped_stream_bytes_flops(
+        GroupedExpertsWork{.experts = touched, .tokens = pairs, .hidden = hidden, .inter = inter}, stretch);
     m.points.push_back({.op = CostOp::kGroupedExperts,
                         .precision = Precision::kBF16,
                         .sweep = "grouped_experts " + shape,
@@ -265,7 +273,7 @@ void add_permute(Measurements& m, const Node& root) {
 }
 
 // model_step_<model>.json: whole-model steps, kept apart from the kernel points (they check the
-// composition; only the small-kernel fixed cost is taken from them).
+// composition; nothing is fitted on them).
 void add_model_steps(Measurements& m, const Node& root, const std::string& file) {
   if (!m.steps.empty()) root.fail("a second whole-model file (" + file + "); give one at a time");
   const Node c = root.at("config");
@@ -282,6 +290,8 @@ void add_model_steps(Measurements& m, const Node& root, const std::string& file)
   m.step_model_name = std::filesystem::path(file).stem().string();
   if (root.has("meta") && root.at("meta").has("l2_bytes"))
     m.step_l2_bytes = root.at("meta").at("l2_bytes").positive();
+  if (root.has("meta") && root.at("meta").has("sm_count"))
+    m.step_sms = static_cast<std::int64_t>(root.at("meta").at("sm_count").positive());
   for (const Node& d : root.at("decode").items()) {
     const auto b = static_cast<std::int64_t>(d.at("B").positive());
     const auto l = static_cast<std::int64_t>(d.at("L").positive());
@@ -929,30 +939,15 @@ std::unique_ptr<GpuCostModel> make_gpu_cost_model(const GpuSpec& gpu) {
   return std::make_unique<RooflineCostModel>(gpu);
 }
 
-double fit_small_kernel_fixed_s(const GpuProfile& profile, const GpuSpec& fallback, const Measurements& m) {
-  const EngineProfile engine = engine_profile(EngineKind::kPytorchGraph);
-  auto cost = [&](double fixed_s) {
-    GpuProfile p = profile;
-    std::erase_if(p.fits, [](const OperationFit& f) { return f.op == CostOp::kSmallKernel; });
-    const OperationFit* gather = p.find_fit(CostOp::kPermute, Precision::kBF16);
-    RooflineFit small = gather != nullptr ? gather->params : RooflineFit{.bytes_per_s = m.copy_bytes_per_s};
-    small.fixed_s = fixed_s;
-    p.fits.push_back({.op = CostOp::kSmallKernel,
-                      .precision = Precision::kBF16,
-                      .shape_a = 0,
-                      .shape_b = 0,
-                      .params = small});
-    const ProfileCostModel model(std::move(p), fallback, "fit");
-    double c = 0;
-    for (const auto& s : m.steps) {
-      if (s.step.is_prefill) continue;
-      c += std::pow(
-          std::log(compose_step(model, m.step_model, engine, s.step, m.step_l2_bytes).seconds() / s.seconds),
-          2);
-    }
-    return c;
-  };
-  return golden_section_min(cost, 0.0, 20e-6, 80);
+std::optional<OperationFit> small_kernel_fit(const GpuProfile& profile, const Measurements& m) {
+  if (m.graph_launch_s <= 0) return std::nullopt;
+  // Measured, not fitted: a tiny kernel replayed in a CUDA graph (platform.json launch.graph_tiny_kernel_us)
+  // is each small kernel's fixed cost; its bandwidth is the row gather's (permute), a copy kernel alike.
+  const OperationFit* gather = profile.find_fit(CostOp::kPermute, Precision::kBF16);
+  RooflineFit small = gather != nullptr ? gather->params : RooflineFit{.bytes_per_s = m.copy_bytes_per_s};
+  small.fixed_s = m.graph_launch_s;
+  return OperationFit{
+      .op = CostOp::kSmallKernel, .precision = Precision::kBF16, .shape_a = 0, .shape_b = 0, .params = small};
 }
 
 }  // namespace moesim

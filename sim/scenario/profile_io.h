@@ -48,6 +48,7 @@ struct Measurements {
   GqaMoeShape step_model;
   std::string step_model_name;
   double step_l2_bytes = 0;   // L2 of the GPU the steps ran on (its meta)
+  std::int64_t step_sms = 0;  // its SM count (meta.sm_count; 0 if absent)
   double graph_launch_s = 0;  // a tiny kernel replayed in a CUDA graph (platform.json launch), 0 if absent
   std::vector<StepMeasurement> steps;
 };
@@ -82,10 +83,8 @@ void write_profile_file(const std::filesystem::path& file, const GpuProfile& pro
 // RooflineCostModel. GpuCostModel::source() tells which.
 [[nodiscard]] std::unique_ptr<GpuCostModel> make_gpu_cost_model(const GpuSpec& gpu);
 
-// The calibrated small-kernel fixed cost: the value of kSmallKernel's fixed_s that minimises the squared
-// log errors of the decode steps in `m.steps` composed under the pytorch_graph engine (the one parameter
-// taken from whole-model measurements). Golden-section search on [0, 20 us].
-[[nodiscard]] double fit_small_kernel_fixed_s(const GpuProfile& profile, const GpuSpec& fallback,
-                                              const Measurements& m);
+// The small kernels' fit (kSmallKernel, BF16): the fixed cost measured for a tiny kernel in a CUDA graph
+// (platform.json, `m.graph_launch_s`) and the row gather's bandwidth; none without that measurement.
+[[nodiscard]] std::optional<OperationFit> small_kernel_fit(const GpuProfile& profile, const Measurements& m);
 
 }  // namespace moesim

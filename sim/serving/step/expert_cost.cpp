@@ -13,7 +13,7 @@ namespace moesim {
 ExpertCost::ExpertCost(const GpuCostModel& gpu, const ExpertCostShape& shape, int ranks,
                        int max_experts_per_rank, std::span<const Precision> precisions,
                        const std::array<double, kPrecisionCount>& dequant)
-    : gpu_(gpu), shape_(shape), ranks_(ranks), slots_(0) {
+    : gpu_(gpu), shape_(shape), ranks_(ranks), groups_(max_experts_per_rank), slots_(0) {
   slot_of_.fill(-1);
   for (const Precision p : precisions) {
     const auto i = static_cast<std::size_t>(p);
@@ -134,7 +134,9 @@ Duration ExpertCost::grouped_at(std::int32_t experts, double pairs, std::size_t 
                                                                .tokens = tokens,
                                                                .hidden = shape_.hidden,
                                                                .inter = shape_.inter,
-                                                               .weights = precision_of_[slot]});
+                                                               .weights = precision_of_[slot],
+                                                               .groups = groups_,
+                                                               .family = shape_.family});
     const double f = dequant_[slot] * kernel_time_factor(shape_.family, double(tokens) / double(experts));
     return f == 1.0 ? t : t.scaled(f);
   };

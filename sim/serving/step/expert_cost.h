@@ -156,7 +156,8 @@ class ExpertCost final {
   const GpuCostModel& gpu_;
   ExpertCostShape shape_;
   int ranks_;
-  std::size_t slots_;                                   // precisions in use
+  std::int64_t groups_;  // experts in a rank's weight tensor (max_experts_per_rank): the kernel's tile shape
+  std::size_t slots_;    // precisions in use
   std::array<std::int8_t, kPrecisionCount> slot_of_{};  // precision -> slot (-1: not in use)
   std::array<Precision, kPrecisionCount> precision_of_{};
   std::array<double, kPrecisionCount> dequant_{};  // by slot
