@@ -199,7 +199,6 @@ class StepPlanner {
   // `work` is SM-bound compute, `mem` the memory-bound small kernels beside it; `c` the communicating
   // micro-batch's kernels (their SM share and whether they partition the SMs).
   Duration add_overlap_stage(Duration work, Duration mem, Duration comm, const LayerComm& c, StepPart part);
-  [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] SmallKernelTimes small_kernels(std::int64_t tokens, bool moe) const;
   void set_kernel_shape_quantisation();
