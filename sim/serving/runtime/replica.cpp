@@ -22,6 +22,7 @@ Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<ExpertLoop> loop
                                         ctx_.s.deployment.prefix_caching));
   }
   batches_.resize(groups);
+  group_work_.resize(groups + 1);
   evict_.assign(groups, 0);
 }
 
@@ -117,7 +118,6 @@ void Replica::on_decide() {
   const Time now = ctx_.sim.now();
   scheduled_.clear();
   bool any = false;
-  group_work_.resize(groups_.size() + 1);
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     group_work_[g] = scheduled_.size();
     const FormedBatch f = ctx_.policy.form(groups_[g], ctx_.requests, now, scheduled_);

@@ -516,3 +516,43 @@ TEST_CASE("each micro-batch's stage carries its own attention: one prompt split 
   CHECK(split.part(StepPart::kCombine) < equal.part(StepPart::kCombine));
   CHECK(split.total.seconds() == Approx(equal.total.seconds()));
 }
+
+TEST_CASE("a run hands the planner each step's prefill chunks: a prompt in two chunks, each split causally") {
+  // One request of 1,500 prompt tokens on one attention group (TP 4) with a budget of 1,024 tokens a step,
+  // engine sglang: step 1 prefills the chunk [0, 1024), split 512 + 512 with B attending over A's half;
+  // step 2 the chunk of 476 after 1,024 in the KV cache, whose end samples the first token. Every token
+  // picks all 8 experts, so routing draws nothing and the run's steps cost what the planner costs for those
+  // two chunks: TTFT = plan 1 + plan 2. At this size a stage is communication-bound, so the causal split
+  // costs more than equal halves would: the run must have seen the chunks.
+  Json j = Json::parse(R"({
+    "model": {"num_layers": 4, "hidden": 4096, "vocab": 1000, "attention": "gqa", "num_heads": 32,
+              "num_kv_heads": 8, "head_dim": 128, "routed_experts": 8, "top_k": 8, "expert_inter": 1024},
+    "cluster": {"gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 2},
+    "deployment": {"ep_size": 4, "attention": {"dp": 1, "tp": 4}, "max_batched_tokens": 1024,
+                   "two_batch_overlap": true, "engine": "sglang"},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 1500}, "output_tokens": {"kind": "fixed", "tokens": 2}},
+    "run": {"requests": 1}})");
+  const ScenarioSpec s = parse_scenario(j, "").spec;
+  const RooflineCostModel gpu(s.cluster.gpu);
+  const RandomStreams streams(s.run.seed);
+  const ServingModels models(s, streams);
+  const PrefillChunk first[] = {{.tokens = 1024, .prefix = 0}};
+  const PrefillChunk second[] = {{.tokens = 476, .prefix = 1024}};
+  GroupBatch b1{.prefill_tokens = 1024, .prefill_pairs = 1024.0 * 1025 / 2, .prefill_kv_tokens = 1024};
+  GroupBatch b2{.prefill_tokens = 476,
+                .prefill_pairs = 476.0 * 1024 + 476.0 * 477 / 2,
+                .prefill_kv_tokens = 1500,
+                .sampled_seqs = 1};
+  const auto ttft = [&](bool chunks) {
+    b1.prefill_chunks = chunks ? std::span<const PrefillChunk>(first) : std::span<const PrefillChunk>{};
+    b2.prefill_chunks = chunks ? std::span<const PrefillChunk>(second) : std::span<const PrefillChunk>{};
+    auto planner = models.make_standalone(gpu, streams.stream("plan-routing"));
+    const Duration step1 = planner.plan(std::span(&b1, 1), Time{}).total;
+    return step1 + planner.plan(std::span(&b2, 1), Time{} + step1).total;
+  };
+  const Report r = simulate(s, gpu);
+  REQUIRE(r.requests_finished == 1);
+  CHECK(r.ttft.mean == Approx(ttft(true).seconds()).epsilon(1e-9));
+  CHECK(ttft(true) > ttft(false));
+}
