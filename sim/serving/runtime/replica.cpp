@@ -22,6 +22,7 @@ Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<ExpertLoop> loop
                                         ctx_.s.deployment.prefix_caching));
   }
   batches_.resize(groups);
+  group_work_.resize(groups + 1);
   evict_.assign(groups, 0);
 }
 
@@ -118,11 +119,14 @@ void Replica::on_decide() {
   scheduled_.clear();
   bool any = false;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
+    group_work_[g] = scheduled_.size();
     const FormedBatch f = ctx_.policy.form(groups_[g], ctx_.requests, now, scheduled_);
     batches_[g] = f.batch;
     ctx_.metrics.on_preemptions(f.preemptions);
     any = f.batch.tokens() > 0 || any;
   }
+  group_work_.back() = scheduled_.size();
+  if (ctx_.s.deployment.two_batch_overlap) attach_prefill_chunks();
   ctx_.host.on_loads_changed(index_);
   if (!any) return;
   ctx_.models.advance_to(now);
@@ -163,6 +167,27 @@ void Replica::on_decide() {
     planner_->finish_plan();
   }
   ctx_.sim.schedule_in(lower_bound, Phase::kNormal, [this] { on_planned(); });
+}
+
+// Each group's prefill chunks, in the order its policy scheduled them, for the two-batch split
+// (micro_batch_split.h): a chunk's prefix is its request's computed tokens, which advance when the step ends.
+void Replica::attach_prefill_chunks() {
+  prefill_chunks_.clear();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (std::size_t w = group_work_[g]; w < group_work_[g + 1]; ++w) {
+      const ScheduledWork& sc = scheduled_[w];
+      if (sc.prefill)
+        prefill_chunks_.push_back({.tokens = sc.tokens, .prefix = ctx_.requests[sc.req].computed});
+    }
+  }
+  // Spans only once the vector has stopped growing.
+  std::size_t at = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    std::size_t n = 0;
+    for (std::size_t w = group_work_[g]; w < group_work_[g + 1]; ++w) n += scheduled_[w].prefill ? 1 : 0;
+    batches_[g].prefill_chunks = std::span<const PrefillChunk>(prefill_chunks_).subspan(at, n);
+    at += n;
+  }
 }
 
 // Redundant slots come with an expert loop (experts.any()): a loss they cover is the loop's to publish.

@@ -128,6 +128,7 @@ class Replica {
   void finish(RequestIdx idx, Time now);
   void migrate_out(Time now);
   void evict_now(Time now);
+  void attach_prefill_chunks();
 
   int index_;
   ReplicaContext ctx_;
@@ -136,6 +137,10 @@ class Replica {
   std::vector<AttentionGroup> groups_;
   std::vector<GroupBatch> batches_;
   std::vector<ScheduledWork> scheduled_;
+  // Under two-batch overlap: where each group's work starts in scheduled_ (and its end), and the step's
+  // prefill chunks that batches_ point to (GroupBatch::prefill_chunks).
+  std::vector<std::size_t> group_work_;
+  std::vector<PrefillChunk> prefill_chunks_;
   Rng accept_rng_;
   WorkerPool::Job plan_job_;
   bool plan_in_flight_ = false;

@@ -2,8 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace moesim {
+
+// One request's prefill chunk in a step: `tokens` prompt tokens after the `prefix` tokens already in its KV
+// cache (its (query, key) pairs: tokens x prefix + tokens (tokens + 1) / 2).
+struct PrefillChunk {
+  std::int64_t tokens = 0;
+  std::int64_t prefix = 0;
+};
 
 // One attention group's work in a step.
 struct GroupBatch {
@@ -21,6 +29,11 @@ struct GroupBatch {
   // or 1 + k decode tokens): the ordered pairs of tokens that share a request, which carry the per-request
   // expert affinity (workloads/request_affinity.h).
   double request_token_pairs = 0;
+  // The prefill chunks above one by one, in the batch's order (two-batch overlap splits the batch by them,
+  // micro_batch_split.h); empty where the caller gives only the sums (offline planners, pipeline micro-
+  // batches): the split then halves the prefill tokens and their pairs. Not owned: the caller keeps them
+  // unchanged until the plan's begin_plan returns.
+  std::span<const PrefillChunk> prefill_chunks{};
   [[nodiscard]] std::int64_t tokens() const { return decode_seqs + decode_draft_tokens + prefill_tokens; }
 };
 

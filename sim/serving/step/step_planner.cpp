@@ -8,6 +8,7 @@
 #include "hwmodels/dense_gemm_family.h"
 #include "sim/engine/check.h"
 #include "sim/serving/experts/expert_loop.h"
+#include "sim/serving/step/micro_batch_split.h"
 #include "sim/serving/step/routing_draw.h"
 #include "workloads/request_affinity.h"
 
@@ -311,30 +312,6 @@ Duration StepPlanner::expert_tp_reduce(double rank_tokens) const {
   if (etp_ == 1 || (ranks_ == 1 && tp_ == etp_) || rank_tokens <= 0) return Duration::zero();
   const double bytes = rank_tokens * double(s_.model.hidden) * bytes_per_element(s_.precision.combine);
   return fabric_.all_reduce(bytes, etp_, true, all_reduce_kernel(s_.deployment.engine, bytes, etp_, true));
-}
-
-// A group's batch as two micro-batches by sequences, as SGLang's two-batch overlap splits it: A takes the
-// larger half of the decode sequences and of the prefill tokens; context and attention pairs follow.
-std::pair<GroupBatch, GroupBatch> StepPlanner::split_batch(const GroupBatch& b) {
-  GroupBatch a;
-  GroupBatch c;
-  a.decode_seqs = (b.decode_seqs + 1) / 2;
-  c.decode_seqs = b.decode_seqs - a.decode_seqs;
-  const double da = b.decode_seqs > 0 ? double(a.decode_seqs) / double(b.decode_seqs) : 0.0;
-  a.decode_context_tokens = b.decode_context_tokens * da;
-  c.decode_context_tokens = b.decode_context_tokens - a.decode_context_tokens;
-  a.decode_draft_tokens = b.decode_seqs > 0 ? b.decode_draft_tokens / b.decode_seqs * a.decode_seqs : 0;
-  c.decode_draft_tokens = b.decode_draft_tokens - a.decode_draft_tokens;
-  a.decode_draft_pairs = b.decode_draft_pairs * da;
-  c.decode_draft_pairs = b.decode_draft_pairs - a.decode_draft_pairs;
-  a.prefill_tokens = (b.prefill_tokens + 1) / 2;
-  c.prefill_tokens = b.prefill_tokens - a.prefill_tokens;
-  const double pa = b.prefill_tokens > 0 ? double(a.prefill_tokens) / double(b.prefill_tokens) : 0.0;
-  a.prefill_pairs = b.prefill_pairs * pa;
-  c.prefill_pairs = b.prefill_pairs - a.prefill_pairs;
-  a.prefill_kv_tokens = b.prefill_kv_tokens * pa;
-  c.prefill_kv_tokens = b.prefill_kv_tokens - a.prefill_kv_tokens;
-  return {a, c};
 }
 
 Duration StepPlanner::add_overlap_stage(Duration work, Duration mem, Duration comm, const LayerComm& c,
@@ -730,7 +707,7 @@ void StepPlanner::split_micro_batches(std::span<const GroupBatch> groups, Durati
   // Per micro-batch, the most small-kernel time any group runs before its dispatch.
   std::array<Duration, 2> small_att{Duration::zero(), Duration::zero()};
   for (int r = 0; r < groups_; ++r) {
-    const auto [a, b] = split_batch(groups[static_cast<std::size_t>(r)]);
+    const auto [a, b] = split_micro_batch(groups[static_cast<std::size_t>(r)], s_.deployment.engine.kind);
     // Each micro-batch's small kernels: the attention side before its dispatch, the rest beside its
     // experts (costed at the GPU's own tokens, as the micro-batch's mean routed pairs).
     for (const auto& [half, pre, exp, att] : {std::tuple{a, &p.pre_a, &p.small_exp_a, &small_att[0]},
@@ -814,8 +791,8 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   plan_.parts[StepPart::kAttention] = pre_moe_max * m.moe_layers() + dense_attention * m.num_dense_layers;
   plan_.parts[StepPart::kLayerKernels] = small_max * m.moe_layers() + small_dense_max * m.num_dense_layers;
   if (total_tokens == 0) return plan_.parts.sum();
-  // Two-batch overlap: every group's batch is split into two micro-batches by sequences (A takes the
-  // odd one: halves are unequal), each costed at its own size (its own launches, GEMMs, All-to-All).
+  // Two-batch overlap: every group's batch is split into two micro-batches by the engine's rule
+  // (split_micro_batch), each costed at its own size (its own launches, GEMMs, attention, All-to-All).
   const bool tbo = s_.deployment.two_batch_overlap && ranks_ > 1;
   half_a_ = 1.0;
   if (tbo) split_micro_batches(groups, dense_attention);

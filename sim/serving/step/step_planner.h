@@ -216,7 +216,6 @@ class StepPlanner {
   Duration add_overlap_stage(Duration work, Duration mem, Duration comm, const LayerComm& c, StepPart part);
   // The SMs SGLang's combine-send kernel holds beside the down GEMM and shared experts, as a share.
   [[nodiscard]] double sbo_combine_held_share() const;
-  [[nodiscard]] static std::pair<GroupBatch, GroupBatch> split_batch(const GroupBatch& b);
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] SmallKernelTimes small_kernels(std::int64_t tokens, bool moe) const;
   void set_kernel_shape_quantisation();

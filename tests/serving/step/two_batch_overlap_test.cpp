@@ -11,6 +11,7 @@
 #include "sim/scenario/profile_io.h"
 #include "sim/scenario/scenario_parser.h"
 #include "sim/serving/runtime/serving_simulation.h"
+#include "sim/serving/step/micro_batch_split.h"
 #include "sim/serving/step/serving_models.h"
 #include "sim/serving/step/step_planner.h"
 
@@ -301,12 +302,19 @@ OverlapRow overlap_gain(const std::string& scenario, std::vector<std::string> se
   return row;
 }
 
-// A prefill batch of `tokens` per GPU: prompts of 4,096 tokens, whole (one prompt's chunk where the budget
-// is smaller); request_token_pairs for the per-request affinity (sum over prompts of t (t - 1)).
+// A prefill batch of `tokens` per GPU: prompts of 4,096 tokens, whole (one prompt's first chunk where the
+// budget is smaller), its chunks one by one (the engine splits micro-batches by them); request_token_pairs
+// for the per-request affinity (sum over prompts of t (t - 1)).
 GroupBatch prefill_batch(std::int64_t tokens) {
+  static const std::vector<PrefillChunk> kChunks(4, PrefillChunk{.tokens = 4096, .prefix = 0});
+  static const PrefillChunk kFirst[] = {{.tokens = 2048, .prefix = 0}};
   GroupBatch b;
   const double prompt = std::min<double>(4096, static_cast<double>(tokens));
   const double prompts = static_cast<double>(tokens) / prompt;
+  REQUIRE((tokens == 2048 || tokens % 4096 == 0));
+  b.prefill_chunks = tokens == 2048
+                         ? std::span<const PrefillChunk>(kFirst)
+                         : std::span<const PrefillChunk>(kChunks).first(static_cast<std::size_t>(prompts));
   b.prefill_tokens = tokens;
   b.prefill_pairs = prompts * prompt * (prompt + 1) / 2;
   b.prefill_kv_tokens = static_cast<double>(tokens);
@@ -384,4 +392,167 @@ TEST_CASE("overlap gain against batch per GPU follows SGLang's published ablatio
   const OverlapRow r = overlap_gain("scenarios/reference/topology_dsv3_4x8xh100_ep32.json",
                                     sglang_prefill(8192, false), prefill_batch(8192));
   CHECK(r.off_ms / r.on_ms - 1 == Approx(0.31).margin(0.10));
+}
+
+TEST_CASE("a micro-batch's attention is its own tokens' causal pairs: one prompt split in the middle") {
+  // One prompt of 4,096 tokens. SGLang: no sequence boundary (A would hold 0 tokens, under 48%), so the
+  // two-chunk split at 4,096 / 2 = 2,048; vLLM: num_tokens // 2 = 2,048. A's 2,048 tokens attend to
+  // 2,048 x 2,049 / 2 pairs; B's 2,048 tokens to the 2,048 before them and causally among themselves:
+  // 2,048 x 2,048 + 2,048 x 2,049 / 2. B reads 4,096 tokens of KV, A 2,048.
+  const PrefillChunk prompt[] = {{.tokens = 4096, .prefix = 0}};
+  GroupBatch b{.prefill_tokens = 4096, .prefill_pairs = 4096.0 * 4097 / 2, .prefill_kv_tokens = 4096};
+  b.prefill_chunks = prompt;
+  for (const EngineKind e : {EngineKind::kSglang, EngineKind::kVllm, EngineKind::kTrtllm}) {
+    const auto [a, c] = split_micro_batch(b, e);
+    CHECK(a.prefill_tokens == 2048);
+    CHECK(c.prefill_tokens == 2048);
+    CHECK(a.prefill_pairs == 2048.0 * 2049 / 2);
+    CHECK(c.prefill_pairs == 2048.0 * 2048 + 2048.0 * 2049 / 2);
+    CHECK(a.prefill_pairs + c.prefill_pairs == b.prefill_pairs);
+    CHECK(c.prefill_pairs / a.prefill_pairs == Approx(1 + 2 * 2048.0 / 2049));  // 2.999, "about 3x"
+    CHECK(a.prefill_kv_tokens == 2048);
+    CHECK(c.prefill_kv_tokens == 4096);
+  }
+  // The same prompt as a later chunk: 1,000 tokens after 3,000 cached. A: 500 x 3,000 + 500 x 501 / 2;
+  // B: 500 x 3,500 + 500 x 501 / 2.
+  const PrefillChunk later[] = {{.tokens = 1000, .prefix = 3000}};
+  GroupBatch l{.prefill_tokens = 1000};
+  l.prefill_chunks = later;
+  const auto [la, lb] = split_micro_batch(l, EngineKind::kSglang);
+  CHECK(la.prefill_pairs == 500.0 * 3000 + 500.0 * 501 / 2);
+  CHECK(lb.prefill_pairs == 500.0 * 3500 + 500.0 * 501 / 2);
+  CHECK(lb.prefill_kv_tokens == 4000);
+}
+
+TEST_CASE("several prompts: SGLang splits at a sequence boundary, vLLM at half the tokens") {
+  // Prompts of 1,000, 3,000, 2,000 and 2,000 tokens (8,000). SGLang's boundaries leave A 1,000, 4,000
+  // (|4,000 - 4,000| = 0, the minimum), 6,000: it splits after the second prompt, within [0.48, 0.52], so A
+  // holds prompts 1-2 and B prompts 3-4, each with its own prompts' pairs. vLLM splits at 4,000 as well.
+  const PrefillChunk chunks[] = {{.tokens = 1000}, {.tokens = 3000}, {.tokens = 2000}, {.tokens = 2000}};
+  GroupBatch b{.prefill_tokens = 8000};
+  b.prefill_chunks = chunks;
+  const auto tri = [](double n) { return n * (n + 1) / 2; };
+  for (const EngineKind e : {EngineKind::kSglang, EngineKind::kVllm}) {
+    const auto [a, c] = split_micro_batch(b, e);
+    CHECK(a.prefill_tokens == 4000);
+    CHECK(a.prefill_pairs == tri(1000) + tri(3000));
+    CHECK(c.prefill_pairs == tri(2000) + tri(2000));
+    CHECK(a.prefill_kv_tokens == 4000);
+  }
+  // Prompts of 3,000, 1,000 and 4,000: SGLang's boundaries leave A 3,000 (diff 2,000), 4,000 (diff 0):
+  // the split falls after the second prompt. Prompts of 3,000 and 5,000: the only boundary leaves A 3,000
+  // = 37.5% < 48%, so SGLang splits the second prompt at 4,000: A = 3,000 + its first 1,000 tokens, B its
+  // last 4,000 after 1,000 cached: 4,000 x 1,000 + 4,000 x 4,001 / 2 pairs, 5,000 of KV.
+  const PrefillChunk uneven[] = {{.tokens = 3000}, {.tokens = 5000}};
+  GroupBatch u{.prefill_tokens = 8000};
+  u.prefill_chunks = uneven;
+  CHECK(prefill_split_tokens(uneven, EngineKind::kSglang) == 4000);
+  const auto [ua, ub] = split_micro_batch(u, EngineKind::kSglang);
+  CHECK(ua.prefill_pairs == tri(3000) + tri(1000));
+  CHECK(ub.prefill_pairs == 4000.0 * 1000 + tri(4000));
+  CHECK(ub.prefill_kv_tokens == 5000);
+  const PrefillChunk three[] = {{.tokens = 3000}, {.tokens = 1000}, {.tokens = 4000}};
+  CHECK(prefill_split_tokens(three, EngineKind::kSglang) == 4000);
+  // Odd tokens: vLLM's A takes num_tokens // 2.
+  const PrefillChunk odd[] = {{.tokens = 4097}};
+  CHECK(prefill_split_tokens(odd, EngineKind::kVllm) == 2048);
+  CHECK(prefill_split_tokens(odd, EngineKind::kSglang) == 2048);
+}
+
+TEST_CASE("a decode batch splits as before: halves of the sequences, contexts in proportion") {
+  // 5 sequences of 100-token contexts with 2 drafts each: A takes 3 (the odd one), B 2.
+  const GroupBatch b{.decode_seqs = 5,
+                     .decode_context_tokens = 500,
+                     .sampled_seqs = 15,
+                     .decode_draft_tokens = 10,
+                     .decode_draft_pairs = 5 * (2 * 100.0 + 3)};
+  for (const EngineKind e : {EngineKind::kSglang, EngineKind::kVllm}) {
+    const auto [a, c] = split_micro_batch(b, e);
+    CHECK(a.decode_seqs == 3);
+    CHECK(c.decode_seqs == 2);
+    CHECK(a.decode_context_tokens == Approx(300));
+    CHECK(c.decode_context_tokens == Approx(200));
+    CHECK(a.decode_draft_tokens == 6);
+    CHECK(c.decode_draft_pairs == Approx(2 * 203.0));
+    CHECK(a.prefill_tokens + c.prefill_tokens == 0);
+  }
+  // Without its chunks a prefill batch halves its tokens and pairs (the offline planners' batches).
+  const GroupBatch p{.prefill_tokens = 4097, .prefill_pairs = 1000, .prefill_kv_tokens = 4097};
+  const auto [pa, pb] = split_micro_batch(p, EngineKind::kSglang);
+  CHECK(pa.prefill_tokens == 2049);
+  CHECK(pa.prefill_pairs == Approx(1000.0 * 2049 / 4097));
+  CHECK(pb.prefill_kv_tokens == Approx(4097.0 * 2048 / 4097));
+}
+
+TEST_CASE("each micro-batch's stage carries its own attention: one prompt split in the middle") {
+  // One prompt of 4,096 tokens per group under two-batch overlap, engine sglang: with its chunk the planner
+  // splits it at 2,048 and B attends over A's half (3x A's pairs); without, both halves carry half the
+  // pairs. The roofline's prefill attention is FLOP-bound here, so the step's attention (A's + B's) is the
+  // same. B's attention runs beside A's dispatch (stage 1), A's beside B's combine (stage 4); under the SM
+  // partition a compute-bound stage exposes its work x 24/108 as dispatch or combine, so more of the
+  // exposed time moves to dispatch. Every stage of this small model is compute-bound, so the layer's sum,
+  // hence the step, does not move: the split costs only where it makes a stage communication-bound.
+  const PrefillChunk prompt[] = {{.tokens = 4096, .prefix = 0}};
+  const auto step = [&](bool chunks) {
+    ScenarioSpec s = spec(true);
+    s.deployment.engine = engine_profile(EngineKind::kSglang);
+    std::vector<GroupBatch> groups(4, GroupBatch{.prefill_tokens = 4096,
+                                                 .prefill_pairs = 4096.0 * 4097 / 2,
+                                                 .prefill_kv_tokens = 4096,
+                                                 .sampled_seqs = 1});
+    if (chunks)
+      for (GroupBatch& b : groups) b.prefill_chunks = prompt;
+    const RooflineCostModel gpu(s.cluster.gpu);
+    const Fabric fabric(s.cluster.fabric);
+    const ExpertPopularity pop(PopularitySpec{}, s.model.moe_layers(), 8, 8, Rng(1));
+    StepPlanner planner(s, gpu, fabric, pop, Rng(2));
+    return planner.plan(groups, Time{});
+  };
+  const StepPlan split = step(true);
+  const StepPlan equal = step(false);
+  CHECK(split.part(StepPart::kAttention).seconds() == Approx(equal.part(StepPart::kAttention).seconds()));
+  CHECK(split.part(StepPart::kExperts) == equal.part(StepPart::kExperts));
+  CHECK(split.part(StepPart::kDispatch) > equal.part(StepPart::kDispatch));
+  CHECK(split.part(StepPart::kCombine) < equal.part(StepPart::kCombine));
+  CHECK(split.total.seconds() == Approx(equal.total.seconds()));
+}
+
+TEST_CASE("a run hands the planner each step's prefill chunks: a prompt in two chunks, each split causally") {
+  // One request of 1,500 prompt tokens on one attention group (TP 4) with a budget of 1,024 tokens a step,
+  // engine sglang: step 1 prefills the chunk [0, 1024), split 512 + 512 with B attending over A's half;
+  // step 2 the chunk of 476 after 1,024 in the KV cache, whose end samples the first token. Every token
+  // picks all 8 experts, so routing draws nothing and the run's steps cost what the planner costs for those
+  // two chunks: TTFT = plan 1 + plan 2. At this size a stage is communication-bound, so the causal split
+  // costs more than equal halves would: the run must have seen the chunks.
+  Json j = Json::parse(R"({
+    "model": {"num_layers": 4, "hidden": 4096, "vocab": 1000, "attention": "gqa", "num_heads": 32,
+              "num_kv_heads": 8, "head_dim": 128, "routed_experts": 8, "top_k": 8, "expert_inter": 1024},
+    "cluster": {"gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 2},
+    "deployment": {"ep_size": 4, "attention": {"dp": 1, "tp": 4}, "max_batched_tokens": 1024,
+                   "two_batch_overlap": true, "engine": "sglang"},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 1500}, "output_tokens": {"kind": "fixed", "tokens": 2}},
+    "run": {"requests": 1}})");
+  const ScenarioSpec s = parse_scenario(j, "").spec;
+  const RooflineCostModel gpu(s.cluster.gpu);
+  const RandomStreams streams(s.run.seed);
+  const ServingModels models(s, streams);
+  const PrefillChunk first[] = {{.tokens = 1024, .prefix = 0}};
+  const PrefillChunk second[] = {{.tokens = 476, .prefix = 1024}};
+  GroupBatch b1{.prefill_tokens = 1024, .prefill_pairs = 1024.0 * 1025 / 2, .prefill_kv_tokens = 1024};
+  GroupBatch b2{.prefill_tokens = 476,
+                .prefill_pairs = 476.0 * 1024 + 476.0 * 477 / 2,
+                .prefill_kv_tokens = 1500,
+                .sampled_seqs = 1};
+  const auto ttft = [&](bool chunks) {
+    b1.prefill_chunks = chunks ? std::span<const PrefillChunk>(first) : std::span<const PrefillChunk>{};
+    b2.prefill_chunks = chunks ? std::span<const PrefillChunk>(second) : std::span<const PrefillChunk>{};
+    auto planner = models.make_standalone(gpu, streams.stream("plan-routing"));
+    const Duration step1 = planner.plan(std::span(&b1, 1), Time{}).total;
+    return step1 + planner.plan(std::span(&b2, 1), Time{} + step1).total;
+  };
+  const Report r = simulate(s, gpu);
+  REQUIRE(r.requests_finished == 1);
+  CHECK(r.ttft.mean == Approx(ttft(true).seconds()).epsilon(1e-9));
+  CHECK(ttft(true) > ttft(false));
 }
