@@ -116,13 +116,14 @@ void Replica::on_decide() {
   if (busy_ || halted_) return;
   const Time now = ctx_.sim.now();
   scheduled_.clear();
-  bool any = false;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const FormedBatch f = ctx_.policy.form(groups_[g], ctx_.requests, now, scheduled_);
     batches_[g] = f.batch;
     ctx_.metrics.on_preemptions(f.preemptions);
-    any = f.batch.tokens() > 0 || any;
   }
+  ctx_.policy.balance(batches_, ctx_.requests, scheduled_, adp_);
+  const bool any =
+      std::any_of(batches_.begin(), batches_.end(), [](const GroupBatch& b) { return b.tokens() > 0; });
   ctx_.host.on_loads_changed(index_);
   if (!any) return;
   ctx_.models.advance_to(now);

@@ -136,6 +136,7 @@ class Replica {
   std::vector<AttentionGroup> groups_;
   std::vector<GroupBatch> batches_;
   std::vector<ScheduledWork> scheduled_;
+  AdpBalanceCounters adp_;  // the batch policy's instance-wide decision's state
   Rng accept_rng_;
   WorkerPool::Job plan_job_;
   bool plan_in_flight_ = false;
