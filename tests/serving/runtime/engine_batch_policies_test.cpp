@@ -17,6 +17,16 @@ namespace {
 
 using Fixture = moesim_test::BatchPolicyFixture;
 
+// The error loading `path` with `sets` gives ("" when it loads).
+std::string load_error(const std::string& path, const std::vector<std::string>& sets) {
+  try {
+    (void)load_scenario(path, sets);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("SGLang runs a prefill batch alone, continues its chunked request, then decodes everyone") {
@@ -326,14 +336,7 @@ TEST_CASE("chunked prefill off needs only the longest prompt in one step under T
   const LoadedScenario sc = load_scenario(path, trtllm);
   CHECK_FALSE(sc.spec.deployment.chunked_prefill);
   CHECK(unchunked_step_tokens(sc.spec.deployment, 16384, 2048) == 16384);
-  auto error = [&](std::vector<std::string> sets) -> std::string {
-    try {
-      (void)load_scenario(path, sets);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "";
-  };
+  auto error = [&](const std::vector<std::string>& sets) { return load_error(path, sets); };
   // A scheduler that evicts recomputes prompt and output in one step: 18,432 > 16,384.
   std::vector<std::string> vllm = trtllm;
   vllm.push_back("deployment.scheduler=\"vllm\"");
@@ -355,14 +358,7 @@ TEST_CASE("deployment.adp_balance is TensorRT-LLM's, under attention DP, and nee
   CHECK(b.batching_wait_iters == 3);
   CHECK(b.timeout_iters == 9);
   CHECK_FALSE(load_scenario(path, {trtllm}).spec.deployment.adp_balance.enabled);
-  auto error = [&](std::vector<std::string> sets) -> std::string {
-    try {
-      (void)load_scenario(path, sets);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "";
-  };
+  auto error = [&](const std::vector<std::string>& sets) { return load_error(path, sets); };
   CHECK_THAT(error({R"(deployment.adp_balance={"timeout_iters":9})"}),
              Catch::Contains("deployment.adp_balance") && Catch::Contains("trtllm"));
   CHECK_THAT(error({trtllm, R"(deployment.adp_balance={"batching_wait_iters":3})"}),
