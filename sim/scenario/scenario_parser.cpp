@@ -53,13 +53,17 @@ void check_consistency(const ScenarioSpec& s) {
                      "a closed loop cannot drop requests (its users would retry at once); leave it 0");
   }
   if (!d.chunked_prefill && s.workload.trace.empty()) {
-    const auto longest = max_length(s.workload.prompt) + max_length(s.workload.output);
+    const auto prompt = max_length(s.workload.prompt);
+    const auto longest = unchunked_step_tokens(d, prompt, max_length(s.workload.output));
     if (longest > d.max_batched_tokens) {
+      const std::string what = longest == prompt
+                                   ? " tokens of prompt, one step with chunking off"
+                                   : " tokens of prompt and output, all recomputed in one step after a "
+                                     "preemption";
       throw InputError("deployment.max_batched_tokens",
                        std::to_string(d.max_batched_tokens) + " is smaller than the longest request (" +
-                           std::to_string(longest) +
-                           " tokens of prompt and output, all recomputed in one step after a preemption) "
-                           "with chunked prefill off; raise it or turn deployment.chunked_prefill on");
+                           std::to_string(longest) + what +
+                           ") with chunked prefill off; raise it or turn deployment.chunked_prefill on");
     }
   }
 }
@@ -423,6 +427,24 @@ void parse_single_batch_overlap(JsonReader& d, DeploymentSpec& dep) {
 
 }  // namespace
 
+// deployment.adp_balance: TensorRT-LLM's attention-DP context balancing, for the trtllm scheduler under
+// attention DP (present: on).
+AdpBalanceSpec parse_adp_balance(JsonReader& d, const DeploymentSpec& dep) {
+  AdpBalanceSpec b;
+  auto r = d.optional_object("adp_balance");
+  if (!r) return b;
+  if (dep.scheduler != "trtllm") {
+    d.fail("adp_balance",
+           "is TensorRT-LLM's: it needs deployment.scheduler \"trtllm\" (here \"" + dep.scheduler + "\")");
+  }
+  if (dep.attention_dp < 2) d.fail("adp_balance", "balances contexts across attention.dp ranks: dp is 1");
+  b.enabled = true;
+  b.batching_wait_iters = r->int_in("batching_wait_iters", 0, 0, 1 << 20);
+  b.timeout_iters = r->int_in("timeout_iters", 1, 1 << 20);
+  r->finish();
+  return b;
+}
+
 // One deployment: the top-level `deployment` (whole_cluster: its instances fill the cluster) or a pool's
 // (its keys merged over the top-level ones). Reads every key but `pools` and `speculative`.
 DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole_cluster) {
@@ -571,6 +593,7 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
     d.fail("router", dep.router + " routes by the groups' prefix caches: set deployment.prefix_caching true");
   }
   dep.kv_migration = parse_kv_migration(d);
+  dep.adp_balance = parse_adp_balance(d, dep);
   return dep;
 }
 

@@ -163,13 +163,18 @@ TEST_CASE("a large memory-bound kernel on B200 is faster than on H200 by the mea
   }
 }
 
-// GB300 has no measurement in the catalog: the datasheet-ratio path, as before measured figures existed.
-TEST_CASE("without measured figures a Blackwell profile is the H200 fit moved by datasheet ratios") {
-  check_derived_from_h200("gb300", 8.0 / 4.8, [](Precision p) {
-    return std::optional<double>(p == Precision::kFP8 ? 5000.0 / 1979 : 2500.0 / 989);
-  });
+// GB300 carries B200's measured efficiencies as fractions of its own peaks (2500 / 5000 TFLOP/s BF16 / FP8),
+// except NVFP4: B200's measured 3904.3 TFLOP/s moved by the SM100 path's peak, 10000 / 9000, over GB300's
+// 15000 (scenarios/catalog/gpus.json gb300.measured.gemm_eff_fp4 = 0.289).
+TEST_CASE(
+    "a GB300 profile reaches B200's measured GEMM efficiencies of its own peaks, NVFP4 at B200's rate") {
   const ScenarioSpec s = scenario_on(MOESIM_SOURCE_DIR "/scenarios/default.json", "gb300");
-  CHECK(make_gpu_cost_model(s.cluster.gpu)->source().find("measured") == std::string::npos);
+  const auto model = make_gpu_cost_model(s.cluster.gpu);
+  CHECK(large_gemm_rate(*model, Precision::kBF16) == Approx(0.638 * 2500e12).epsilon(1e-3));
+  CHECK(large_gemm_rate(*model, Precision::kFP8) == Approx(0.566 * 5000e12).epsilon(1e-3));
+  CHECK(large_gemm_rate(*model, Precision::kFP4) == Approx(3904.3e12 * 10000.0 / 9000.0).epsilon(2e-3));
+  CHECK(model->source().find("measured on gb300, not ratios: gemm_eff_bf16, gemm_eff_fp8, gemm_eff_fp4, "
+                             "hbm_tb_per_s") != std::string::npos);
 }
 
 // H20's grouped FP8 efficiency 0.870 of 296 TFLOP/s (SGLang's CUTLASS grouped GEMM): the grouped fit's

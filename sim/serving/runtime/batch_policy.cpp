@@ -20,7 +20,7 @@ constexpr SchedulerEntry kSchedulers[] = {
     {"vllm", "vLLM's continuous batching: whole-sequence admission, last-in preempted",
      make<VllmBatchPolicy>},
     {"sglang", "SGLang's new_token_ratio admission and decode retraction", make<SglangBatchPolicy>},
-    {"trtllm", "TensorRT-LLM's guaranteed-no-evict capacity scheduler", make<TrtllmBatchPolicy>},
+    {"trtllm", "TensorRT-LLM's guaranteed-no-evict capacity scheduler", make<TrtllmBatchPolicy>, false},
 };
 
 }  // namespace
@@ -31,6 +31,50 @@ const SchedulerEntry* find_scheduler(std::string_view name) {
   for (const SchedulerEntry& e : kSchedulers)
     if (e.name == name) return &e;
   return nullptr;
+}
+
+std::int64_t unchunked_step_tokens(const DeploymentSpec& d, std::int64_t prompt, std::int64_t output) {
+  const SchedulerEntry* e = find_scheduler(d.scheduler);
+  return e != nullptr && !e->evicts ? prompt : prompt + output;
+}
+
+bool adp_contexts_run(const AdpBalanceSpec& spec, int max_batch_size, std::span<const GroupBatch> batches,
+                      AdpBalanceCounters& c) {
+  bool free_slots = true, all_ctx = true, all_gen = true;
+  for (const GroupBatch& b : batches) {
+    free_slots = free_slots && b.decode_seqs < max_batch_size;
+    all_ctx = all_ctx && b.prefill_tokens > 0;
+    all_gen = all_gen && b.decode_seqs > 0;
+  }
+  if (free_slots && all_ctx) {
+    c.waiting_iters = 0;
+    if (!all_gen) return true;
+    if (c.batching_iters < spec.batching_wait_iters) {
+      ++c.batching_iters;
+      return false;
+    }
+    c.batching_iters = 0;
+    return true;
+  }
+  ++c.waiting_iters;
+  if (c.waiting_iters >= spec.timeout_iters || !all_gen) {
+    c.waiting_iters = 0;
+    return true;
+  }
+  return false;
+}
+
+void hold_contexts(std::span<GroupBatch> batches, RequestTable& requests,
+                   std::vector<ScheduledWork>& scheduled) {
+  for (GroupBatch& b : batches) b = GroupBatch{};
+  std::vector<ScheduledWork> kept;
+  kept.reserve(scheduled.size());
+  for (const ScheduledWork& w : scheduled) {
+    if (w.prefill) continue;
+    const Request& r = requests[w.req];
+    add_work(batches[static_cast<std::size_t>(r.group)], r, w, kept);
+  }
+  scheduled.swap(kept);
 }
 
 std::unique_ptr<BatchPolicy> make_batch_policy(const DeploymentSpec& d, const SpeculativeSpec* speculative) {

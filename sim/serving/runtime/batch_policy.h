@@ -29,6 +29,13 @@ struct FormedBatch {
   int preemptions = 0;  // requests preempted to make room
 };
 
+// What an instance-wide decision over its groups' batches carries from step to step (one per replica:
+// TensorRT-LLM's ranks all see the same allgather, so their counters move together).
+struct AdpBalanceCounters {
+  int waiting_iters = 0;   // PyExecutor.adp_ctx_waiting_iters_count
+  int batching_iters = 0;  // PyExecutor.adp_ctx_batching_wait_iters_count
+};
+
 class BatchPolicy {
  public:
   virtual ~BatchPolicy() = default;
@@ -36,7 +43,28 @@ class BatchPolicy {
   // admits and preempts through `g`.
   virtual FormedBatch form(AttentionGroup& g, RequestTable& requests, Time now,
                            std::vector<ScheduledWork>& scheduled) = 0;
+  // After every group of an instance formed its batch (`batches`, by group; `scheduled`, all groups'
+  // work): a decision over all of them, which may take work back out. None by default.
+  virtual void balance(std::span<GroupBatch> batches, RequestTable& requests,
+                       std::vector<ScheduledWork>& scheduled, AdpBalanceCounters& counters) {
+    (void)batches, (void)requests, (void)scheduled, (void)counters;
+  }
 };
+
+// TensorRT-LLM's attention-DP context balancing (PyExecutor._balance_adp_requests in
+// tensorrt_llm/_torch/pyexecutor/py_executor.py): each rank's scheduled context requests (prefill work) and
+// generation requests (decode sequences) are allgathered; when every rank has a context and a free slot
+// (generation requests below `max_batch_size`) the contexts run, after `batching_wait_iters` more
+// iterations while every rank also has generation requests; otherwise they are held, every iteration
+// counting towards `timeout_iters`, and run once it is reached or when some rank has no generation
+// request. True: this step's contexts run.
+bool adp_contexts_run(const AdpBalanceSpec& spec, int max_batch_size, std::span<const GroupBatch> batches,
+                      AdpBalanceCounters& c);
+
+// Takes every prefill (context) work out of `scheduled` and rebuilds each group's batch from what is left
+// (decode work; the held requests keep their blocks and run in a later step).
+void hold_contexts(std::span<GroupBatch> batches, RequestTable& requests,
+                   std::vector<ScheduledWork>& scheduled);
 
 // Appends `w` to `scheduled` and its work to `batch`: a prefill chunk of w.tokens after r.computed
 // tokens ((query, key) pairs c p + c (c + 1) / 2, KV p + c, a sampled row when it ends the prompt), or a
@@ -77,11 +105,18 @@ struct SchedulerEntry {
   std::string_view name;
   std::string_view what;  // one line for error messages
   std::unique_ptr<BatchPolicy> (*make)(const DeploymentSpec& d, int draft_tokens) = nullptr;
+  // Whether it preempts running requests (recompute: the prompt and generated tokens in one prefill).
+  bool evicts = true;
 };
 // Every scheduler, in the order error messages list them.
 [[nodiscard]] std::span<const SchedulerEntry> schedulers();
 // The entry named `name`, or nullptr.
 [[nodiscard]] const SchedulerEntry* find_scheduler(std::string_view name);
+// With chunked prefill off, the tokens a request of `prompt` + `output` tokens computes in one step at
+// most: its prompt under a scheduler that never evicts, else prompt and output (a preempted request
+// recomputes both).
+[[nodiscard]] std::int64_t unchunked_step_tokens(const DeploymentSpec& d, std::int64_t prompt,
+                                                 std::int64_t output);
 
 // The scheduler the deployment names (docs/engines.md). `speculative` when deployment.speculative is set:
 // each decode sequence then verifies its drafts.

@@ -149,7 +149,11 @@ std::optional<DropReason> Cluster::refusal(const RequestSpec& spec, const Servin
       decode_room = std::max(decode_room, pools_[static_cast<std::size_t>(i)].memory.kv_tokens_per_group);
     if (tokens > decode_room) return DropReason::kTooLong;
   }
-  if (held > pool.memory.kv_tokens_per_group || (!d.chunked_prefill && held > d.max_batched_tokens))
+  // With chunking off a step holds the whole prompt, and under an evicting scheduler its recompute.
+  const std::int64_t one_step = pool.spec.role == PoolRole::kPrefill
+                                    ? held
+                                    : unchunked_step_tokens(d, spec.prompt_tokens, spec.output_tokens);
+  if (held > pool.memory.kv_tokens_per_group || (!d.chunked_prefill && one_step > d.max_batched_tokens))
     return DropReason::kTooLong;
   if (d.max_waiting_requests > 0 && static_cast<std::int64_t>(g.waiting.size()) >= d.max_waiting_requests)
     return DropReason::kQueueFull;

@@ -119,6 +119,8 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   auto to_finish = [&](const Request& r, std::int64_t held) {
     return std::max<std::int64_t>(0, blocks_for(r.prompt + r.output + draft_tokens_, bt) - held);
   };
+  // Chunking off, a context is one step; a request preempted all the same recomputes in chunks.
+  auto chunks = [&](const Request& r) { return d_.chunked_prefill || r.preemptions > 0; };
   std::int64_t reserved = 0;
   for (const RequestIdx idx : g.running) reserved += to_finish(requests[idx], requests[idx].blocks);
   // Active requests in arrival order: generation steps and context chunks within max_num_tokens.
@@ -126,7 +128,7 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     const RequestIdx idx = g.running[i];
     Request& r = requests[idx];
     const bool prefill = r.in_prefill();
-    if (prefill && !d_.chunked_prefill && r.target - r.computed > budget) continue;
+    if (prefill && !chunks(r) && r.target - r.computed > budget) break;
     const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : step;
     const std::int64_t before = r.blocks;
     if (!preempt_newest_for(g, requests, r, r.computed + tokens, out.preemptions)) break;
@@ -141,7 +143,7 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     const std::int64_t hit_blocks = f.hit / bt;
     const std::int64_t need = to_finish(r, hit_blocks);
     if (need > g.kv.free_blocks() - reserved) break;
-    const std::int64_t tokens = admit_front(g, f, budget, d_.chunked_prefill, now);
+    const std::int64_t tokens = admit_front(g, f, budget, chunks(r), now);
     if (tokens == 0) break;
     reserved += need - (r.blocks - hit_blocks);
     add_work(batch, r, ScheduledWork{f.idx, tokens, true}, scheduled);
@@ -149,6 +151,13 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   }
   g.kv.note_peak();
   return out;
+}
+
+void TrtllmBatchPolicy::balance(std::span<GroupBatch> batches, RequestTable& requests,
+                                std::vector<ScheduledWork>& scheduled, AdpBalanceCounters& counters) {
+  if (!d_.adp_balance.enabled || batches.size() < 2) return;
+  if (!adp_contexts_run(d_.adp_balance, d_.max_batch_size, batches, counters))
+    hold_contexts(batches, requests, scheduled);
 }
 
 }  // namespace moesim

@@ -46,12 +46,18 @@ class SglangBatchPolicy final : public BatchPolicy {
 // prompt plus its maximum output fit beside what the running requests may still need to finish, so no
 // request is ever evicted; the micro-batch scheduler then fills max_num_tokens (max_batched_tokens) with
 // the active requests in arrival order, generation steps and context chunks in one batch (chunked context
-// when chunked_prefill), within max_batch_size sequences.
+// when chunked_prefill), within max_batch_size sequences. With chunking off (enable_chunked_context False)
+// a context is its whole prompt in one step, and the first that does not fit the tokens left ends the
+// batch (microBatchScheduler: `break`); a request preempted all the same is recomputed in chunks. Under
+// attention DP with deployment.adp_balance, `balance` holds every rank's contexts as
+// PyExecutor._balance_adp_requests does (adp_contexts_run).
 class TrtllmBatchPolicy final : public BatchPolicy {
  public:
   TrtllmBatchPolicy(const DeploymentSpec& d, int draft_tokens) : d_(d), draft_tokens_(draft_tokens) {}
   FormedBatch form(AttentionGroup& g, RequestTable& requests, Time now,
                    std::vector<ScheduledWork>& scheduled) override;
+  void balance(std::span<GroupBatch> batches, RequestTable& requests, std::vector<ScheduledWork>& scheduled,
+               AdpBalanceCounters& counters) override;
 
  private:
   DeploymentSpec d_;

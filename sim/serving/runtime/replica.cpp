@@ -22,7 +22,7 @@ Replica::Replica(int index, ReplicaContext ctx, std::unique_ptr<ExpertLoop> loop
                                         ctx_.s.deployment.prefix_caching));
   }
   batches_.resize(groups);
-  group_work_.resize(groups + 1);
+  group_chunks_.resize(groups);
   evict_.assign(groups, 0);
 }
 
@@ -117,16 +117,15 @@ void Replica::on_decide() {
   if (busy_ || halted_) return;
   const Time now = ctx_.sim.now();
   scheduled_.clear();
-  bool any = false;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    group_work_[g] = scheduled_.size();
     const FormedBatch f = ctx_.policy.form(groups_[g], ctx_.requests, now, scheduled_);
     batches_[g] = f.batch;
     ctx_.metrics.on_preemptions(f.preemptions);
-    any = f.batch.tokens() > 0 || any;
   }
-  group_work_.back() = scheduled_.size();
+  ctx_.policy.balance(batches_, ctx_.requests, scheduled_, adp_);
   if (ctx_.s.deployment.two_batch_overlap) attach_prefill_chunks();
+  const bool any =
+      std::any_of(batches_.begin(), batches_.end(), [](const GroupBatch& b) { return b.tokens() > 0; });
   ctx_.host.on_loads_changed(index_);
   if (!any) return;
   ctx_.models.advance_to(now);
@@ -173,20 +172,19 @@ void Replica::on_decide() {
 // (micro_batch_split.h): a chunk's prefix is its request's computed tokens, which advance when the step ends.
 void Replica::attach_prefill_chunks() {
   prefill_chunks_.clear();
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    for (std::size_t w = group_work_[g]; w < group_work_[g + 1]; ++w) {
-      const ScheduledWork& sc = scheduled_[w];
-      if (sc.prefill)
-        prefill_chunks_.push_back({.tokens = sc.tokens, .prefix = ctx_.requests[sc.req].computed});
-    }
+  std::fill(group_chunks_.begin(), group_chunks_.end(), 0);
+  for (const ScheduledWork& sc : scheduled_) {
+    if (!sc.prefill) continue;
+    const Request& r = ctx_.requests[sc.req];
+    prefill_chunks_.push_back({.tokens = sc.tokens, .prefix = r.computed});
+    ++group_chunks_[static_cast<std::size_t>(r.group)];
   }
-  // Spans only once the vector has stopped growing.
+  // scheduled_ lists the work group by group (formed so, and kept in order by the policy's balance), so a
+  // group's chunks are contiguous. Spans only once the vector has stopped growing.
   std::size_t at = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    std::size_t n = 0;
-    for (std::size_t w = group_work_[g]; w < group_work_[g + 1]; ++w) n += scheduled_[w].prefill ? 1 : 0;
-    batches_[g].prefill_chunks = std::span<const PrefillChunk>(prefill_chunks_).subspan(at, n);
-    at += n;
+    batches_[g].prefill_chunks = std::span<const PrefillChunk>(prefill_chunks_).subspan(at, group_chunks_[g]);
+    at += group_chunks_[g];
   }
 }
 

@@ -137,10 +137,11 @@ class Replica {
   std::vector<AttentionGroup> groups_;
   std::vector<GroupBatch> batches_;
   std::vector<ScheduledWork> scheduled_;
-  // Under two-batch overlap: where each group's work starts in scheduled_ (and its end), and the step's
-  // prefill chunks that batches_ point to (GroupBatch::prefill_chunks).
-  std::vector<std::size_t> group_work_;
+  // Under two-batch overlap: the step's prefill chunks that batches_ point to (GroupBatch::prefill_chunks),
+  // and how many of them each group has.
+  std::vector<std::size_t> group_chunks_;
   std::vector<PrefillChunk> prefill_chunks_;
+  AdpBalanceCounters adp_;  // the batch policy's instance-wide decision's state
   Rng accept_rng_;
   WorkerPool::Job plan_job_;
   bool plan_in_flight_ = false;

@@ -54,6 +54,15 @@ struct KvMigrationSpec {
   [[nodiscard]] bool enabled() const { return imbalance_ratio > 0; }
 };
 
+// TensorRT-LLM's attention-DP context balancing (deployment.adp_balance; its runtime flags
+// adp_balancing_enable, adp_balancing_batching_wait_iters and adp_balancing_timeout_iters): contexts are held
+// until every rank has one, then `batching_wait_iters` iterations more, or at most `timeout_iters`.
+struct AdpBalanceSpec {
+  bool enabled = false;
+  int batching_wait_iters = 0;
+  int timeout_iters = 0;
+};
+
 struct DeploymentSpec {
   int ep_size = 8;                         // GPUs per replica; experts are spread over them
   int attention_dp = 8;                    // data-parallel attention groups per replica
@@ -102,6 +111,7 @@ struct DeploymentSpec {
   // of its cached leading blocks. Prompts get block identity from the trace's hash_ids or workload.prefix.
   bool prefix_caching = false;
   KvMigrationSpec kv_migration;
+  AdpBalanceSpec adp_balance;  // the trtllm scheduler's, under attention DP
   [[nodiscard]] int gpus_per_instance() const { return ep_size * pipeline_stages; }
   [[nodiscard]] int expert_ranks() const { return ep_size / expert_tp; }
   // Layers held by the busiest stage (the memory of a GPU is set by it).

@@ -17,6 +17,16 @@ namespace {
 
 using Fixture = moesim_test::BatchPolicyFixture;
 
+// The error loading `path` with `sets` gives ("" when it loads).
+std::string load_error(const std::string& path, const std::vector<std::string>& sets) {
+  try {
+    (void)load_scenario(path, sets);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("SGLang runs a prefill batch alone, continues its chunked request, then decodes everyone") {
@@ -213,4 +223,149 @@ TEST_CASE("deployment.scheduler picks the batch policy apart from the engine's k
     CHECK_THAT(e.what(),
                Catch::Contains("deployment.scheduler") && Catch::Contains("known: vllm, sglang, trtllm"));
   }
+}
+
+TEST_CASE("TensorRT-LLM with chunked context off runs a whole prompt in one step or not at all") {
+  // Budget 100, two generation tokens: 98 left. A 60-token prompt runs whole (60 x 61 / 2 pairs); the
+  // next 60-token prompt does not fit the 38 left and waits, where chunking would run 38 of it.
+  auto two_prompts = [](bool chunked) {
+    auto f = std::make_unique<Fixture>(100, 100);
+    f->d.chunked_prefill = chunked;
+    f->decoding(20);
+    f->decoding(30);
+    f->waiting(60);
+    f->waiting(60);
+    return f;
+  };
+  auto off = two_prompts(false);
+  const FormedBatch b = off->form<TrtllmBatchPolicy>();
+  CHECK(b.batch.decode_seqs == 2);
+  CHECK(b.batch.prefill_tokens == 60);
+  CHECK(b.batch.prefill_pairs == Approx(60.0 * 61.0 / 2.0));
+  CHECK(off->group.waiting.size() == 1);
+  auto on = two_prompts(true);
+  CHECK(on->form<TrtllmBatchPolicy>().batch.prefill_tokens == 60 + 38);
+}
+
+TEST_CASE("TensorRT-LLM with chunked context off ends the batch at the first context that does not fit") {
+  // Active requests in order: a generation (1 token), a 60-token context (admitted, not yet run), another
+  // generation. Budget 50: 49 left after the first, the context needs 60: the batch ends there
+  // (microBatchScheduler's `break`), so the second generation waits too.
+  Fixture f(100);
+  f.d.chunked_prefill = false;
+  f.decoding(20);
+  const RequestIdx ctx = f.requests.add();
+  Request& r = f.requests[ctx];
+  r.prompt = r.target = 60;
+  r.output = 10;
+  f.group.running.push_back(ctx);
+  f.decoding(30);
+  const FormedBatch b = f.form<TrtllmBatchPolicy>();
+  CHECK(b.batch.decode_seqs == 1);
+  CHECK(b.batch.prefill_tokens == 0);
+}
+
+TEST_CASE("attention-DP balancing holds contexts until every rank has one, then batching_wait_iters more") {
+  // TensorRT-LLM's MLPerf Server setting: adp_balancing_batching_wait_iters 3, adp_balancing_timeout_iters 9.
+  const AdpBalanceSpec spec{.enabled = true, .batching_wait_iters = 3, .timeout_iters = 9};
+  GroupBatch gen_ctx;
+  gen_ctx.decode_seqs = 4;
+  gen_ctx.prefill_tokens = 100;
+  GroupBatch gen;
+  gen.decode_seqs = 4;
+  GroupBatch idle;
+  AdpBalanceCounters c;
+  // Both ranks have a context and generation requests: held 3 iterations, run on the 4th.
+  const std::vector<GroupBatch> both{gen_ctx, gen_ctx};
+  for (int i = 1; i <= 3; ++i) {
+    CHECK_FALSE(adp_contexts_run(spec, 8, both, c));
+    CHECK(c.batching_iters == i);
+  }
+  CHECK(adp_contexts_run(spec, 8, both, c));
+  CHECK(c.batching_iters == 0);
+  // Only rank 0 has a context: held, each iteration counting, until the 9th (the timeout).
+  const std::vector<GroupBatch> one{gen_ctx, gen};
+  for (int i = 1; i <= 8; ++i) CHECK_FALSE(adp_contexts_run(spec, 8, one, c));
+  CHECK(c.waiting_iters == 8);
+  CHECK(adp_contexts_run(spec, 8, one, c));
+  CHECK(c.waiting_iters == 0);
+  // A rank without generation requests: contexts run at once (nothing to hold them for).
+  CHECK(adp_contexts_run(spec, 8, std::vector<GroupBatch>{gen_ctx, idle}, c));
+  CHECK(adp_contexts_run(spec, 8, std::vector<GroupBatch>{gen_ctx, gen_ctx, idle}, c));
+  // A rank whose generation requests fill max_batch_size has no free slot: held as if it had no context.
+  AdpBalanceCounters full;
+  GroupBatch full_ctx = gen_ctx;
+  full_ctx.decode_seqs = 8;
+  CHECK_FALSE(adp_contexts_run(spec, 8, std::vector<GroupBatch>{gen_ctx, full_ctx}, full));
+  CHECK(full.waiting_iters == 1);
+  // Iterations without any context count towards the timeout too (PyExecutor counts every iteration).
+  AdpBalanceCounters quiet;
+  for (int i = 1; i <= 8; ++i)
+    CHECK_FALSE(adp_contexts_run(spec, 8, std::vector<GroupBatch>{gen, gen}, quiet));
+  CHECK(adp_contexts_run(spec, 8, one, quiet));
+}
+
+TEST_CASE("held contexts leave the step's batch and run in a later one") {
+  Fixture f(100);
+  f.decoding(20);
+  f.decoding(30);
+  const RequestIdx w = f.waiting(40);
+  FormedBatch b = f.form<TrtllmBatchPolicy>();
+  REQUIRE(b.batch.prefill_tokens == 40);
+  std::vector<GroupBatch> batches{b.batch};
+  hold_contexts(batches, f.requests, f.scheduled);
+  // What is left is the two generation steps, costed as if the context had never been scheduled.
+  CHECK(batches[0].prefill_tokens == 0);
+  CHECK(batches[0].decode_seqs == 2);
+  CHECK(batches[0].decode_context_tokens == Approx(21 + 31));
+  CHECK(batches[0].sampled_seqs == 2);
+  CHECK(f.scheduled.size() == 2);
+  f.step_done();
+  CHECK(f.requests[w].computed == 0);
+  // Admitted, it runs whole in the next step.
+  b = f.form<TrtllmBatchPolicy>();
+  CHECK(b.batch.prefill_tokens == 40);
+  CHECK(b.batch.decode_seqs == 2);
+}
+
+TEST_CASE("chunked prefill off needs only the longest prompt in one step under TensorRT-LLM's scheduler") {
+  // The default scenario's prompts reach 16,384 tokens and its outputs 2,048.
+  static const std::string path = std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json";
+  const std::vector<std::string> trtllm{"deployment.engine=\"trtllm\"", "deployment.chunked_prefill=false",
+                                        "deployment.max_batched_tokens=16384"};
+  const LoadedScenario sc = load_scenario(path, trtllm);
+  CHECK_FALSE(sc.spec.deployment.chunked_prefill);
+  CHECK(unchunked_step_tokens(sc.spec.deployment, 16384, 2048) == 16384);
+  auto error = [&](const std::vector<std::string>& sets) { return load_error(path, sets); };
+  // A scheduler that evicts recomputes prompt and output in one step: 18,432 > 16,384.
+  std::vector<std::string> vllm = trtllm;
+  vllm.push_back("deployment.scheduler=\"vllm\"");
+  CHECK_THAT(error(vllm), Catch::Contains("deployment.max_batched_tokens") && Catch::Contains("18432"));
+  // Under TensorRT-LLM's a prompt longer than the budget is refused: 16,384 > 16,000.
+  std::vector<std::string> short_budget = trtllm;
+  short_budget.push_back("deployment.max_batched_tokens=16000");
+  CHECK_THAT(error(short_budget),
+             Catch::Contains("deployment.max_batched_tokens") && Catch::Contains("16384 tokens of prompt"));
+}
+
+TEST_CASE("deployment.adp_balance is TensorRT-LLM's, under attention DP, and needs its timeout") {
+  static const std::string path = std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json";
+  const std::string trtllm = "deployment.engine=\"trtllm\"";
+  const LoadedScenario sc =
+      load_scenario(path, {trtllm, R"(deployment.adp_balance={"batching_wait_iters":3,"timeout_iters":9})"});
+  const AdpBalanceSpec& b = sc.spec.deployment.adp_balance;
+  CHECK(b.enabled);
+  CHECK(b.batching_wait_iters == 3);
+  CHECK(b.timeout_iters == 9);
+  CHECK_FALSE(load_scenario(path, {trtllm}).spec.deployment.adp_balance.enabled);
+  auto error = [&](const std::vector<std::string>& sets) { return load_error(path, sets); };
+  CHECK_THAT(error({R"(deployment.adp_balance={"timeout_iters":9})"}),
+             Catch::Contains("deployment.adp_balance") && Catch::Contains("trtllm"));
+  CHECK_THAT(error({trtllm, R"(deployment.adp_balance={"batching_wait_iters":3})"}),
+             Catch::Contains("deployment.adp_balance.timeout_iters"));
+  CHECK_THAT(error({trtllm, R"(deployment.adp_balance={"timeout_iters":9,"wait":3})"}),
+             Catch::Contains("deployment.adp_balance.wait"));
+  CHECK_THAT(error({trtllm, "deployment.attention.dp=1", "deployment.attention.tp=8",
+                    R"(deployment.adp_balance={"timeout_iters":9})"}),
+             Catch::Contains("deployment.adp_balance") && Catch::Contains("dp is 1"));
 }

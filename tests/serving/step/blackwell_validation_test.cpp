@@ -118,7 +118,7 @@ TEST_CASE("TensorRT-LLM's DeepSeek-R1 max-throughput rows: H200 within 15%, B200
 
 // A DeepSeek-V3 MoE layer at EP8 (32 local experts, top-8 of 256, so as many routed pairs per GPU as
 // tokens) on a B300 (GB300's GPU), measured by FlashInfer's benchmark (docs/validation/blackwell_sources.md
-// G1), against the grouped launch the gb300 profile costs (datasheet ratios: no GB300 measurement).
+// G1), against the grouped launch the gb300 profile costs (B200's measured efficiencies of its own peaks).
 TEST_CASE("GB300 grouped NVFP4 experts against FlashInfer's B300 MoE benchmark", "[.blackwell-table]") {
   const LoadedScenario sc =
       load_scenario(std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json", {"cluster.gpu=\"gb300\""});
