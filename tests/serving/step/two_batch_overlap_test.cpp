@@ -556,3 +556,25 @@ TEST_CASE("a run hands the planner each step's prefill chunks: a prompt in two c
   CHECK(r.ttft.mean == Approx(ttft(true).seconds()).epsilon(1e-9));
   CHECK(ttft(true) > ttft(false));
 }
+
+TEST_CASE(
+    "attention-DP balancing under two-batch overlap: held contexts leave the step's chunks, every request "
+    "ends") {
+  // TensorRT-LLM's balancing drops held contexts from the step after the batches were formed; the chunks the
+  // planner splits must follow (they are gathered after the balance). Eight requests arrive at once on two
+  // attention ranks; each must finish with its prompt prefilled once.
+  Json j = Json::parse(R"({
+    "model": {"num_layers": 4, "hidden": 4096, "vocab": 1000, "attention": "gqa", "num_heads": 32,
+              "num_kv_heads": 8, "head_dim": 128, "routed_experts": 8, "top_k": 2, "expert_inter": 1024},
+    "cluster": {"gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 2},
+    "deployment": {"ep_size": 4, "attention": {"dp": 2, "tp": 2}, "max_batched_tokens": 2048,
+                   "two_batch_overlap": true, "engine": "trtllm", "scheduler": "trtllm",
+                   "adp_balance": {"batching_wait_iters": 3, "timeout_iters": 9}},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 50},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 700}, "output_tokens": {"kind": "fixed", "tokens": 20}},
+    "run": {"requests": 8}})");
+  const ScenarioSpec s = parse_scenario(j, "").spec;
+  const RooflineCostModel gpu(s.cluster.gpu);
+  const Report r = simulate(s, gpu);
+  CHECK(r.requests_finished == 8);
+}
