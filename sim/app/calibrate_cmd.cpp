@@ -243,7 +243,7 @@ std::string validation_markdown(const GpuProfile& profile, const Measurements& m
          " composed from the kernel costs (engine pytorch_graph)\n\n"
          "Per layer: the GEMMs, attention and grouped experts from the kernel fits, plus the layer's small "
          "kernels (hwmodels/layer_kernels.h) at platform.json's measured launch cost; nothing is fitted on "
-         "this file, so its steps are held out. Targets (issue 28's for held-out steps): decode median <= "
+         "this file, so its steps are held out. Targets for held-out steps: decode median <= "
          "5%, max <= 15%; prefill max <= 15%.\n\n"
          "Decode median " +
          num(100 * s.decode_median) + "%, max " + num(100 * s.decode_max) + "%; prefill max " +

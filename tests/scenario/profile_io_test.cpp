@@ -277,7 +277,7 @@ StepErrors mixtral_step_errors() {
 }  // namespace
 
 TEST_CASE("the committed H200 profile composes the held-out Mixtral-8x7B steps: every step within 15%") {
-  // Issue 28's bound on held-out steps, max within 15%; the small-kernel cost is platform.json's.
+  // The bound on held-out steps, max within 15%; the small-kernel cost is platform.json's.
   const StepErrors e = mixtral_step_errors();
   REQUIRE(e.decode.size() == 16);
   REQUIRE(e.prefill.size() == 4);
@@ -285,7 +285,7 @@ TEST_CASE("the committed H200 profile composes the held-out Mixtral-8x7B steps: 
   for (const double x : e.prefill) CHECK(x <= 0.15);
 }
 
-TEST_CASE("the held-out Mixtral-8x7B decode steps: median within 5%, issue 28's target, not met yet",
+TEST_CASE("the held-out Mixtral-8x7B decode steps: median within 5%, the held-out target, not met yet",
           "[!shouldfail]") {
   // VALIDATION.md, "What the fitted constant stood for": a per-layer cost of the measured step that no
   // measured kernel shows leaves the decode steps too fast. This test starts passing when it is found.
