@@ -204,7 +204,9 @@ def sweep(gpu, cfg):
                             "kernels": kernel_count(torch, probe.op(name))})
                 print(f"B={b} L={ctx} {name}: {us:.2f} us, {ops[-1]['kernels']} kernels", flush=True)
             layers.append({"B": b, "L": ctx, "us": 1e3 * gpu.time_ms(lambda c: copies[c].whole(), n_copies),
-                           "copies": n_copies})
+                           "copies": n_copies,
+                           # experts the layer's routing draw touches (its grouped launches' n)
+                           "touched": [int(torch.unique(layer.flat).numel()) for layer in copies]})
             print(f"B={b} L={ctx} layer: {layers[-1]['us']:.2f} us", flush=True)
             if ctx == CONTEXTS[0]:
                 for n in range(1, cfg["experts"] + 1):
