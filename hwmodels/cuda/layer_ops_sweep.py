@@ -22,6 +22,8 @@ pow, mean, rsqrt, multiply, cast back, weight): the step's README does not say w
 
   python3 hwmodels/cuda/layer_ops_sweep.py --out DIR         # writes DIR/layer_ops_mixtral_8x7b.json
   python3 hwmodels/cuda/layer_ops_sweep.py --list            # the op plan, no torch needed
+Then `moesim calibrate --fit ../shared/calibration/h200/*.json DIR/layer_ops_mixtral_8x7b.json --dry-run`
+prints it against the composition ("One layer op by op").
 Needs PyTorch with CUDA (torch._grouped_mm: PyTorch >= 2.8 on SM90); nothing else.
 """
 import argparse
@@ -222,22 +224,38 @@ def sweep(gpu, cfg):
     return ops, layers, grouped
 
 
+def synthetic(cfg):
+    """Placeholder records of the real ones' form (10 us and one kernel per op, 100 us per touched expert)."""
+    ops = [{"B": b, "L": ctx, "op": name, "us": 10.0, "kernels": 1}
+           for ctx in CONTEXTS for b in BATCHES for name in OPS]
+    layers = [{"B": b, "L": ctx, "us": 10.0 * len(LAYER), "copies": 2, "touched": [1, 1]}
+              for ctx in CONTEXTS for b in BATCHES]
+    grouped = [{"B": b, "touched": n, "us": 100.0 * n}
+               for b in BATCHES for n in range(1, min(cfg["experts"], b * cfg["top_k"]) + 1)]
+    return ops, layers, grouped
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="folder for layer_ops_mixtral_8x7b.json")
     ap.add_argument("--list", action="store_true", help="print the op plan and exit (no torch needed)")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="placeholder timings, no GPU: only to check that the file round-trips through "
+                         "moesim calibrate (tests/CMakeLists.txt), never to read")
     args = ap.parse_args()
     if args.list:
         print(json.dumps({"config": MIXTRAL, "B": BATCHES, "L": CONTEXTS, "ops": OPS, "layer": LAYER}, indent=1))
         return
     if not args.out:
         sys.exit("--out DIR is required (or --list)")
-    gpu = Gpu()
-    ops, layers, grouped = sweep(gpu, MIXTRAL)
+    gpu = None if args.synthetic else Gpu()
+    ops, layers, grouped = synthetic(MIXTRAL) if gpu is None else sweep(gpu, MIXTRAL)
     doc = {"what": "Each op of one Mixtral-8x7B decode layer (the measured step's implementation, "
                    "shared/calibration/h200/README.md) timed alone in CUDA graphs, its kernel count, the "
-                   "whole layer, and the grouped experts by touched count; hwmodels/cuda/layer_ops_sweep.py",
-           "meta": gpu.meta, "config": MIXTRAL, "ops": ops, "layer": layers, "grouped_by_touched": grouped}
+                   "whole layer, and the grouped experts by touched count; hwmodels/cuda/layer_ops_sweep.py" +
+                   (" (SYNTHETIC timings)" if gpu is None else ""),
+           "meta": gpu.meta if gpu else {"name": "synthetic"}, "config": MIXTRAL, "ops": ops,
+           "layer": layers, "grouped_by_touched": grouped}
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "layer_ops_mixtral_8x7b.json"

@@ -157,6 +157,7 @@ std::string validation_markdown(const GpuProfile& profile, const Measurements& m
     }
     o += step_residual_analysis(profile, m);
   }
+  o += layer_ops_report(profile, m);
   o += "\n## Every point\n\n| sweep | point | measured us | predicted us | error | anomaly |\n"
        "|---|---|---|---|---|---|\n";
   for (const auto& p : profile.points) {
@@ -265,6 +266,7 @@ void execute_calibrate(const CalibrateOptions& o) {
                   r.predicted_s * 1e3, pct(r.error()).c_str());
     }
   }
+  if (const std::string ops = layer_ops_report(profile, m); !ops.empty()) std::cout << ops;
   if (!o.validate.empty()) {
     std::ofstream out(o.validate, std::ios::binary);
     out << validation_markdown(profile, m, residuals, held_rows, steps);

@@ -90,10 +90,11 @@ std::string by_dimension(const std::vector<StepRow>& rows) {
       rows, [](const StepRow& r) { return !r.zipf(); }, resid);
   o += "; by context, L=2048 " + us(long_ctx) + " us against L=512 " + us(short_ctx) +
        " us; by routing law, Zipf 80/20 " + us(zipf) + " us against uniform " + us(uniform) +
-       " us (Zipf touches fewer experts at B=4 and 16). Prefill chunks are over-predicted at 256-1,024 "
-       "tokens and under-predicted at 4,096-8,192 (the table): a different regime, compute-bound GEMMs "
-       "and grouped experts, not this residual.";
-  return o;
+       " us (Zipf touches fewer experts at B=4 and 16). Prefill chunks (residual per layer:";
+  for (const StepRow& r : rows) {
+    if (r.step->step.is_prefill) o += " T=" + std::to_string(r.step->step.tokens) + " " + us(r.residual());
+  }
+  return o + " us) are a different regime, compute-bound GEMMs and grouped experts, not this residual.";
 }
 
 // Every part of a decode step's residual put on its grouped launches (implied = composed + residual): the
@@ -186,7 +187,8 @@ std::string attention(const GpuProfile& profile) {
   return "\n\n(2) Attention at batch 1. attention_gqa.json is PyTorch SDPA at this head shape; at B=1 it "
          "measures " +
          pair(a) + " at L=1,024, " + pair(b) + " at 4,096 and " + pair(c) +
-         " at 16,384, not following its bytes (flagged as anomalies above; at B=16 and 64 the fit holds). If "
+         " at 16,384, not following its bytes (the first two flagged as anomalies above; at B=16 and 64 the "
+         "fit holds). If "
          "the B=1 steps' attention costs the L=1,024 point, it carries " +
          us(a->seconds - predict_seconds(profile, *a)) +
          " us of batch 1's residual; it does not reach B=4 and 16's excess, and any model with SDPA at 8 or "
@@ -198,8 +200,10 @@ std::string attention(const GpuProfile& profile) {
 // (3) The grouped kernel's deep K loop (down GEMM K = inter).
 std::string k_loop(const GpuProfile& profile, const GqaMoeShape& s, std::int64_t sms) {
   const CalibrationPoint* ffn = find_point(profile, CostOp::kExpertFfn, "T=1", s.hidden, s.expert_inter);
-  if (ffn == nullptr || ffn->parts_s.size() != 2) return "";
+  const OperationFit* grouped = profile.find_fit(CostOp::kGroupedExperts, Precision::kBF16);
+  if (ffn == nullptr || ffn->parts_s.size() != 2 || grouped == nullptr) return "";
   const double h = double(s.hidden), i = double(s.expert_inter);
+  const double down_rate = h * i * 2 / ffn->parts_s[1];
   std::vector<std::int64_t> rows(static_cast<std::size_t>(s.experts), 0);
   for (int k = 0; k < s.top_k && k < s.experts; ++k) rows[static_cast<std::size_t>(k)] = 1;
   const GroupedGemmTiling t = torch_grouped_mm_tiling(s.top_k, s.experts, s.hidden, false);
@@ -217,10 +221,13 @@ std::string k_loop(const GpuProfile& profile, const GqaMoeShape& s, std::int64_t
          "(expert_ffn_bf16.json, cuBLAS) stream the up GEMM (K = " +
          std::to_string(s.hidden) + ") at " + num(2 * h * i * 2 / ffn->parts_s[0] * 1e-12, "%.2f") +
          " TB/s and the down (K = " + std::to_string(s.expert_inter) + ") at " +
-         num(h * i * 2 / ffn->parts_s[1] * 1e-12, "%.2f") +
+         num(down_rate * 1e-12, "%.2f") +
          " TB/s, fixed costs included. A deep K loop would at most make the down GEMM's weights stream at "
-         "the down rate rather than the grouped fit's: it cannot add a cost per layer that does not grow "
-         "with the experts. Experts of K = 768-1,024 (Qwen3-30B-A3B, OLMoE) would be unaffected. Not added.";
+         "the down rate rather than the grouped fit's " +
+         num(grouped->params.bytes_per_s * 1e-12, "%.2f") + " TB/s, " +
+         us(h * i * 2 * (1 / down_rate - 1 / grouped->params.bytes_per_s)) +
+         " us more per expert: it cannot add a cost per layer that does not grow with the experts. Experts "
+         "of K = 768-1,024 (Qwen3-30B-A3B, OLMoE) would be unaffected. Not added.";
 }
 
 // (4) The grouped fit's compute term between B=16 and B=64 at (nearly) every expert touched.
@@ -282,7 +289,89 @@ std::string step_residual_analysis(const GpuProfile& profile, const Measurements
          "the four carries its shape. Which kernel does is "
          "measured by hwmodels/cuda/layer_ops_sweep.py (run_on_device.sh): each op of this layer alone in "
          "CUDA graphs at B = 1, 4, 16, 64 with its kernel count, the whole layer, and the grouped experts at "
-         "1 to 8 touched on this expert shape (CALIBRATION.md says how calibrate uses it).\n";
+         "1 to 8 touched on this expert shape (CALIBRATION.md says how calibrate would use it).\n";
+}
+
+namespace {
+
+// The small ops of one layer as the script's LAYER runs them (two norms, two residual adds): what the
+// pytorch_graph profile counts as small kernels (hwmodels/layer_kernels.cpp).
+constexpr std::array<std::string_view, 12> kSmallOps{
+    "rms_norm_fused", "rms_norm_fused", "residual_add",       "residual_add",
+    "kv_cache_write", "gumbel_topk",    "routing_softmax",    "sort_by_expert",
+    "counts_offsets", "gather_rows",    "routing_weight_mul", "index_add"};
+
+const LayerOpPoint* op_at(const LayerOps& l, std::int64_t b, std::int64_t ctx, std::string_view op) {
+  for (const LayerOpPoint& p : l.ops) {
+    if (p.batch == b && p.context == ctx && p.op == op) return &p;
+  }
+  return nullptr;
+}
+
+std::string small_ops_rows(const GpuCostModel& gpu, const Measurements& m) {
+  const LayerOps& l = m.layer_ops;
+  const EngineProfile e = engine_profile(EngineKind::kPytorchGraph);
+  const LayerKernelShape shape = gqa_moe_layer_shape(l.model, m.step_l2_bytes);
+  std::string o;
+  for (const LayerOpPoint& sdpa : l.ops) {
+    if (sdpa.op != "sdpa") continue;
+    int kernels = 0;
+    double seconds = 0;
+    for (const std::string_view name : kSmallOps) {
+      const LayerOpPoint* p = op_at(l, sdpa.batch, sdpa.context, name);
+      if (p == nullptr) return "";  // an incomplete file: no row rather than a wrong sum
+      kernels += p->kernels;
+      seconds += p->seconds;
+    }
+    const AttentionWork w = decode_attention_work(double(sdpa.batch), double(sdpa.context + 1),
+                                                  l.model.q_heads, l.model.kv_heads, l.model.head_dim);
+    o += "| " + std::to_string(sdpa.batch) + " | " + std::to_string(sdpa.context) + " | " +
+         std::to_string(kernels) + " | " + us(seconds) + " | " +
+         us(layer_small_kernels_time(gpu, shape, sdpa.batch, e).seconds()) + " | " + us(sdpa.seconds) +
+         " | " + us(gpu.attention(w).seconds()) + " |\n";
+  }
+  return o;
+}
+
+std::string grouped_rows(const GpuCostModel& gpu, const Measurements& m) {
+  const EngineProfile e = engine_profile(EngineKind::kPytorchGraph);
+  std::string o;
+  for (const GroupedByTouched& g : m.layer_ops.grouped) {
+    const double composed =
+        step_layer_experts(gpu, m.layer_ops.model, e,
+                           {.batch = g.batch, .tokens = g.batch, .experts_touched = double(g.touched)})
+            .seconds();
+    o += "| " + std::to_string(g.batch) + " | " + std::to_string(g.touched) + " | " + us(g.seconds) + " | " +
+         us(composed) + " | " + num(100 * (composed / g.seconds - 1), "%+.1f") + "% |\n";
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string layer_ops_report(const GpuProfile& profile, const Measurements& m) {
+  if (m.layer_ops.ops.empty()) return "";
+  GpuSpec fallback;
+  fallback.name = profile.gpu;
+  const ProfileCostModel model(profile, fallback, profile.gpu);
+  SmallKernelList list{};
+  const std::size_t n = layer_small_kernels(gqa_moe_layer_shape(m.layer_ops.model, m.step_l2_bytes), 1,
+                                            engine_profile(EngineKind::kPytorchGraph), list);
+  int counted = 0;
+  for (std::size_t i = 0; i < n; ++i) counted += list[i].launches;
+  return "\n## One layer op by op (layer_ops file, hwmodels/cuda/layer_ops_sweep.py)\n\n"
+         "The small ops of one layer (two fused RMSNorms, two residual adds, KV write, Gumbel top-k, "
+         "softmax, "
+         "argsort, counts and offsets, gather, weight multiply, index_add) against the " +
+         std::to_string(counted) +
+         " launches pytorch_graph counts, and SDPA against the "
+         "attention fit, in us:\n\n"
+         "| B | L | small-op kernels | small ops | composed small kernels | SDPA | composed attention |\n"
+         "|---|---|---|---|---|---|---|\n" +
+         small_ops_rows(model, m) +
+         "\nThe grouped experts (up, SiLU*mul, down) at each touched count against the composed grouped "
+         "launches:\n\n| B | touched | measured us | composed us | error |\n|---|---|---|---|---|\n" +
+         grouped_rows(model, m);
 }
 
 }  // namespace moesim

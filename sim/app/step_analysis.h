@@ -14,4 +14,9 @@ namespace moesim {
 // platform.json's launch measurement).
 [[nodiscard]] std::string step_residual_analysis(const GpuProfile& profile, const Measurements& m);
 
+// "One layer op by op": a layer_ops file (hwmodels/cuda/layer_ops_sweep.py) against the composition: the
+// small ops' kernels and time against the pytorch_graph profile's, SDPA against the attention fit, and
+// the grouped experts at each touched count against the grouped launches. Empty without such a file.
+[[nodiscard]] std::string layer_ops_report(const GpuProfile& profile, const Measurements& m);
+
 }  // namespace moesim
