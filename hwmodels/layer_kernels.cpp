@@ -140,31 +140,41 @@ Duration step_layer_experts(const GpuCostModel& gpu, const GqaMoeShape& m, const
       .scaled(n);
 }
 
-Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const EngineProfile& e,
-                      const StepCase& c, double l2_bytes) {
+LayerKernelShape gqa_moe_layer_shape(const GqaMoeShape& m, double l2_bytes) {
+  return {.hidden = m.hidden,
+          .kv_bytes_per_token = 2.0 * m.kv_heads * m.head_dim * 2.0,
+          .top_k = m.top_k,
+          .experts = m.experts,
+          .moe = true,
+          .l2_bytes = l2_bytes,
+          .rotary_elements = double(m.q_heads + m.kv_heads) * m.head_dim};
+}
+
+ComposedStep compose_step_by_part(const GpuCostModel& gpu, const GqaMoeShape& m, const EngineProfile& e,
+                                  const StepCase& c, double l2_bytes) {
   const std::int64_t t = c.is_prefill ? c.tokens : c.batch;
   const std::int64_t qkv_n = static_cast<std::int64_t>(m.q_heads + 2 * m.kv_heads) * m.head_dim;
   const std::int64_t o_k = static_cast<std::int64_t>(m.q_heads) * m.head_dim;
-  const LayerKernelShape shape{.hidden = m.hidden,
-                               .kv_bytes_per_token = 2.0 * m.kv_heads * m.head_dim * 2.0,
-                               .top_k = m.top_k,
-                               .experts = m.experts,
-                               .moe = true,
-                               .l2_bytes = l2_bytes,
-                               .rotary_elements = double(m.q_heads + m.kv_heads) * m.head_dim};
+  const LayerKernelShape shape = gqa_moe_layer_shape(m, l2_bytes);
   // Decode attends over the cached tokens plus the new one.
   const AttentionWork attn =
       c.is_prefill
           ? prefill_attention_work(double(t), m.q_heads, m.kv_heads, m.head_dim)
           : decode_attention_work(double(t), double(c.context + 1), m.q_heads, m.kv_heads, m.head_dim);
-  const Duration gemms = gpu.gemm({.m = t, .n = qkv_n, .k = m.hidden}) +
-                         gpu.gemm({.m = t, .n = m.hidden, .k = o_k}) +
-                         gpu.gemm({.m = t, .n = m.experts, .k = m.hidden});
-  const Duration experts = step_layer_experts(gpu, m, e, c);
-  const Duration layer = gemms + gpu.attention(attn) + experts + layer_small_kernels_time(gpu, shape, t, e);
-  const Duration head = gpu.memory_kernel(MemoryKernel::kElementwise, 4.0 * double(t) * double(m.hidden)) +
-                        gpu.gemm({.m = t, .n = m.vocab, .k = m.hidden});
-  return layer * m.layers + head;
+  return {.gemms = gpu.gemm({.m = t, .n = qkv_n, .k = m.hidden}) +
+                   gpu.gemm({.m = t, .n = m.hidden, .k = o_k}) +
+                   gpu.gemm({.m = t, .n = m.experts, .k = m.hidden}),
+          .attention = gpu.attention(attn),
+          .experts = step_layer_experts(gpu, m, e, c),
+          .small = layer_small_kernel_times(gpu, shape, t, e),
+          .head = gpu.memory_kernel(MemoryKernel::kElementwise, 4.0 * double(t) * double(m.hidden)) +
+                  gpu.gemm({.m = t, .n = m.vocab, .k = m.hidden}),
+          .layers = m.layers};
+}
+
+Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const EngineProfile& e,
+                      const StepCase& c, double l2_bytes) {
+  return compose_step_by_part(gpu, m, e, c, l2_bytes).total();
 }
 
 }  // namespace moesim

@@ -121,9 +121,28 @@ struct StepCase {
 [[nodiscard]] Duration step_layer_experts(const GpuCostModel& gpu, const GqaMoeShape& m,
                                           const EngineProfile& e, const StepCase& c);
 
+// The small-kernel shape of one layer of `m` (GQA, every layer MoE, BF16 KV cache) on a GPU with
+// `l2_bytes` of L2.
+[[nodiscard]] LayerKernelShape gqa_moe_layer_shape(const GqaMoeShape& m, double l2_bytes);
+
+// One step's composition by part: each per-layer part once (the step runs `layers` of them), then the
+// final RMSNorm and LM head once.
+struct ComposedStep {
+  Duration gemms;          // per layer: QKV, O and router GEMMs
+  Duration attention;      // per layer
+  Duration experts;        // per layer: the grouped launches (or the loop of expert FFNs)
+  SmallKernelTimes small;  // per layer
+  Duration head;           // once per step
+  int layers = 0;
+  [[nodiscard]] Duration layer() const { return gemms + attention + experts + small.sum(); }
+  [[nodiscard]] Duration total() const { return layer() * layers + head; }
+};
+
 // Per layer: RMSNorm, QKV GEMM, KV write, attention, O GEMM, residual, RMSNorm, router GEMM, top-k,
 // sort, permute, experts (grouped or looped), unpermute, residual; then RMSNorm and the LM head over
 // every row (shared/calibration/h200/README.md). BF16 weights.
+[[nodiscard]] ComposedStep compose_step_by_part(const GpuCostModel& gpu, const GqaMoeShape& m,
+                                                const EngineProfile& e, const StepCase& c, double l2_bytes);
 [[nodiscard]] Duration compose_step(const GpuCostModel& gpu, const GqaMoeShape& m, const EngineProfile& e,
                                     const StepCase& c, double l2_bytes);
 

@@ -4,7 +4,8 @@
 # 1. builds the harness with nvcc alone, 2. checks every kernel against the harness's CPU loop on random
 # inputs, 3. times the kernels over the grid (writes $OUT/kernels.csv), 4. prints and writes
 # $OUT/compare_cublas.txt: our expert FFN against the cuBLAS figures in shared/calibration/h200, 5. times the
-# grouped expert layer on every catalog expert shape (grouped_experts_sweep.py, PyTorch) into $OUT/grouped.
+# grouped expert layer on every catalog expert shape (grouped_experts_sweep.py, PyTorch) into $OUT/grouped,
+# 6. times each op of one Mixtral-8x7B decode layer (layer_ops_sweep.py, PyTorch) into $OUT/layer_ops.
 # Afterwards, on any machine: moesim calibrate --fit ../shared/calibration/h200/*.json $OUT/kernels.csv ...
 set -euo pipefail
 OUT=${OUT:-out/calibration}
@@ -48,8 +49,11 @@ fi
 # moe_layer_<model>_ep<N>.json files beside the shared ones.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   python3 "$ROOT/hwmodels/cuda/grouped_experts_sweep.py" --out "$OUT/grouped" 2>&1 | tee "$OUT/grouped.log"
+  # Each op of one Mixtral decode layer alone, its kernel count, the whole layer and the grouped experts by
+  # touched count (VALIDATION.md, "What the fitted constant stood for"; CALIBRATION.md).
+  python3 "$ROOT/hwmodels/cuda/layer_ops_sweep.py" --out "$OUT/layer_ops" 2>&1 | tee "$OUT/layer_ops.log"
 else
-  echo "no PyTorch with CUDA here: grouped-expert sweep skipped"
+  echo "no PyTorch with CUDA here: grouped-expert and layer-op sweeps skipped"
 fi
 echo "results in $OUT; then, on any machine:"
 echo "  moesim calibrate --fit ../shared/calibration/h200/*.json $OUT/kernels.csv $OUT/grouped/moe_layer_*.json --leave-out all --dry-run"

@@ -317,6 +317,35 @@ void add_model_steps(Measurements& m, const Node& root, const std::string& file)
   }
 }
 
+// layer_ops_<model>.json (hwmodels/cuda/layer_ops_sweep.py): each op of one layer alone, and the grouped
+// experts by touched count.
+void add_layer_ops(Measurements& m, const Node& root, const std::string& file) {
+  if (!m.layer_ops.ops.empty()) root.fail("a second layer-op file (" + file + "); give one at a time");
+  const Node c = root.at("config");
+  GqaMoeShape& s = m.layer_ops.model;
+  s.hidden = static_cast<std::int64_t>(c.at("hidden").positive());
+  s.q_heads = static_cast<int>(c.at("q_heads").positive());
+  s.kv_heads = static_cast<int>(c.at("kv_heads").positive());
+  s.head_dim = static_cast<int>(c.at("head_dim").positive());
+  s.experts = static_cast<int>(c.at("experts").positive());
+  s.top_k = static_cast<int>(c.at("top_k").positive());
+  s.expert_inter = static_cast<std::int64_t>(c.at("expert_inter").positive());
+  for (const Node& o : root.at("ops").items()) {
+    const double kernels = o.at("kernels").number();
+    if (kernels < 0 || kernels != std::floor(kernels)) o.at("kernels").fail("is not a count");
+    m.layer_ops.ops.push_back({.batch = static_cast<std::int64_t>(o.at("B").positive()),
+                               .context = static_cast<std::int64_t>(o.at("L").positive()),
+                               .op = o.at("op").str(),
+                               .seconds = o.at("us").positive() * 1e-6,
+                               .kernels = static_cast<int>(kernels)});
+  }
+  for (const Node& g : root.at("grouped_by_touched").items()) {
+    m.layer_ops.grouped.push_back({.batch = static_cast<std::int64_t>(g.at("B").positive()),
+                                   .touched = static_cast<int>(g.at("touched").positive()),
+                                   .seconds = g.at("us").positive() * 1e-6});
+  }
+}
+
 void add_gemm(Measurements& m, const Node& root) {
   const Precision prec = file_precision(root);
   for (const Node& row : root.at("rows").items()) {
@@ -556,7 +585,10 @@ void add_measurements(Measurements& m, std::string_view text, const std::string&
     if (items.empty()) root.at("cases").fail("is empty");
     return items.front();
   };
-  if (root.has("config") && (root.has("decode") || root.has("prefill"))) {
+  if (root.has("config") && root.has("ops")) {
+    add_layer_ops(m, root, file_name);
+    what = "one layer op by op (compared with the composition)";
+  } else if (root.has("config") && (root.has("decode") || root.has("prefill"))) {
     add_model_steps(m, root, file_name);
     what = "whole-model steps (composition check)";
   } else if (root.has("cases") && first_case()->has("loop_ms")) {
@@ -578,7 +610,7 @@ void add_measurements(Measurements& m, std::string_view text, const std::string&
     add_gemm(m, root);
     what = "GEMM grid";
   } else {
-    root.fail("not a measurement file (no ceilings, shapes, rows, cases, decode or prefill)");
+    root.fail("not a measurement file (no ceilings, shapes, rows, cases, ops, decode or prefill)");
   }
   std::string line = std::filesystem::path(file_name).filename().string() + ": " + what;
   if (root.has("meta")) {
@@ -603,8 +635,11 @@ GpuProfile parse_profile(std::string_view json_text, const std::string& file_nam
   GpuProfile p;
   p.gpu = root.at("gpu").str();
   if (root.has("origin")) {
-    for (const Node& line : root.at("origin").items())
-      p.origin += (p.origin.empty() ? "" : "\n") + line.str();
+    for (const Node& line : root.at("origin").items()) {
+      // Appended in two steps: GCC 12's -Wrestrict misfires on the one-expression form once inlined here.
+      if (!p.origin.empty()) p.origin += '\n';
+      p.origin += line.str();
+    }
   }
   if (root.has("compute_rate_scale")) {
     for (const auto& [name, v] : root.at("compute_rate_scale").members()) {

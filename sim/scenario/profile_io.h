@@ -37,6 +37,26 @@ struct StepMeasurement {
   double seconds = 0;
 };
 
+// One layer timed op by op (hwmodels/cuda/layer_ops_sweep.py, layer_ops_<model>.json): compared with the
+// composition (sim/app/step_analysis.h), not fitted.
+struct LayerOpPoint {
+  std::int64_t batch = 0;
+  std::int64_t context = 0;
+  std::string op;  // the script's op name (rms_norm_fused, sdpa, grouped_up, ...)
+  double seconds = 0;
+  int kernels = 0;  // kernels, memsets and copies one call launches
+};
+struct GroupedByTouched {
+  std::int64_t batch = 0;
+  int touched = 0;
+  double seconds = 0;
+};
+struct LayerOps {
+  GqaMoeShape model;  // hidden, heads, experts, top_k, expert_inter (layers and vocab 0)
+  std::vector<LayerOpPoint> ops;
+  std::vector<GroupedByTouched> grouped;
+};
+
 // Everything the fitter needs from a set of measurement files.
 struct Measurements {
   std::vector<CalibrationPoint> points;
@@ -51,12 +71,14 @@ struct Measurements {
   std::int64_t step_sms = 0;  // its SM count (meta.sm_count; 0 if absent)
   double graph_launch_s = 0;  // a tiny kernel replayed in a CUDA graph (platform.json launch), 0 if absent
   std::vector<StepMeasurement> steps;
+  LayerOps layer_ops;  // at most one layer_ops file
 };
 
 // Adds one file, recognised by content: platform.json ("ceilings"), expert FFN sweeps ("shapes", BF16 or
 // FP8 by their weight bytes), GEMM grid ("rows" of M, N, K), attention ("decode"/"prefill"), an MoE layer
 // timed grouped and looped ("cases" with per-expert "counts"), permute/unpermute ("cases" with
-// "dispatch_ms"), whole-model steps ("config" plus "decode"/"prefill" steps), or a CSV from
+// "dispatch_ms"), whole-model steps ("config" plus "decode"/"prefill" steps), one layer op by op ("config"
+// plus "ops" and "grouped_by_touched"), or a CSV from
 // hwmodels/cuda's harness (header line starting "kernel,"). `file_name` is for messages.
 void add_measurements(Measurements& m, std::string_view text, const std::string& file_name);
 [[nodiscard]] Measurements read_measurements(const std::vector<std::filesystem::path>& files);

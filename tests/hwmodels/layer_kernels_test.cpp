@@ -73,6 +73,39 @@ TEST_CASE("a row gather reads its source once when it fits in L2, else once per 
   CHECK(gather_bytes(128, 8, row, 0) == Approx(2 * 128 * 8 * row));
 }
 
+TEST_CASE("a composed step is its parts: the layer's parts times the layers, plus the head once") {
+  const GqaMoeShape mixtral{.hidden = 4096,
+                            .layers = 32,
+                            .q_heads = 32,
+                            .kv_heads = 8,
+                            .head_dim = 128,
+                            .experts = 8,
+                            .top_k = 2,
+                            .expert_inter = 14336,
+                            .vocab = 32000};
+  // Per token: K and V of 8 heads x 128 in BF16 = 4,096 B; rotary over (32 + 8) x 128 = 5,120 columns.
+  const LayerKernelShape s = gqa_moe_layer_shape(mixtral, 60e6);
+  CHECK(s.kv_bytes_per_token == 4096.0);
+  CHECK(s.rotary_elements == 5120.0);
+  CHECK(s.l2_bytes == 60e6);
+  CHECK(launches(s, 1, EngineKind::kPytorchGraph) == 23);
+  const RooflineCostModel gpu(test_gpu());
+  const EngineProfile e = engine_profile(EngineKind::kPytorchGraph);
+  const StepCase c{.batch = 4, .context = 512, .tokens = 4, .experts_touched = 5.5};
+  const ComposedStep p = compose_step_by_part(gpu, mixtral, e, c, 60e6);
+  CHECK(p.layers == 32);
+  CHECK(p.small.sum() == layer_small_kernels_time(gpu, s, 4, e));
+  CHECK(p.experts == step_layer_experts(gpu, mixtral, e, c));
+  CHECK(p.layer() == p.gemms + p.attention + p.experts + p.small.sum());
+  CHECK(p.total() == p.layer() * 32 + p.head);
+  CHECK(p.total() == compose_step(gpu, mixtral, e, c, 60e6));
+  // The head: one RMSNorm over 4 rows (2 x 2 x 4 x 4,096 B: read and write) at 3 us a launch and 2 TB/s,
+  // and the LM-head GEMM.
+  CHECK(p.head.seconds() ==
+        Approx(3e-6 + 4.0 * 4 * 4096 / 2e12 + gpu.gemm({.m = 4, .n = 32000, .k = 4096}).seconds())
+            .epsilon(1e-6));
+}
+
 }  // namespace moesim
 
 namespace moesim {
