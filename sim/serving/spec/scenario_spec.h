@@ -218,8 +218,13 @@ struct SlaSpec {
   double percentile = 99.0;
 };
 
+// How a run is measured besides its steady window (run.measure): also as MLCommons' loadgen measures an
+// MLPerf Server or Offline run, over every query from the cold start (sim/serving/report/loadgen.h).
+enum class RunMeasure { kWindow, kMlperfServer, kMlperfOffline };
+
 struct RunSpec {
   std::uint64_t seed = 1;
+  RunMeasure measure = RunMeasure::kWindow;
   std::int64_t requests = 0;  // 0 = unlimited (then duration must be set)
   Duration duration;          // arrivals stop after this much simulated time (0 = unlimited)
   Duration warmup;            // the measurement window starts here (when not warmup_auto)
