@@ -474,6 +474,28 @@ AdpBalanceSpec parse_adp_balance(JsonReader& d, const DeploymentSpec& dep) {
   return b;
 }
 
+// deployment.cuda_graph_batch_sizes: TensorRT-LLM's captured graph batch sizes with padding on, for the
+// trtllm scheduler (absent: no padding). Ascending positive sequence counts.
+std::vector<int> parse_cuda_graph_batch_sizes(JsonReader& d, const DeploymentSpec& dep) {
+  if (!d.has("cuda_graph_batch_sizes")) return {};
+  const Json& a = d.raw("cuda_graph_batch_sizes");
+  if (dep.scheduler != "trtllm")
+    d.fail("cuda_graph_batch_sizes",
+           "pads batches as TensorRT-LLM's CUDA-graph runner does: it needs "
+           "deployment.scheduler \"trtllm\" (here \"" +
+               dep.scheduler + "\")");
+  if (!a.is_array() || a.empty())
+    d.fail("cuda_graph_batch_sizes", "must be a non-empty array of batch sizes, got " + json_type_name(a));
+  std::vector<int> sizes;
+  for (const Json& x : a) {
+    if (!x.is_number_integer() || x.get<std::int64_t>() < 1 || x.get<std::int64_t>() > (1 << 20) ||
+        (!sizes.empty() && x.get<std::int64_t>() <= sizes.back()))
+      d.fail("cuda_graph_batch_sizes", "must hold ascending integers in [1, 1048576]");
+    sizes.push_back(static_cast<int>(x.get<std::int64_t>()));
+  }
+  return sizes;
+}
+
 // One deployment: the top-level `deployment` (whole_cluster: its instances fill the cluster) or a pool's
 // (its keys merged over the top-level ones). Reads every key but `pools` and `speculative`.
 DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole_cluster) {
@@ -623,6 +645,7 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   }
   dep.kv_migration = parse_kv_migration(d);
   dep.adp_balance = parse_adp_balance(d, dep);
+  dep.cuda_graph_batch_sizes = parse_cuda_graph_batch_sizes(d, dep);
   return dep;
 }
 

@@ -112,6 +112,11 @@ struct DeploymentSpec {
   bool prefix_caching = false;
   KvMigrationSpec kv_migration;
   AdpBalanceSpec adp_balance;  // the trtllm scheduler's, under attention DP
+  // TensorRT-LLM's CUDA-graph padding (runtime flags cuda_graph_batch_sizes with cuda_graph_padding_enabled;
+  // deployment.cuda_graph_batch_sizes, ascending; empty: off): a generation-only step runs the captured
+  // graph of the smallest size at least its batch, padded with dummy generation requests
+  // (CUDAGraphRunner._get_padded_batch in tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py).
+  std::vector<int> cuda_graph_batch_sizes;
   [[nodiscard]] int gpus_per_instance() const { return ep_size * pipeline_stages; }
   [[nodiscard]] int expert_ranks() const { return ep_size / expert_tp; }
   // Layers held by the busiest stage (the memory of a GPU is set by it).
