@@ -475,7 +475,7 @@ AdpBalanceSpec parse_adp_balance(JsonReader& d, const DeploymentSpec& dep) {
 }
 
 // deployment.cuda_graph_batch_sizes: TensorRT-LLM's captured graph batch sizes with padding on, for the
-// trtllm scheduler (absent: no padding). Ascending positive sequence counts.
+// trtllm scheduler (absent or []: no padding). Ascending positive sequence counts.
 std::vector<int> parse_cuda_graph_batch_sizes(JsonReader& d, const DeploymentSpec& dep) {
   if (!d.has("cuda_graph_batch_sizes")) return {};
   const Json& a = d.raw("cuda_graph_batch_sizes");
@@ -484,8 +484,9 @@ std::vector<int> parse_cuda_graph_batch_sizes(JsonReader& d, const DeploymentSpe
            "pads batches as TensorRT-LLM's CUDA-graph runner does: it needs "
            "deployment.scheduler \"trtllm\" (here \"" +
                dep.scheduler + "\")");
-  if (!a.is_array() || a.empty())
-    d.fail("cuda_graph_batch_sizes", "must be a non-empty array of batch sizes, got " + json_type_name(a));
+  if (!a.is_array())
+    d.fail("cuda_graph_batch_sizes",
+           "must be an array of batch sizes ([]: no padding), got " + json_type_name(a));
   std::vector<int> sizes;
   for (const Json& x : a) {
     if (!x.is_number_integer() || x.get<std::int64_t>() < 1 || x.get<std::int64_t>() > (1 << 20) ||
