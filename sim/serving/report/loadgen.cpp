@@ -64,10 +64,8 @@ EarlyStoppingResult early_stopping(const std::vector<double>& v, double limit_s,
 }
 
 // The throughput figures: Server from the final issued query's completion, Offline from the latest one.
-void throughput(const std::vector<LoadgenQuery>& q, LoadgenReport& r, bool server) {
-  const double origin = std::min_element(q.begin(), q.end(), [](const auto& a, const auto& b) {
-                          return a.issued_s < b.issued_s;
-                        })->issued_s;
+// `origin`: the first issue, loadgen's start.
+void throughput(const std::vector<LoadgenQuery>& q, double origin, LoadgenReport& r, bool server) {
   const auto n = static_cast<double>(q.size());
   double last_done = origin;
   for (const LoadgenQuery& x : q) last_done = std::max(last_done, x.done_s);
@@ -102,22 +100,22 @@ LoadgenReport loadgen_summary(std::vector<LoadgenQuery> queries, std::int64_t is
   r.queries_completed = static_cast<std::int64_t>(queries.size());
   r.percentile = s.percentile;
   if (queries.empty()) return r;
-  // Offline issues one query of every sample at the start: a sample's latency runs from there.
-  const double offline_issue =
-      std::min_element(queries.begin(), queries.end(), [](const auto& a, const auto& b) {
-        return a.issued_s < b.issued_s;
-      })->issued_s;
+  // loadgen starts at the first issue; Offline issues one query of every sample there, so a sample's latency
+  // runs from it.
+  const double origin = std::min_element(queries.begin(), queries.end(), [](const auto& a, const auto& b) {
+                          return a.issued_s < b.issued_s;
+                        })->issued_s;
   std::vector<double> latency, ttft, tpot;
   for (const LoadgenQuery& q : queries) {
     r.tokens += q.tokens;
-    latency.push_back(q.done_s - (server ? q.issued_s : offline_issue));
+    latency.push_back(q.done_s - (server ? q.issued_s : origin));
     ttft.push_back(q.first_token_s - q.issued_s);
     r.single_token_queries += q.tokens <= 1 ? 1 : 0;
     // logging.cc RecordSampleCompletion: (latency - first token latency) / (n_tokens - 1).
     tpot.push_back(q.tokens > 1 ? (q.done_s - q.first_token_s) / static_cast<double>(q.tokens - 1) : 0.0);
   }
   r.tokens_per_sample = static_cast<double>(r.tokens) / static_cast<double>(queries.size());
-  throughput(queries, r, server);
+  throughput(queries, origin, r, server);
   r.latency = stats_of(latency);
   r.ttft = stats_of(ttft);
   r.tpot = stats_of(tpot);
