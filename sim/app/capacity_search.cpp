@@ -292,6 +292,44 @@ Probe run_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate,
   }
 }
 
+// run.measure mlperf_server: a probe is one loadgen run (the scenario's seed, arrivals over run.duration_s),
+// decided by loadgen's verdict alone (sim/serving/report/loadgen.h): VALID meets, INVALID fails, as a
+// submission's run does. No replications: loadgen judges the one run it measured.
+Probe run_loadgen_probe(const ScenarioSpec& spec, const GpuCostModel& gpu, double rate) {
+  ScenarioSpec p = with_arrival_rate(spec, rate);
+  std::vector<Report> runs{simulate(p, gpu)};
+  Probe out{ProbeRecord{rate, runs.front().loadgen.valid ? SlaVerdict::kMeets : SlaVerdict::kFails,
+                        p.run.duration.seconds(), probe_stats(runs)},
+            std::move(runs.front())};
+  return out;
+}
+
+// Which of loadgen's tests the lowest failing probe's run failed, first named first: queries left
+// incomplete, the TTFT or TPOT at the percentile over its limit, then early stopping.
+void loadgen_limited_by(const LoadgenReport& l, CapacityResult& c) {
+  std::string why;
+  const auto add = [&](bool failed, const char* name, const std::string& what) {
+    if (!failed) return;
+    if (c.limited_by.empty()) c.limited_by = name;
+    why += (why.empty() ? "" : "; ") + what;
+  };
+  char ttft[96], tpot[96];
+  std::snprintf(ttft, sizeof ttft, "loadgen P%g TTFT %.1f ms over its limit", 100 * l.percentile,
+                1e3 * l.ttft_at_percentile_s);
+  std::snprintf(tpot, sizeof tpot, "loadgen P%g TPOT %.2f ms over its limit", 100 * l.percentile,
+                1e3 * l.tpot_at_percentile_s);
+  const auto early = [](const char* what, const EarlyStoppingResult& e) {
+    return std::string(what) + " early stopping: " + std::to_string(e.over) + " over, needs " +
+           std::to_string(e.min_passing + e.over) + " queries";
+  };
+  add(l.queries_completed < l.queries_issued, "drops", "queries did not complete");
+  add(l.ttft_at_percentile_s > c.at_capacity.sla_ttft_s, "ttft", ttft);
+  add(l.tpot_at_percentile_s > c.at_capacity.sla_tpot_s, "tpot", tpot);
+  add(!l.early_stopping_ttft.met, "early_stopping_ttft", early("TTFT", l.early_stopping_ttft));
+  add(!l.early_stopping_tpot.met, "early_stopping_tpot", early("TPOT", l.early_stopping_tpot));
+  c.limited_why = why + " (" + std::to_string(l.queries_issued) + " queries issued)";
+}
+
 std::string percent(double share) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f%%", 100 * share);
@@ -335,10 +373,12 @@ CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu
                      "so that a probe at a higher rate is a heavier load, not a shorter burst");
   }
   if (!(start > 0)) throw InputError("workload.arrival.rate_per_s", "capacity search needs a rate above 0");
+  const bool loadgen = spec.run.measure == RunMeasure::kMlperfServer;
   std::map<double, Report> probed;  // replication 0 of every probe, by rate
   CapacityResult c;
   c.bracket = find_capacity(start, std::function<SlaVerdict(double)>([&](double rate) {
-                              Probe p = run_probe(spec, gpu, rate, settings);
+                              Probe p = loadgen ? run_loadgen_probe(spec, gpu, rate)
+                                                : run_probe(spec, gpu, rate, settings);
                               c.probes.push_back(p.record);
                               probed[rate] = std::move(p.report);
                               return p.record.verdict;
@@ -351,7 +391,8 @@ CapacityResult capacity_at_sla(const ScenarioSpec& spec, const GpuCostModel& gpu
         (lowest == nullptr || p.rate_req_s < lowest->rate_req_s))
       lowest = &p;
   }
-  if (lowest != nullptr) limited_by(lowest->stats, c);
+  if (lowest != nullptr && loadgen) loadgen_limited_by(probed.at(lowest->rate_req_s).loadgen, c);
+  if (lowest != nullptr && !loadgen) limited_by(lowest->stats, c);
   return c;
 }
 

@@ -83,6 +83,9 @@ std::vector<std::string> effective_overrides(const ScenarioOptions& o) {
 
 namespace {
 
+void print_window_capacity(const Replication& rep, double meets, double meets_s, int meets_runs, double fails,
+                           const std::string& undecided, int runs);
+
 // One search's interval, its undecided probes and what binds first as the load grows.
 void print_capacity(const Replication& rep) {
   const Json& c = rep.report.at("capacity");
@@ -104,17 +107,35 @@ void print_capacity(const Replication& rep) {
       meets_runs = p.at("runs").get<int>();
     }
   }
+  if (const auto l = rep.report.find("loadgen"); l != rep.report.end()) {
+    // run.measure mlperf_server: one run per rate, judged by loadgen's verdict.
+    std::printf(
+        "  seed %llu: loadgen VALID at %.3f req/s over %.0f s of arrivals (completed %.1f tok/s, %.1f per "
+        "GPU); "
+        "INVALID at %.3f (%d probes, one run each)\n",
+        static_cast<unsigned long long>(rep.seed), meets, meets_s, l->at("tokens_per_s").get<double>(),
+        l->at("tokens_per_s").get<double>() / rep.report.at("gpus").get<double>(), fails,
+        c.at("probes").get<int>());
+  } else {
+    print_window_capacity(rep, meets, meets_s, meets_runs, fails, undecided, runs);
+  }
+  if (!c.at("limited_by").get<std::string>().empty()) {
+    std::printf("    limited by %s first as the load grows: %s\n",
+                c.at("limited_by").get<std::string>().c_str(),
+                c.at("limited_why").get<std::string>().c_str());
+  }
+}
+
+// The interval of a search decided by replications over the steady window.
+void print_window_capacity(const Replication& rep, double meets, double meets_s, int meets_runs, double fails,
+                           const std::string& undecided, int runs) {
+  const Json& c = rep.report.at("capacity");
   std::printf(
       "  seed %llu: at %.3f req/s a %.0f s run meets the SLA with 95%% probability (%d runs); at %.3f the "
       "long-run share over a limit exceeds the SLA's with 95%% confidence%s%s%s (%d probes, %d runs)\n",
       static_cast<unsigned long long>(rep.seed), meets, meets_s, meets_runs, fails,
       undecided.empty() ? "" : "; undecided at ", undecided.c_str(),
       undecided.empty() ? "" : " (the long-run capacity lies in between)", c.at("probes").get<int>(), runs);
-  if (!c.at("limited_by").get<std::string>().empty()) {
-    std::printf("    limited by %s first as the load grows: %s\n",
-                c.at("limited_by").get<std::string>().c_str(),
-                c.at("limited_why").get<std::string>().c_str());
-  }
 }
 
 // Replications and/or the capacity search: a table of mean and interval per metric, replications.json.

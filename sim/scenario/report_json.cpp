@@ -139,6 +139,42 @@ Json operations_json(const OperationsReport& o) {
 }
 
 // Failures: the policies, the tally, availability, recovery and the SLA during it, and each failure.
+Json loadgen_stats(const LoadgenStats& l) {
+  return Json{{"mean_s", l.mean}, {"min_s", l.min}, {"max_s", l.max}, {"p50_s", l.p50},   {"p90_s", l.p90},
+              {"p95_s", l.p95},   {"p97_s", l.p97}, {"p99_s", l.p99}, {"p99.9_s", l.p999}};
+}
+Json early_stopping_json(const EarlyStoppingResult& e) {
+  return Json{{"over_limit", e.over}, {"min_passing", e.min_passing}, {"met", e.met}};
+}
+// loadgen's figures (sim/serving/report/loadgen.h): Server's completed tokens/s, Offline's tokens/s.
+Json loadgen_json(const LoadgenReport& l) {
+  Json j{{"scenario", l.scenario},
+         {"valid", l.valid},
+         {"queries_issued", l.queries_issued},
+         {"queries_completed", l.queries_completed},
+         {"single_token_queries", l.single_token_queries},
+         {"tokens", l.tokens},
+         {"tokens_per_sample", l.tokens_per_sample},
+         {"tokens_per_s", l.tokens_per_s},
+         {"samples_per_s", l.samples_per_s},
+         {"max_latency_s", l.max_latency_s},
+         {"min_duration_met", l.min_duration_met},
+         {"latency", loadgen_stats(l.latency)}};
+  if (l.scenario != "server") return j;
+  j["scheduled_samples_per_s"] = l.scheduled_samples_per_s;
+  j["final_query_scheduled_s"] = l.final_query_scheduled_s;
+  j["final_query_done_s"] = l.final_query_done_s;
+  j["ttft"] = loadgen_stats(l.ttft);
+  j["tpot"] = loadgen_stats(l.tpot);
+  j["percentile"] = l.percentile;
+  j["ttft_at_percentile_s"] = l.ttft_at_percentile_s;
+  j["tpot_at_percentile_s"] = l.tpot_at_percentile_s;
+  j["perf_constraints_met"] = l.perf_constraints_met;
+  j["early_stopping"] = {{"ttft", early_stopping_json(l.early_stopping_ttft)},
+                         {"tpot", early_stopping_json(l.early_stopping_tpot)}};
+  return j;
+}
+
 Json faults_json(const FaultsReport& f) {
   Json records = Json::array();
   for (const FaultRecord& x : f.records) {
@@ -355,6 +391,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
   }
   if (r.operations.enabled) out["operations"] = operations_json(r.operations);
   if (r.faults.enabled) out["faults"] = faults_json(r.faults);
+  if (r.loadgen.enabled) out["loadgen"] = loadgen_json(r.loadgen);
   return out;
 }
 

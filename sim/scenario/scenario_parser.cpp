@@ -68,6 +68,35 @@ void check_consistency(const ScenarioSpec& s) {
   }
 }
 
+// run.measure: "window" (the default: the steady window only), "mlperf_server" or "mlperf_offline" (also
+// loadgen's figures over every query, sim/serving/report/loadgen.h). loadgen waits for every query, issues
+// Server queries on a Poisson schedule and Offline ones all at once (a closed loop without think time
+// stands for the harness's concurrency cap).
+RunMeasure parse_run_measure(const ScenarioSpec& s, JsonReader& r) {
+  const std::string m = r.string("measure", "window");
+  if (m == "window") return RunMeasure::kWindow;
+  if (m != "mlperf_server" && m != "mlperf_offline")
+    r.fail("measure", "unknown measurement \"" + m + "\" (known: window, mlperf_server, mlperf_offline)");
+  if (!s.workload.trace.empty()) r.fail("measure", m + " needs synthetic arrivals, not a trace");
+  if (s.sla.percentile >= 100)
+    r.fail("measure", m + " reads the latencies at sla.percentile as loadgen does: it must be below 100");
+  if (s.run.max_drain > Duration::zero())
+    r.fail("max_drain_s", m + " waits for every query as loadgen does: remove run.max_drain_s");
+  if (m == "mlperf_server") {
+    if (!std::holds_alternative<PoissonArrivals>(s.workload.arrivals))
+      r.fail("measure",
+             "mlperf_server issues queries on loadgen's Poisson schedule: set workload.arrival.kind "
+             "\"poisson\"");
+    return RunMeasure::kMlperfServer;
+  }
+  const auto* c = std::get_if<ClosedLoop>(&s.workload.arrivals);
+  if (c == nullptr || c->think_time_s != 0)
+    r.fail("measure",
+           "mlperf_offline issues every query at the start: set workload.arrival.kind \"closed_loop\" "
+           "with think_time_s 0 (users = the harness's concurrency cap)");
+  return RunMeasure::kMlperfOffline;
+}
+
 // Requests a synthetic open-loop run may plan (run.requests, or rate x run.duration_s): each holds about
 // 0.4 KB while it waits, and an overloaded deployment without deployment.max_waiting_requests drains none
 // of them, so the bound keeps memory within a few GB whatever the rate (2e7 is also hours of simulation).
@@ -445,6 +474,29 @@ AdpBalanceSpec parse_adp_balance(JsonReader& d, const DeploymentSpec& dep) {
   return b;
 }
 
+// deployment.cuda_graph_batch_sizes: TensorRT-LLM's captured graph batch sizes with padding on, for the
+// trtllm scheduler (absent or []: no padding). Ascending positive sequence counts.
+std::vector<int> parse_cuda_graph_batch_sizes(JsonReader& d, const DeploymentSpec& dep) {
+  if (!d.has("cuda_graph_batch_sizes")) return {};
+  const Json& a = d.raw("cuda_graph_batch_sizes");
+  if (dep.scheduler != "trtllm")
+    d.fail("cuda_graph_batch_sizes",
+           "pads batches as TensorRT-LLM's CUDA-graph runner does: it needs "
+           "deployment.scheduler \"trtllm\" (here \"" +
+               dep.scheduler + "\")");
+  if (!a.is_array())
+    d.fail("cuda_graph_batch_sizes",
+           "must be an array of batch sizes ([]: no padding), got " + json_type_name(a));
+  std::vector<int> sizes;
+  for (const Json& x : a) {
+    if (!x.is_number_integer() || x.get<std::int64_t>() < 1 || x.get<std::int64_t>() > (1 << 20) ||
+        (!sizes.empty() && x.get<std::int64_t>() <= sizes.back()))
+      d.fail("cuda_graph_batch_sizes", "must hold ascending integers in [1, 1048576]");
+    sizes.push_back(static_cast<int>(x.get<std::int64_t>()));
+  }
+  return sizes;
+}
+
 // One deployment: the top-level `deployment` (whole_cluster: its instances fill the cluster) or a pool's
 // (its keys merged over the top-level ones). Reads every key but `pools` and `speculative`.
 DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole_cluster) {
@@ -594,6 +646,7 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   }
   dep.kv_migration = parse_kv_migration(d);
   dep.adp_balance = parse_adp_balance(d, dep);
+  dep.cuda_graph_batch_sizes = parse_cuda_graph_batch_sizes(d, dep);
   return dep;
 }
 
@@ -1034,6 +1087,7 @@ LoadedScenario parse_scenario(const Json& j, const std::string& base_dir) {
     if (duration > 0 && warmup >= duration) r.fail("warmup_s", "must be shorter than duration_s");
     s.run.warmup = Duration::from_seconds(warmup);
     s.run.max_drain = Duration::from_seconds(r.bounded("max_drain_s", 0, 0.0, kMaxSeconds));
+    s.run.measure = parse_run_measure(s, r);
     s.run.moe_layer_sample = static_cast<int>(r.integer_in("moe_layer_sample", 0, 0, s.model.moe_layers()));
     if (s.run.moe_layer_sample > 0 && s.experts.any()) {
       r.fail("moe_layer_sample",

@@ -404,3 +404,30 @@ TEST_CASE("a probe undecided on runs too short for their percentile runs longer,
     }
   }
 }
+
+TEST_CASE("run --capacity under run.measure mlperf_server decides each rate by one run's loadgen verdict") {
+  const Tmp t;
+  const fs::path f = t.dir / "toy.json";
+  Json j = toy(50);
+  j["run"] = {{"seed", 3}, {"duration_s", 30}, {"measure", "mlperf_server"}};
+  std::ofstream(f) << j.dump();
+  const auto r =
+      moesim_test::run_moesim(t, "run " + f.string() + " --capacity -j 1 --out " + (t.dir / "o").string());
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("loadgen VALID at") && Catch::Contains("one run each"));
+  const Json out = load_json_file((t.dir / "o" / "replications.json").string());
+  const Json& rep = out["replications"][0]["report"];
+  const Json& c = rep["capacity"];
+  for (const Json& p : c["probe_log"]) {
+    CHECK(p["runs"].get<int>() == 1);
+    CHECK(p["verdict"].get<std::string>() != "undecided");
+  }
+  // The run at capacity is VALID by loadgen's rules, and its completed tokens/s is its tokens over the final
+  // query's completion.
+  const Json& l = rep["loadgen"];
+  CHECK(l["valid"].get<bool>());
+  CHECK(l["tokens_per_s"].get<double>() ==
+        Approx(l["tokens"].get<double>() / l["final_query_done_s"].get<double>()));
+  CHECK(l["queries_completed"].get<std::int64_t>() == l["queries_issued"].get<std::int64_t>());
+}

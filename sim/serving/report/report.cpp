@@ -260,6 +260,30 @@ std::string format_pools(const Report& r) {
   return o.str();
 }
 
+// loadgen's figures over every query (run.measure mlperf_*), as its summary names them.
+std::string format_loadgen(const LoadgenReport& l) {
+  std::ostringstream o;
+  const bool server = l.scenario == "server";
+  o << "MLPerf     loadgen " << l.scenario << ": " << (l.valid ? "VALID" : "INVALID") << "; "
+    << (server ? "completed " : "") << fmt("%.1f", l.tokens_per_s) << " tok/s, "
+    << fmt("%.3f", l.samples_per_s) << " samples/s (" << l.queries_completed << " of " << l.queries_issued
+    << " queries, " << fmt("%.1f", l.tokens_per_sample) << " tokens each, ";
+  if (!server) {
+    o << "last done at " << fmt("%.1f", l.max_latency_s) << " s)\n";
+    return o.str();
+  }
+  o << "final query done at " << fmt("%.1f", l.final_query_done_s) << " s; scheduled "
+    << fmt("%.3f", l.scheduled_samples_per_s) << " samples/s)\n";
+  o << "           P" << fmt("%g", 100 * l.percentile) << " TTFT " << ms(l.ttft_at_percentile_s)
+    << " ms (P50 " << ms(l.ttft.p50) << "), TPOT " << ms(l.tpot_at_percentile_s) << " ms (P50 "
+    << ms(l.tpot.p50) << "), mean latency " << fmt("%.1f", l.latency.mean) << " s; constraints "
+    << (l.perf_constraints_met ? "met" : "NOT met") << "; early stopping TTFT "
+    << (l.early_stopping_ttft.met ? "met" : "NOT met") << " (" << l.early_stopping_ttft.over
+    << " over), TPOT " << (l.early_stopping_tpot.met ? "met" : "NOT met") << " ("
+    << l.early_stopping_tpot.over << " over)\n";
+  return o.str();
+}
+
 std::string format_summary(const Report& r) {
   std::ostringstream o;
   o << "moesim " << r.version << "  scenario " << r.scenario << "  seed " << r.seed << "  fingerprint "
@@ -304,8 +328,9 @@ std::string format_summary(const Report& r) {
   o << "\nSLA        P" << fmt("%g", r.sla_percentile) << " TTFT <= " << ms(r.sla_ttft_s)
     << " ms, TPOT <= " << ms(r.sla_tpot_s) << " ms: " << (r.sla_met ? "met" : "NOT met") << "; violations "
     << pct(r.sla_violation_rate) << "; goodput " << fmt("%.3f", r.goodput_requests_per_s) << " req/s, "
-    << fmt("%.1f", r.goodput_tokens_per_s) << " tok/s\n\n";
-  o << "Step       " << r.steps << " steps, mean " << ms(r.mean_step_s) << " ms, mean batch "
+    << fmt("%.1f", r.goodput_tokens_per_s) << " tok/s\n";
+  if (r.loadgen.enabled) o << format_loadgen(r.loadgen);
+  o << "\nStep       " << r.steps << " steps, mean " << ms(r.mean_step_s) << " ms, mean batch "
     << fmt("%.1f", r.mean_batch_tokens) << " tokens";
   if (r.moe_layer_sample > 0)
     o << "; " << r.moe_layer_sample << " of " << r.moe_layers

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/serving/report/loadgen.h"
 #include "sim/serving/spec/fault_spec.h"
 #include "sim/serving/step/step_breakdown.h"
 
@@ -366,7 +367,8 @@ struct Report {
   DisaggregationReport disaggregation;
   MigrationReport migration;
   OperationsReport operations;
-  FaultsReport faults;  // with a faults section
+  FaultsReport faults;    // with a faults section
+  LoadgenReport loadgen;  // run.measure mlperf_server / mlperf_offline: loadgen's figures over every query
 
   std::vector<GpuStats> gpu;
   GpuStats gpu_mean;
@@ -377,6 +379,8 @@ struct Report {
 
 // The readable summary printed on stdout.
 std::string format_summary(const Report& r);
+// Its MLPerf line (run.measure mlperf_*).
+std::string format_loadgen(const LoadgenReport& l);
 // Its experts-in-the-loop lines (printed only when a mechanism is on).
 std::string format_experts(const Report& r);
 // Its pools lines: TTFT split, per-pool figures, KV migration (printed when there are pools or migration).

@@ -136,6 +136,12 @@ Report ReportBuilder::build_report() const {
       x.measured_acceptance_rate = (x.mean_tokens_per_step - 1.0) / x.draft_tokens;
     }
   }
+  if (s_.run.measure != RunMeasure::kWindow) {
+    const LoadgenSettings ls{
+        s_.run.measure == RunMeasure::kMlperfServer ? LoadgenScenario::kServer : LoadgenScenario::kOffline,
+        s_.sla.ttft.seconds(), s_.sla.tpot.seconds(), s_.sla.percentile / 100};
+    r.loadgen = loadgen_summary(metrics_.loadgen_queries(), metrics_.arrived, ls);
+  }
   r.alerts = evaluate_alerts(r);
   r.limit = limiting_resource(r);
   return r;

@@ -155,9 +155,38 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
 
 void TrtllmBatchPolicy::balance(std::span<GroupBatch> batches, RequestTable& requests,
                                 std::vector<ScheduledWork>& scheduled, AdpBalanceCounters& counters) {
-  if (!d_.adp_balance.enabled || batches.size() < 2) return;
-  if (!adp_contexts_run(d_.adp_balance, d_.max_batch_size, batches, counters))
+  if (d_.adp_balance.enabled && batches.size() >= 2 &&
+      !adp_contexts_run(d_.adp_balance, d_.max_batch_size, batches, counters))
     hold_contexts(batches, requests, scheduled);
+  if (!d_.cuda_graph_batch_sizes.empty())
+    pad_to_cuda_graph(batches, d_.cuda_graph_batch_sizes, d_.max_batch_size, draft_tokens_);
+}
+
+void pad_to_cuda_graph(std::span<GroupBatch> batches, const std::vector<int>& sizes, int max_batch_size,
+                       int draft_tokens) {
+  std::int64_t largest = 0;
+  bool all_generation = true;
+  for (const GroupBatch& b : batches) {
+    largest = std::max(largest, b.decode_seqs);
+    all_generation = all_generation && b.prefill_tokens == 0;
+  }
+  if (largest == 0) return;  // an idle instance runs no step
+  const double k = draft_tokens;
+  for (GroupBatch& b : batches) {
+    if (b.prefill_tokens > 0) continue;  // a rank with a context runs without a graph
+    const std::int64_t want = all_generation && batches.size() > 1 ? largest : b.decode_seqs;
+    const auto it = std::lower_bound(sizes.begin(), sizes.end(), want);
+    if (it == sizes.end() || *it > max_batch_size) continue;
+    const std::int64_t pad = *it - b.decode_seqs;
+    if (pad <= 0) continue;
+    const auto n = static_cast<double>(pad);
+    b.decode_seqs += pad;
+    b.padding_seqs += pad;
+    b.decode_context_tokens += 2.0 * n;  // one context token and its own
+    b.decode_draft_tokens += pad * draft_tokens;
+    b.decode_draft_pairs += n * (2.0 * k + k * (k + 1.0) / 2.0);
+    b.sampled_seqs += pad * (1 + draft_tokens);
+  }
 }
 
 }  // namespace moesim

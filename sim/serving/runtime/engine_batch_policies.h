@@ -40,6 +40,15 @@ class SglangBatchPolicy final : public BatchPolicy {
   int draft_tokens_;
 };
 
+// TensorRT-LLM's CUDA-graph padding (CUDAGraphRunner._get_padded_batch, tensorrt_llm/_torch/pyexecutor/
+// cuda_graph_runner.py): under attention DP the ranks allgather (generation-only, batch size); when every
+// rank is generation-only each pads to the largest rank's batch rounded up to the smallest captured size
+// (`sizes`, ascending), else a generation-only rank pads its own; none beyond the largest captured size or
+// past `max_batch_size`. A dummy is a generation request of a one-token context that verifies
+// `draft_tokens` drafts, as every sequence of the step does.
+void pad_to_cuda_graph(std::span<GroupBatch> batches, const std::vector<int>& sizes, int max_batch_size,
+                       int draft_tokens);
+
 // TensorRT-LLM's in-flight batching (docs: "Inflight Batching", "Scheduler" in the TensorRT-LLM user guide;
 // cpp/tensorrt_llm/batch_manager capacityScheduler.cpp and microBatchScheduler.cpp): the capacity scheduler
 // with the default GUARANTEED_NO_EVICT policy admits a request only when the KV blocks of its whole

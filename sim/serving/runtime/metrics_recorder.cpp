@@ -212,6 +212,8 @@ void MetricsRecorder::on_finished(const Request& r, Time now) {
   const double queueing_s = split ? (r.prefill_admitted - r.arrival + (r.admitted - r.kv_arrived)).seconds()
                                   : (r.admitted - r.arrival).seconds();
   add_finished(series_.at(now.seconds()), r, ttft_s, tpot_s, queueing_s, e2e_s);
+  if (s_.run.measure != RunMeasure::kWindow)
+    loadgen_queries_.push_back({r.arrival.seconds(), r.first_token.seconds(), now.seconds(), r.output});
   if (observer_ == nullptr) return;
   observer_->on_request(RequestRecord{.id = r.id,
                                       .arrival_s = r.arrival.seconds(),

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/serving/report/loadgen.h"
 #include "sim/serving/report/measurement.h"
 #include "sim/serving/report/report.h"
 #include "sim/serving/runtime/request.h"
@@ -55,6 +56,8 @@ class MetricsRecorder {
   // finds the end of the transient after the run).
   [[nodiscard]] bool warmup_override() const { return warmup_override_; }
   [[nodiscard]] const MeasurementSeries& series() const { return series_; }
+  // Every finished request as loadgen sees a query (run.measure mlperf_*; empty otherwise).
+  [[nodiscard]] const std::vector<LoadgenQuery>& loadgen_queries() const { return loadgen_queries_; }
 
   // Whole-run totals.
   std::int64_t arrived = 0;
@@ -94,6 +97,7 @@ class MetricsRecorder {
   bool loop_on_;
   MeasurementSeries series_;
   Time last_arrival_;
+  std::vector<LoadgenQuery> loadgen_queries_;
   std::vector<std::int64_t> replica_waiting_;  // per replica: waiting for a batch at its last step
   std::int64_t waiting_ = 0;
 };

@@ -137,7 +137,7 @@ void Replica::on_decide() {
     step_.waiting += static_cast<std::int64_t>(g.waiting.size());
   }
   for (const GroupBatch& b : batches_) {
-    step_.decode_seqs += b.decode_seqs;
+    step_.decode_seqs += b.decode_seqs - b.padding_seqs;
     step_.prefill_tokens += b.prefill_tokens;
   }
   // The step's cheap half now; the rest (sampling and costing every MoE layer) may run on a worker while

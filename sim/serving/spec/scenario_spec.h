@@ -112,6 +112,11 @@ struct DeploymentSpec {
   bool prefix_caching = false;
   KvMigrationSpec kv_migration;
   AdpBalanceSpec adp_balance;  // the trtllm scheduler's, under attention DP
+  // TensorRT-LLM's CUDA-graph padding (runtime flags cuda_graph_batch_sizes with cuda_graph_padding_enabled;
+  // deployment.cuda_graph_batch_sizes, ascending; empty: off): a generation-only step runs the captured
+  // graph of the smallest size at least its batch, padded with dummy generation requests
+  // (CUDAGraphRunner._get_padded_batch in tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py).
+  std::vector<int> cuda_graph_batch_sizes;
   [[nodiscard]] int gpus_per_instance() const { return ep_size * pipeline_stages; }
   [[nodiscard]] int expert_ranks() const { return ep_size / expert_tp; }
   // Layers held by the busiest stage (the memory of a GPU is set by it).
@@ -218,8 +223,13 @@ struct SlaSpec {
   double percentile = 99.0;
 };
 
+// How a run is measured besides its steady window (run.measure): also as MLCommons' loadgen measures an
+// MLPerf Server or Offline run, over every query from the cold start (sim/serving/report/loadgen.h).
+enum class RunMeasure { kWindow, kMlperfServer, kMlperfOffline };
+
 struct RunSpec {
   std::uint64_t seed = 1;
+  RunMeasure measure = RunMeasure::kWindow;
   std::int64_t requests = 0;  // 0 = unlimited (then duration must be set)
   Duration duration;          // arrivals stop after this much simulated time (0 = unlimited)
   Duration warmup;            // the measurement window starts here (when not warmup_auto)

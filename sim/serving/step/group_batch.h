@@ -16,6 +16,9 @@ struct PrefillChunk {
 // One attention group's work in a step.
 struct GroupBatch {
   std::int64_t decode_seqs = 0;
+  // Of decode_seqs: dummy generation requests that pad the batch to a captured CUDA graph's size
+  // (deployment.cuda_graph_batch_sizes); costed as any sequence, they produce no token.
+  std::int64_t padding_seqs = 0;
   double decode_context_tokens = 0;  // sum over decode sequences of the tokens they attend to
   std::int64_t prefill_tokens = 0;
   double prefill_pairs = 0;       // sum over chunks of c*p + c(c+1)/2 (query, key) pairs

@@ -369,3 +369,53 @@ TEST_CASE("deployment.adp_balance is TensorRT-LLM's, under attention DP, and nee
                     R"(deployment.adp_balance={"timeout_iters":9})"}),
              Catch::Contains("deployment.adp_balance") && Catch::Contains("dp is 1"));
 }
+
+TEST_CASE("CUDA-graph padding: every rank generation-only pads to the largest rank's batch rounded up") {
+  const std::vector<int> sizes{1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512};
+  std::vector<GroupBatch> b(3);
+  b[0].decode_seqs = 130;
+  b[1].decode_seqs = 100;
+  pad_to_cuda_graph(b, sizes, 512, 0);
+  // Largest 130 -> the 256 graph: pads 126, 156 and 256 (the idle rank too).
+  CHECK(b[0].decode_seqs == 256);
+  CHECK(b[0].padding_seqs == 126);
+  CHECK(b[1].padding_seqs == 156);
+  CHECK(b[2].decode_seqs == 256);
+  CHECK(b[2].decode_context_tokens == 2.0 * 256);  // one context token and its own, per dummy
+  CHECK(b[2].sampled_seqs == 256);
+  // A rank with a context runs eagerly; the others pad their own batch (130 -> 256, 3 -> 4).
+  std::vector<GroupBatch> c(3);
+  c[0].decode_seqs = 130;
+  c[1].decode_seqs = 50;
+  c[1].prefill_tokens = 1000;
+  c[2].decode_seqs = 3;
+  pad_to_cuda_graph(c, sizes, 512, 2);
+  CHECK(c[0].padding_seqs == 126);
+  CHECK(c[1].padding_seqs == 0);
+  CHECK(c[2].padding_seqs == 1);
+  CHECK(c[2].decode_draft_tokens == 2);  // the dummy verifies k = 2 drafts like every sequence
+  CHECK(c[2].sampled_seqs == 3);
+  // No graph beyond the largest captured size or past max_batch_size.
+  std::vector<GroupBatch> d(2);
+  d[0].decode_seqs = 130;
+  d[1].decode_seqs = 10;
+  pad_to_cuda_graph(d, {128, 256}, 200, 0);
+  CHECK(d[0].padding_seqs == 0);
+  CHECK(d[1].padding_seqs == 0);
+  std::vector<GroupBatch> e(2);
+  e[0].decode_seqs = 600;
+  pad_to_cuda_graph(e, sizes, 1024, 0);
+  CHECK(e[1].padding_seqs == 0);
+}
+
+TEST_CASE("deployment.cuda_graph_batch_sizes is TensorRT-LLM's and must ascend") {
+  static const std::string path = std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json";
+  CHECK_THAT(load_error(path, {"deployment.cuda_graph_batch_sizes=[128,256]"}),
+             Catch::Contains("deployment.cuda_graph_batch_sizes") && Catch::Contains("trtllm"));
+  CHECK_THAT(
+      load_error(path, {"deployment.engine=\"trtllm\"", "deployment.cuda_graph_batch_sizes=[256,128]"}),
+      Catch::Contains("deployment.cuda_graph_batch_sizes") && Catch::Contains("ascending"));
+  const LoadedScenario ok =
+      load_scenario(path, {"deployment.engine=\"trtllm\"", "deployment.cuda_graph_batch_sizes=[1,8]"});
+  CHECK(ok.spec.deployment.cuda_graph_batch_sizes == std::vector<int>{1, 8});
+}
