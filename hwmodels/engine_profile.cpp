@@ -62,6 +62,8 @@ EngineProfile engine_profile(EngineKind kind) {
       // vLLM: fused_moe.py's Triton kernel; SGLang with DeepEP: DeepGEMM grouped GEMMs (docs/engines.md).
       e.expert_family =
           kind == EngineKind::kVllm ? ExpertKernelFamily::kTritonFusedMoe : ExpertKernelFamily::kDeepGemm;
+      // SGLang's server_args: DeepSeek V3/R1 on SM100 defaults to --attention-backend trtllm_mla.
+      if (kind == EngineKind::kSglang) e.decode_attention = DecodeAttentionKernel::kTrtllmGen;
       break;
     case EngineKind::kTrtllm:  // CUTLASS MoE: expandInputRows permute, finalizeMoeRouting unpermute
       e.custom_all_reduce_max_bytes = kCustomAllReduceMaxBytes;  // AllReduceStrategy AUTO: ONESHOT/TWOSHOT
@@ -70,6 +72,8 @@ EngineProfile engine_profile(EngineKind kind) {
       e.fused_align = true;
       e.weight_mul_in_gemm = true;
       e.reduce_unpermute = true;
+      // attentionOp.h: mUseTllmGen = (mSM >= 100) && (mSM != 120): MLA generation on SM100 at any KV format.
+      e.decode_attention = DecodeAttentionKernel::kTrtllmGen;
       break;
   }
   return e;

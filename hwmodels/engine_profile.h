@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "hwmodels/attention_kernel.h"
 #include "hwmodels/expert_kernel_family.h"
 #include "hwmodels/fabric_spec.h"
 
@@ -25,6 +26,9 @@ struct EngineProfile {
   ExpertKernel experts = ExpertKernel::kGrouped;
   // Which grouped expert kernel (hwmodels/expert_kernel_family.h); deployment.expert_kernel overrides it.
   ExpertKernelFamily expert_family = ExpertKernelFamily::kCutlassGrouped;
+  // Which decode-attention kernel (hwmodels/attention_kernel.h); deployment.decode_attention_kernel overrides
+  // it.
+  DecodeAttentionKernel decode_attention = DecodeAttentionKernel::kFitted;
   bool fused_add_norm = false;      // residual add + RMSNorm in one kernel
   bool fused_topk_softmax = false;  // router top-k and softmax in one kernel
   bool fused_align = false;         // sort by expert, counts and offsets in one kernel

@@ -532,7 +532,8 @@ std::pair<AttentionWork, AttentionWork> StepPlanner::attention_work(const GroupB
                dec_queries * m.attention_qo_elements_per_token(false) * qo,
       .flops = (b.decode_context_tokens + b.decode_draft_pairs) * m.attention_flops_per_pair(false) / tp,
       .is_prefill = false,
-      .kv = s_.precision.kv_cache};
+      .kv = s_.precision.kv_cache,
+      .kernel = s_.deployment.engine.decode_attention};
   const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard +
                                    double(b.prefill_tokens) * m.attention_qo_elements_per_token(true) * qo,
                           .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
