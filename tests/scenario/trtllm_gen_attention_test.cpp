@@ -82,7 +82,8 @@ TEST_CASE("the trtllm-gen choice leaves BF16 KV, prefill and Hopper on the fit")
   }
 }
 
-TEST_CASE("engines choose their decode attention kernel; deployment.decode_attention_kernel overrides it") {
+TEST_CASE(
+    "engines choose their decode attention kernel and deployment.decode_attention_kernel overrides it") {
   CHECK(engine_profile(EngineKind::kTrtllm).decode_attention == DecodeAttentionKernel::kTrtllmGen);
   CHECK(engine_profile(EngineKind::kSglang).decode_attention == DecodeAttentionKernel::kTrtllmGen);
   CHECK(engine_profile(EngineKind::kVllm).decode_attention == DecodeAttentionKernel::kFitted);
