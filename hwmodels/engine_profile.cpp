@@ -1,5 +1,6 @@
 #include "hwmodels/engine_profile.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -74,9 +75,18 @@ EngineProfile engine_profile(EngineKind kind) {
       e.reduce_unpermute = true;
       // attentionOp.h: mUseTllmGen = (mSM >= 100) && (mSM != 120): MLA generation on SM100 at any KV format.
       e.decode_attention = DecodeAttentionKernel::kTrtllmGen;
+      // The PyTorch executor's TorchSampler: 13.8 ms of sampling host time per iteration at batch 1,000
+      // (TensorRT-LLM PR #11983, before its change; L40S host). The overlap scheduler is on by default
+      // (docs/source/torch/features/overlap_scheduler.md; py_executor.py _executor_loop_overlap).
+      e.host_us_per_sequence = 13.8;
       break;
   }
   return e;
+}
+
+double exposed_host_s(const EngineProfile& e, double sequences, double gpu_s) {
+  const double host_s = e.host_us_per_sequence * 1e-6 * sequences;
+  return e.overlap_scheduler ? std::max(0.0, host_s - gpu_s) : host_s;
 }
 
 }  // namespace moesim

@@ -568,6 +568,8 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
     }
     dep.engine.decode_attention = *k;
   }
+  dep.engine.overlap_scheduler = d.boolean("overlap_scheduler", dep.engine.overlap_scheduler);
+  dep.engine.host_us_per_sequence = d.non_negative("host_us_per_sequence", dep.engine.host_us_per_sequence);
   const std::string own_scheduler = *kind == EngineKind::kSglang   ? "sglang"
                                     : *kind == EngineKind::kTrtllm ? "trtllm"
                                                                    : "vllm";
