@@ -40,10 +40,11 @@ struct EngineProfile {
   // Largest message the engine's custom NVLink all-reduce takes (one-shot/two-shot, one node, up to 8
   // GPUs); above it, across nodes, or 0: NCCL. vLLM and SGLang CustomAllreduce max_size 8 MiB.
   double custom_all_reduce_max_bytes = 0;
-  // Host (CPU) time of the engine's executor per iteration and per sequence that produces a token
-  // (sampling, request updates), in microseconds; 0: not modelled. deployment.host_us_per_sequence
-  // overrides it. With `overlap_scheduler` the host prepares the next step while the GPU runs this one
-  // (TensorRT-LLM's PyTorch executor, on by default), so only host time beyond the GPU step is exposed.
+  // Host (CPU) time of the engine's executor per iteration and per sequence that produces a token, in
+  // microseconds (TensorRT-LLM: its sampler's, docs/engines.md item 4); 0: not modelled.
+  // deployment.host_us_per_sequence overrides it. With `overlap_scheduler` the host prepares the next step
+  // while the GPU runs this one (TensorRT-LLM's PyTorch executor, on by default), so only host time beyond
+  // the GPU step is exposed.
   double host_us_per_sequence = 0;
   bool overlap_scheduler = true;
 };
