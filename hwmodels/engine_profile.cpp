@@ -1,5 +1,6 @@
 #include "hwmodels/engine_profile.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -62,6 +63,8 @@ EngineProfile engine_profile(EngineKind kind) {
       // vLLM: fused_moe.py's Triton kernel; SGLang with DeepEP: DeepGEMM grouped GEMMs (docs/engines.md).
       e.expert_family =
           kind == EngineKind::kVllm ? ExpertKernelFamily::kTritonFusedMoe : ExpertKernelFamily::kDeepGemm;
+      // SGLang's server_args: DeepSeek V3/R1 on SM100 defaults to --attention-backend trtllm_mla.
+      if (kind == EngineKind::kSglang) e.decode_attention = DecodeAttentionKernel::kTrtllmGen;
       break;
     case EngineKind::kTrtllm:  // CUTLASS MoE: expandInputRows permute, finalizeMoeRouting unpermute
       e.custom_all_reduce_max_bytes = kCustomAllReduceMaxBytes;  // AllReduceStrategy AUTO: ONESHOT/TWOSHOT
@@ -70,9 +73,24 @@ EngineProfile engine_profile(EngineKind kind) {
       e.fused_align = true;
       e.weight_mul_in_gemm = true;
       e.reduce_unpermute = true;
+      // TensorRT-LLM launches trtllm-gen for MLA generation on SM100 (attentionOp.h: mUseTllmGen), but its
+      // rate as measured in SGLang's GB200 run leaves TensorRT-LLM's own published Blackwell steps 0.07-0.08
+      // ms per sequence short, a cost not yet identified (VALIDATION_CLUSTER.md, "The FP8 MLA decode
+      // kernel"). Until it is, this profile keeps the decode fit, which those steps are within 15% of;
+      // `trtllm_gen` is the optimistic bound (deployment.decode_attention_kernel).
+      e.decode_attention = DecodeAttentionKernel::kFitted;
+      // The PyTorch executor's TorchSampler: 13.8 ms of sampling host time per iteration at batch 1,000
+      // (TensorRT-LLM PR #11983, before its change; L40S host). The overlap scheduler is on by default
+      // (docs/source/torch/features/overlap_scheduler.md; py_executor.py _executor_loop_overlap).
+      e.host_us_per_sequence = 13.8;
       break;
   }
   return e;
+}
+
+double exposed_host_s(const EngineProfile& e, double sequences, double gpu_s) {
+  const double host_s = e.host_us_per_sequence * 1e-6 * sequences;
+  return e.overlap_scheduler ? std::max(0.0, host_s - gpu_s) : host_s;
 }
 
 }  // namespace moesim

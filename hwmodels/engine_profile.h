@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "hwmodels/attention_kernel.h"
 #include "hwmodels/expert_kernel_family.h"
 #include "hwmodels/fabric_spec.h"
 
@@ -25,6 +26,9 @@ struct EngineProfile {
   ExpertKernel experts = ExpertKernel::kGrouped;
   // Which grouped expert kernel (hwmodels/expert_kernel_family.h); deployment.expert_kernel overrides it.
   ExpertKernelFamily expert_family = ExpertKernelFamily::kCutlassGrouped;
+  // Which decode-attention kernel (hwmodels/attention_kernel.h); deployment.decode_attention_kernel overrides
+  // it.
+  DecodeAttentionKernel decode_attention = DecodeAttentionKernel::kFitted;
   bool fused_add_norm = false;      // residual add + RMSNorm in one kernel
   bool fused_topk_softmax = false;  // router top-k and softmax in one kernel
   bool fused_align = false;         // sort by expert, counts and offsets in one kernel
@@ -36,7 +40,20 @@ struct EngineProfile {
   // Largest message the engine's custom NVLink all-reduce takes (one-shot/two-shot, one node, up to 8
   // GPUs); above it, across nodes, or 0: NCCL. vLLM and SGLang CustomAllreduce max_size 8 MiB.
   double custom_all_reduce_max_bytes = 0;
+  // Host (CPU) time of the engine's executor per iteration and per sequence that produces a token, in
+  // microseconds (TensorRT-LLM: its sampler's, docs/engines.md item 4); 0: not modelled.
+  // deployment.host_us_per_sequence overrides it. With `overlap_scheduler` the host prepares the next step
+  // while the GPU runs this one (TensorRT-LLM's PyTorch executor, on by default), so only host time beyond
+  // the GPU step is exposed.
+  double host_us_per_sequence = 0;
+  bool overlap_scheduler = true;
 };
+
+// The host time an engine adds to a step whose GPU work takes `gpu_s` seconds, for `sequences` sequences
+// that produce a token on the busiest rank (each attention-DP rank runs its own executor): host =
+// host_us_per_sequence x sequences; with the overlap scheduler max(0, host - gpu) is exposed (the step
+// lasts max(gpu, host)), without it all of host (the step lasts gpu + host).
+[[nodiscard]] double exposed_host_s(const EngineProfile& e, double sequences, double gpu_s);
 
 // The all-reduce kernel `e` runs for `bytes` per GPU over `group` GPUs: vLLM's rule
 // (csrc/custom_all_reduce.cuh, CustomAllreduce::allreduce): one-shot on 2 GPUs, or below 512 KiB on up to

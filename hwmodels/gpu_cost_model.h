@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "hwmodels/attention_kernel.h"
 #include "hwmodels/expert_kernel_family.h"
 #include "hwmodels/precision.h"
 #include "sim/engine/time.h"
@@ -59,6 +60,8 @@ struct AttentionWork {
   // The KV cache's format: a profile with an attention fit of that format (a measured FP8 kernel whose
   // QK^T and PV run on FP8 tensor cores) costs it there; else the BF16 fit (bytes already counted).
   Precision kv = Precision::kBF16;
+  // The decode kernel the engine runs (hwmodels/attention_kernel.h); prefill ignores it.
+  DecodeAttentionKernel kernel = DecodeAttentionKernel::kFitted;
 };
 
 class GpuCostModel {

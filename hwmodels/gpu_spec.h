@@ -39,12 +39,15 @@ struct GpuMeasured {
   MeasuredFigure launch_s;
   MeasuredFigure attention_decode_eff;
   MeasuredFigure attention_decode_eff_fp8;  // FP8 KV with FP8 math, of the FP8 peak
+  // TensorRT-LLM's trtllm-gen MLA decode kernel with FP8 Q and KV, of the FP8 peak, with its run (`at`);
+  // costed only where the engine runs that kernel (DecodeAttentionKernel::kTrtllmGen)
+  MeasuredFigure attention_decode_trtllm_gen_fp8;
   MeasuredFigure attention_prefill_eff;
   [[nodiscard]] const MeasuredFigure& gemm_eff(Precision p) const {
     return p == Precision::kFP8 ? gemm_eff_fp8 : p == Precision::kFP4 ? gemm_eff_fp4 : gemm_eff_bf16;
   }
   // Every figure with its catalog key, in catalog order.
-  [[nodiscard]] std::array<std::pair<std::string_view, const MeasuredFigure*>, 10> figures() const {
+  [[nodiscard]] std::array<std::pair<std::string_view, const MeasuredFigure*>, 11> figures() const {
     return {{{"gemm_eff_bf16", &gemm_eff_bf16},
              {"gemm_eff_fp8", &gemm_eff_fp8},
              {"gemm_eff_fp4", &gemm_eff_fp4},
@@ -54,6 +57,7 @@ struct GpuMeasured {
              {"launch_us", &launch_s},
              {"attention_decode_eff_bf16", &attention_decode_eff},
              {"attention_decode_eff_fp8", &attention_decode_eff_fp8},
+             {"attention_decode_trtllm_gen_eff_fp8", &attention_decode_trtllm_gen_fp8},
              {"attention_prefill_eff_bf16", &attention_prefill_eff}}};
   }
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "hwmodels/grouped_gemm_tiles.h"
 #include "hwmodels/roofline_cost_model.h"
@@ -189,8 +190,24 @@ Duration ProfileCostModel::memory_kernel(MemoryKernel k, double bytes) const {
   return RooflineCostModel(fallback_).memory_kernel(k, bytes);
 }
 
+// TensorRT-LLM's trtllm-gen MLA decode kernel where the engine runs it, its KV is FP8 and the GPU has its
+// measured rate: the larger of its flops at that rate and its bytes at the datasheet HBM bandwidth (its
+// measured run is at the ridge of the two, docs/validation/blackwell_sources.md B11). No fixed cost was
+// measured (one run, a persistent kernel). Otherwise nullopt: the fit.
+namespace {
+std::optional<double> trtllm_gen_decode_seconds(const AttentionWork& w, const GpuSpec& gpu) {
+  const MeasuredFigure& m = gpu.measured.attention_decode_trtllm_gen_fp8;
+  if (w.is_prefill || w.kernel != DecodeAttentionKernel::kTrtllmGen || w.kv != Precision::kFP8 ||
+      !m.known() || gpu.fp8_flops_per_s <= 0) {
+    return std::nullopt;
+  }
+  return std::max(w.flops / (m.value * gpu.fp8_flops_per_s), w.bytes / gpu.hbm_bytes_per_s);
+}
+}  // namespace
+
 Duration ProfileCostModel::attention(const AttentionWork& w) const {
   if (w.bytes <= 0 && w.flops <= 0) return Duration::zero();
+  if (auto s = trtllm_gen_decode_seconds(w, fallback_)) return Duration::from_seconds(*s);
   const CostOp op = w.is_prefill ? CostOp::kAttentionPrefill : CostOp::kAttentionDecode;
   // The KV format's own fit, else BF16's at BF16's rate (attention math is not a weight GEMM: no rate_scale).
   const OperationFit* f = profile_.find_fit(op, w.kv);

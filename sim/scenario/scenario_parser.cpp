@@ -278,6 +278,18 @@ MeasuredFigure parse_measured_figure(JsonReader& parent, std::string_view key, d
   return f;
 }
 
+// The trtllm-gen decode kernel is costed as the larger of its flops at the measured rate and its bytes at the
+// datasheet HBM rate: a measured run that moved its bytes faster than the datasheet allows is refused.
+void check_trtllm_gen_run(JsonReader& r, const MeasuredFigure& f, const GpuSpec& g) {
+  if (f.at_flops <= 0 || g.fp8_flops_per_s <= 0) return;
+  const double t_run = f.at_flops / (f.value * g.fp8_flops_per_s);
+  if (f.at_bytes / g.hbm_bytes_per_s > t_run) {
+    r.fail("attention_decode_trtllm_gen_eff_fp8",
+           "the measured run (at.gb in " + Json(t_run * 1e6).dump() +
+               " us) moves its bytes faster than the datasheet HBM bandwidth");
+  }
+}
+
 // The published measurements of a GPU: efficiencies are fractions of its own datasheet peaks, bandwidth at
 // most its datasheet HBM bandwidth, a launch at most a millisecond.
 GpuMeasured parse_gpu_measured(JsonReader& r, const GpuSpec& g) {
@@ -291,12 +303,17 @@ GpuMeasured parse_gpu_measured(JsonReader& r, const GpuSpec& g) {
   m.launch_s = parse_measured_figure(r, "launch_us", 1e-6, 1000.0);
   m.attention_decode_eff = parse_measured_figure(r, "attention_decode_eff_bf16", 1.0, 1.0, true);
   m.attention_decode_eff_fp8 = parse_measured_figure(r, "attention_decode_eff_fp8", 1.0, 1.0, true);
+  m.attention_decode_trtllm_gen_fp8 =
+      parse_measured_figure(r, "attention_decode_trtllm_gen_eff_fp8", 1.0, 1.0, true);
   m.attention_prefill_eff = parse_measured_figure(r, "attention_prefill_eff_bf16", 1.0, 1.0, true);
+  check_trtllm_gen_run(r, m.attention_decode_trtllm_gen_fp8, g);
   // An efficiency of a format the GPU has no tensor cores for would cost it at another format's peak.
   for (const auto& [key, fig, peak] :
        {std::tuple{"gemm_eff_fp8", &m.gemm_eff_fp8, g.fp8_flops_per_s},
         std::tuple{"grouped_eff_fp8", &m.grouped_eff_fp8, g.fp8_flops_per_s},
         std::tuple{"attention_decode_eff_fp8", &m.attention_decode_eff_fp8, g.fp8_flops_per_s},
+        std::tuple{"attention_decode_trtllm_gen_eff_fp8", &m.attention_decode_trtllm_gen_fp8,
+                   g.fp8_flops_per_s},
         std::tuple{"gemm_eff_fp4", &m.gemm_eff_fp4, g.fp4_flops_per_s},
         std::tuple{"grouped_eff_fp4", &m.grouped_eff_fp4, g.fp4_flops_per_s}}) {
     if (fig->known() && peak <= 0) r.fail(key, "the GPU has no tensor cores for this format (its peak is 0)");
@@ -594,6 +611,17 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
     }
     dep.engine.expert_family = *f;
   }
+  if (d.has("decode_attention_kernel")) {
+    const std::string name = d.string("decode_attention_kernel");
+    const auto k = parse_decode_attention_kernel(name);
+    if (!k) {
+      d.fail("decode_attention_kernel",
+             "unknown decode attention kernel \"" + name + "\" (known: fitted, trtllm_gen; docs/engines.md)");
+    }
+    dep.engine.decode_attention = *k;
+  }
+  dep.engine.overlap_scheduler = d.boolean("overlap_scheduler", dep.engine.overlap_scheduler);
+  dep.engine.host_us_per_sequence = d.non_negative("host_us_per_sequence", dep.engine.host_us_per_sequence);
   const std::string own_scheduler = *kind == EngineKind::kSglang   ? "sglang"
                                     : *kind == EngineKind::kTrtllm ? "trtllm"
                                                                    : "vllm";

@@ -25,6 +25,7 @@ enum class StepPart : std::size_t {
   kLmHead,          // LM head of the sampled sequences
   kPipelineSend,    // activations between pipeline stages
   kPipelineBubble,  // pipeline stages idle during fill and drain
+  kHost,            // the engine's host work per iteration beyond what the GPU step hides (exposed_host_s)
   kCount
 };
 inline constexpr std::size_t kStepParts = static_cast<std::size_t>(StepPart::kCount);
@@ -46,6 +47,7 @@ inline constexpr std::array<StepPartInfo, kStepParts> kStepPartInfo = {{
     {"lm_head", "LM head"},
     {"pipeline_send", "pipeline send"},
     {"pipeline_bubble", "pipeline bubble"},
+    {"host", "host, exposed"},
 }};
 
 [[nodiscard]] constexpr const StepPartInfo& info(StepPart p) {

@@ -532,7 +532,8 @@ std::pair<AttentionWork, AttentionWork> StepPlanner::attention_work(const GroupB
                dec_queries * m.attention_qo_elements_per_token(false) * qo,
       .flops = (b.decode_context_tokens + b.decode_draft_pairs) * m.attention_flops_per_pair(false) / tp,
       .is_prefill = false,
-      .kv = s_.precision.kv_cache};
+      .kv = s_.precision.kv_cache,
+      .kernel = s_.deployment.engine.decode_attention};
   const AttentionWork pre{.bytes = b.prefill_kv_tokens * kv_elem * shard +
                                    double(b.prefill_tokens) * m.attention_qo_elements_per_token(true) * qo,
                           .flops = b.prefill_pairs * m.attention_flops_per_pair(true) / tp,
@@ -1045,7 +1046,21 @@ const StepPlan& StepPlanner::finish_plan() {
   if (s_.production.speculative) add_draft_work();
   plan_.total = plan_.parts.sum();
   if (s_.deployment.pipeline_stages > 1) finish_pipeline(p.full);
+  add_host_time();
   return plan_;
+}
+
+// The engine's host work of the iteration (EngineProfile::host_us_per_sequence; exposed_host_s): each
+// attention group's executor handles its own sequences and the step waits for the busiest. A sequence is
+// one that produces a token this step (its sampled rows less the draft positions it verifies).
+void StepPlanner::add_host_time() {
+  const EngineProfile& e = s_.deployment.engine;
+  if (e.host_us_per_sequence == 0) return;
+  std::int64_t seqs = 0;
+  for (const GroupBatch& b : pending_.full) seqs = std::max(seqs, b.sampled_seqs - b.decode_draft_tokens);
+  const double exposed = exposed_host_s(e, static_cast<double>(seqs), plan_.total.seconds());
+  plan_.parts[StepPart::kHost] = Duration::from_seconds(exposed);
+  plan_.total = plan_.parts.sum();
 }
 
 // The MoE layers this step costs: every one, or run.moe_layer_sample of them by systematic sampling with a

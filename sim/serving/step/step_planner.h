@@ -275,6 +275,7 @@ class StepPlanner {
   // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
   void ensure_touch(int layer);
   Duration add_layer_experts(double& max_pairs);
+  void add_host_time();
   void size_scratch();
   [[nodiscard]] std::unique_ptr<ExpertCost> make_expert_cost(std::int64_t max_tokens) const;
   std::span<const GroupBatch> pipeline_micro_batches(std::span<const GroupBatch> groups);
