@@ -272,20 +272,25 @@ void add_permute(Measurements& m, const Node& root) {
   }
 }
 
-// model_step_<model>.json: whole-model steps, kept apart from the kernel points (they check the
-// composition; nothing is fitted on them).
-void add_model_steps(Measurements& m, const Node& root, const std::string& file) {
-  if (!m.steps.empty()) root.fail("a second whole-model file (" + file + "); give one at a time");
-  const Node c = root.at("config");
-  GqaMoeShape& s = m.step_model;
+// The GQA MoE shape a whole-model or layer-op file's `config` gives (both files describe one model).
+void read_gqa_moe_shape(const Node& c, GqaMoeShape& s) {
   s.hidden = static_cast<std::int64_t>(c.at("hidden").positive());
-  s.layers = static_cast<int>(c.at("layers").positive());
   s.q_heads = static_cast<int>(c.at("q_heads").positive());
   s.kv_heads = static_cast<int>(c.at("kv_heads").positive());
   s.head_dim = static_cast<int>(c.at("head_dim").positive());
   s.experts = static_cast<int>(c.at("experts").positive());
   s.top_k = static_cast<int>(c.at("top_k").positive());
   s.expert_inter = static_cast<std::int64_t>(c.at("expert_inter").positive());
+}
+
+// model_step_<model>.json: whole-model steps, kept apart from the kernel points (they check the
+// composition; nothing is fitted on them).
+void add_model_steps(Measurements& m, const Node& root, const std::string& file) {
+  if (!m.steps.empty()) root.fail("a second whole-model file (" + file + "); give one at a time");
+  const Node c = root.at("config");
+  GqaMoeShape& s = m.step_model;
+  read_gqa_moe_shape(c, s);
+  s.layers = static_cast<int>(c.at("layers").positive());
   s.vocab = static_cast<std::int64_t>(c.at("vocab").positive());
   m.step_model_name = std::filesystem::path(file).stem().string();
   if (root.has("meta") && root.at("meta").has("l2_bytes"))
@@ -322,14 +327,7 @@ void add_model_steps(Measurements& m, const Node& root, const std::string& file)
 void add_layer_ops(Measurements& m, const Node& root, const std::string& file) {
   if (!m.layer_ops.ops.empty()) root.fail("a second layer-op file (" + file + "); give one at a time");
   const Node c = root.at("config");
-  GqaMoeShape& s = m.layer_ops.model;
-  s.hidden = static_cast<std::int64_t>(c.at("hidden").positive());
-  s.q_heads = static_cast<int>(c.at("q_heads").positive());
-  s.kv_heads = static_cast<int>(c.at("kv_heads").positive());
-  s.head_dim = static_cast<int>(c.at("head_dim").positive());
-  s.experts = static_cast<int>(c.at("experts").positive());
-  s.top_k = static_cast<int>(c.at("top_k").positive());
-  s.expert_inter = static_cast<std::int64_t>(c.at("expert_inter").positive());
+  read_gqa_moe_shape(c, m.layer_ops.model);
   for (const Node& o : root.at("ops").items()) {
     const double kernels = o.at("kernels").number();
     if (kernels < 0 || kernels != std::floor(kernels)) o.at("kernels").fail("is not a count");
