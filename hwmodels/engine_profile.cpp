@@ -83,6 +83,12 @@ EngineProfile engine_profile(EngineKind kind) {
       // (TensorRT-LLM PR #11983, before its change; L40S host). The overlap scheduler is on by default
       // (docs/source/torch/features/overlap_scheduler.md; py_executor.py _executor_loop_overlap).
       e.host_us_per_sequence = 13.8;
+      // CUDAGraphRunner.maybe_get_cuda_graph (tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py): under
+      // attention DP a graph only when every rank is generation-only with the same batch size, and only
+      // for a captured size. An eager launch from PyTorch costs 26.3 us of host time on the H200 host
+      // (shared/calibration/h200/platform.json, launch.eager_tiny_kernel_us; 1.16 us inside a graph).
+      e.eager_mixed_steps = true;
+      e.eager_launch_us = 26.3;
       break;
   }
   return e;
