@@ -42,7 +42,8 @@ struct EngineProfile {
   // (TensorRT-LLM; sim/serving/step/cuda_graph_step.h). false: every step as a graph (the others: not
   // modelled, docs/engines.md).
   bool eager_mixed_steps = false;
-  // Host time to launch one kernel eagerly from PyTorch, in microseconds (eager_mixed_steps only).
+  // Host time to launch one kernel eagerly from PyTorch, in microseconds (eager_mixed_steps only);
+  // deployment.eager_launch_us overrides it.
   double eager_launch_us = 0;
   // Largest message the engine's custom NVLink all-reduce takes (one-shot/two-shot, one node, up to 8
   // GPUs); above it, across nodes, or 0: NCCL. vLLM and SGLang CustomAllreduce max_size 8 MiB.

@@ -53,8 +53,8 @@ TEST_CASE("with captured sizes a batch beyond them, not padded to one, or unequa
 
 namespace {
 // 8 MoE layers, EP2 with two attention-DP groups, TensorRT-LLM without its sampler's host time.
-ScenarioSpec spec() {
-  Json j = Json::parse(R"({
+Json json() {
+  return Json::parse(R"({
     "model": {"num_layers": 8, "hidden": 2048, "vocab": 64, "attention": "gqa", "num_heads": 16,
               "num_kv_heads": 4, "head_dim": 128, "routed_experts": 4, "top_k": 4, "expert_inter": 1024},
     "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 8},
@@ -63,8 +63,8 @@ ScenarioSpec spec() {
     "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
                  "prompt_tokens": {"kind": "fixed", "tokens": 8}, "output_tokens": {"kind": "fixed", "tokens": 8}},
     "run": {"requests": 1}})");
-  return parse_scenario(j, "").spec;
 }
+ScenarioSpec spec() { return parse_scenario(json(), "").spec; }
 
 StepPlan plan(const ScenarioSpec& s, const std::vector<GroupBatch>& groups) {
   const RooflineCostModel gpu(s.cluster.gpu);
@@ -100,4 +100,13 @@ TEST_CASE("an eager step is the GPU step without launch cost and the launches wh
   // A decode-only step keeps its graph: no launch cost.
   const StepPlan graph = plan(s, {decode(16), decode(16)});
   CHECK(graph.part(StepPart::kHost) == Duration::zero());
+}
+
+TEST_CASE("a bad eager launch cost names its key") {
+  Json j = json();
+  CHECK(parse_scenario(j, "").spec.deployment.engine.eager_launch_us == 26.3);
+  j["deployment"]["eager_launch_us"] = -1;
+  CHECK_THROWS_WITH(parse_scenario(j, ""), Catch::StartsWith("deployment.eager_launch_us"));
+  j["deployment"]["eager_launch_us"] = 12.5;
+  CHECK(parse_scenario(j, "").spec.deployment.engine.eager_launch_us == 12.5);
 }
