@@ -76,8 +76,9 @@ EngineProfile engine_profile(EngineKind kind) {
       // TensorRT-LLM launches trtllm-gen for MLA generation on SM100 (attentionOp.h: mUseTllmGen), but its
       // rate as measured in SGLang's GB200 run leaves TensorRT-LLM's own published Blackwell steps 0.07-0.08
       // ms per sequence short, a cost not yet identified (VALIDATION_CLUSTER.md, "The FP8 MLA decode
-      // kernel"). Until it is, this profile keeps the decode fit, which those steps are within 15% of;
-      // `trtllm_gen` is the optimistic bound (deployment.decode_attention_kernel).
+      // kernel"; not its eager steps either, "Eager steps"). Until it is, this profile keeps the decode fit,
+      // which those steps are within 15% of; `trtllm_gen` is the optimistic bound
+      // (deployment.decode_attention_kernel).
       e.decode_attention = DecodeAttentionKernel::kFitted;
       // The PyTorch executor's TorchSampler: 13.8 ms of sampling host time per iteration at batch 1,000
       // (TensorRT-LLM PR #11983, before its change; L40S host). The overlap scheduler is on by default
