@@ -1,7 +1,6 @@
 // Which steps TensorRT-LLM launches eagerly (runs_eagerly; CUDAGraphRunner.maybe_get_cuda_graph), and an
 // eager step's cost in the planner (the launch pipeline of hwmodels/eager_launch.h).
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -76,9 +75,9 @@ StepPlan plan(const ScenarioSpec& s, const std::vector<GroupBatch>& groups) {
 }  // namespace
 
 // A context on one rank of two makes the step eager. With no launch cost the pipeline is the GPU's work
-// alone: the eager step equals the graph step (to the picoseconds each part loses when spread over its
-// kernels). With a launch cost far above every kernel's time the host paces the step: it lasts the launches
-// of all its kernels plus the last kernel, so (total - last) / launch is a whole number of kernels.
+// alone, never beyond the GPU parts (each part spread over its kernels loses at most picoseconds): no host
+// part. With a launch cost far above every kernel's time the host paces the step: it lasts the launches of
+// all its kernels plus the last kernel, so (total - last) / launch is the step's kernel count.
 TEST_CASE("an eager step is the GPU step without launch cost and the launches when the host paces it") {
   ScenarioSpec s = spec();
   const std::vector<GroupBatch> mixed{decode(16), with_context(16, 64)};
@@ -86,17 +85,20 @@ TEST_CASE("an eager step is the GPU step without launch cost and the launches wh
   const StepPlan free = plan(s, mixed);
   CHECK(free.eager);
   const Duration gpu = free.total - free.part(StepPart::kHost);
-  CHECK(free.part(StepPart::kHost) <= Duration::from_ps(1000));
+  CHECK(free.part(StepPart::kHost) == Duration::zero());
   CHECK_FALSE(plan(s, {decode(16), decode(16)}).eager);
 
   s.deployment.engine.eager_launch_us = 1000;  // 1 ms a launch, far above any kernel of this model
   const StepPlan paced = plan(s, mixed);
   CHECK(paced.eager);
   CHECK(paced.total - paced.part(StepPart::kHost) == gpu);  // the GPU parts do not change
+  // Kernels of a layer of this BF16 GQA model under trtllm (docs/engines.md's table): QKV and O GEMMs, the
+  // decode and the prefill attention cores, the router GEMM (5); residual add + RMSNorm fused twice, KV
+  // write, rotary, fused top-k, align, permute gather, unpermute gather-sum (8 small kernels; no FP8
+  // quantisation); dispatch, grouped up GEMM, activation, grouped down GEMM, combine (5): 18. Eight
+  // layers and the LM head: 145 launches, the last kernel (the LM head) after the 145th.
   const double kernels = (paced.total - paced.part(StepPart::kLmHead)).seconds() / 1e-3;
-  INFO("the step lasts " << kernels << " launches and the LM head");
-  CHECK(kernels == Approx(std::round(kernels)).margin(1e-6));
-  CHECK(kernels >= 8 * 10);  // at least ten kernels a layer
+  CHECK(kernels == Approx(145).margin(1e-6));
   // A decode-only step keeps its graph: no launch cost.
   const StepPlan graph = plan(s, {decode(16), decode(16)});
   CHECK(graph.part(StepPart::kHost) == Duration::zero());
