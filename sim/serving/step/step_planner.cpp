@@ -1093,7 +1093,8 @@ void StepPlanner::add_host_time() {
 // shared experts' up GEMM, activation and down GEMM and the router GEMM (MoE layers), the dense FFN's
 // three (dense layers), the small kernels' launches (layer_small_kernels at the largest group's tokens),
 // one dispatch and one combine, three for the routed experts (grouped up GEMM, activation, grouped down
-// GEMM). A speculative draft's kernels are not counted (its time is, in the parts).
+// GEMM). A speculative draft's kernels are not counted (its time is, in the parts), nor two-batch overlap's
+// second micro-batch's.
 void StepPlanner::issue_step_kernels(EagerPipeline& pipe) const {
   const ModelSpec& m = s_.model;
   std::int64_t tokens = 0;
