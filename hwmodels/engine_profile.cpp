@@ -76,13 +76,20 @@ EngineProfile engine_profile(EngineKind kind) {
       // TensorRT-LLM launches trtllm-gen for MLA generation on SM100 (attentionOp.h: mUseTllmGen), but its
       // rate as measured in SGLang's GB200 run leaves TensorRT-LLM's own published Blackwell steps 0.07-0.08
       // ms per sequence short, a cost not yet identified (VALIDATION_CLUSTER.md, "The FP8 MLA decode
-      // kernel"). Until it is, this profile keeps the decode fit, which those steps are within 15% of;
-      // `trtllm_gen` is the optimistic bound (deployment.decode_attention_kernel).
+      // kernel"; not its eager steps either, "Eager steps"). Until it is, this profile keeps the decode fit,
+      // which those steps are within 15% of; `trtllm_gen` is the optimistic bound
+      // (deployment.decode_attention_kernel).
       e.decode_attention = DecodeAttentionKernel::kFitted;
       // The PyTorch executor's TorchSampler: 13.8 ms of sampling host time per iteration at batch 1,000
       // (TensorRT-LLM PR #11983, before its change; L40S host). The overlap scheduler is on by default
       // (docs/source/torch/features/overlap_scheduler.md; py_executor.py _executor_loop_overlap).
       e.host_us_per_sequence = 13.8;
+      // CUDAGraphRunner.maybe_get_cuda_graph (tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py): under
+      // attention DP a graph only when every rank is generation-only with the same batch size, and only
+      // for a captured size. An eager launch from PyTorch costs 26.3 us of host time on the H200 host
+      // (shared/calibration/h200/platform.json, launch.eager_tiny_kernel_us; 1.16 us inside a graph).
+      e.eager_mixed_steps = true;
+      e.eager_launch_us = 26.3;
       break;
   }
   return e;

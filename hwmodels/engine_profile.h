@@ -37,6 +37,14 @@ struct EngineProfile {
   bool reduce_unpermute = false;    // unpermute is a gather-sum over top_k rows, not a zeroed scatter-add
   bool rotary = true;               // a rotary-embedding kernel (the measured PyTorch step has none)
   bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
+  // Only a step where every attention-DP rank is generation-only, with a batch the captured graphs cover,
+  // replays a graph; any other runs eagerly, its kernels issued one by one at `eager_launch_us` each
+  // (TensorRT-LLM; sim/serving/step/cuda_graph_step.h). false: every step as a graph (the others: not
+  // modelled, docs/engines.md).
+  bool eager_mixed_steps = false;
+  // Host time to launch one kernel eagerly from PyTorch, in microseconds (eager_mixed_steps only);
+  // deployment.eager_launch_us overrides it.
+  double eager_launch_us = 0;
   // Largest message the engine's custom NVLink all-reduce takes (one-shot/two-shot, one node, up to 8
   // GPUs); above it, across nodes, or 0: NCCL. vLLM and SGLang CustomAllreduce max_size 8 MiB.
   double custom_all_reduce_max_bytes = 0;

@@ -622,6 +622,7 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   }
   dep.engine.overlap_scheduler = d.boolean("overlap_scheduler", dep.engine.overlap_scheduler);
   dep.engine.host_us_per_sequence = d.non_negative("host_us_per_sequence", dep.engine.host_us_per_sequence);
+  dep.engine.eager_launch_us = d.non_negative("eager_launch_us", dep.engine.eager_launch_us);
   const std::string own_scheduler = *kind == EngineKind::kSglang   ? "sglang"
                                     : *kind == EngineKind::kTrtllm ? "trtllm"
                                                                    : "vllm";

@@ -6,8 +6,10 @@
 #include <tuple>
 
 #include "hwmodels/dense_gemm_family.h"
+#include "hwmodels/eager_launch.h"
 #include "sim/engine/check.h"
 #include "sim/serving/experts/expert_loop.h"
+#include "sim/serving/step/cuda_graph_step.h"
 #include "sim/serving/step/micro_batch_split.h"
 #include "sim/serving/step/routing_draw.h"
 #include "workloads/request_affinity.h"
@@ -453,7 +455,7 @@ double StepPlanner::comm_held_share(AllToAllMode mode) const {
   return kHeldSms / sms;
 }
 
-SmallKernelTimes StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
+LayerKernelShape StepPlanner::small_shape(bool moe) const {
   const ModelSpec& m = s_.model;
   LayerKernelShape shape = kernel_shape_;
   shape.moe = moe;
@@ -463,7 +465,11 @@ SmallKernelTimes StepPlanner::small_kernels(std::int64_t tokens, bool moe) const
   if (!moe) std::tie(shape.quant_elements, shape.quant_launches) = attention_quant();  // nothing dispatched
   shape.quant_elements += elements;
   shape.quant_launches += launches;
-  return layer_small_kernel_times(gpu_, shape, tokens, s_.deployment.engine);
+  return shape;
+}
+
+SmallKernelTimes StepPlanner::small_kernels(std::int64_t tokens, bool moe) const {
+  return layer_small_kernel_times(gpu_, small_shape(moe), tokens, s_.deployment.engine);
 }
 
 // Without a loop every GPU holds its slots of every layer at the routed experts' precision.
@@ -1053,14 +1059,92 @@ const StepPlan& StepPlanner::finish_plan() {
 // The engine's host work of the iteration (EngineProfile::host_us_per_sequence; exposed_host_s): each
 // attention group's executor handles its own sequences and the step waits for the busiest. A sequence is
 // one that produces a token this step (its sampled rows less the draft positions it verifies).
+// An eager step (runs_eagerly) is the launch pipeline's end instead of the GPU step; its host also issues
+// every kernel before the sampler's work of the iteration, on the same thread: under the overlap scheduler
+// the step lasts max(pipeline end, launches + sampler), without it pipeline end + sampler. What the step
+// lasts beyond its GPU work is host time, exposed.
 void StepPlanner::add_host_time() {
   const EngineProfile& e = s_.deployment.engine;
-  if (e.host_us_per_sequence == 0) return;
+  plan_.eager = s_.deployment.pipeline_stages == 1 &&
+                runs_eagerly(pending_.full, e, s_.deployment.cuda_graph_batch_sizes);
+  if (e.host_us_per_sequence == 0 && !plan_.eager) return;
   std::int64_t seqs = 0;
   for (const GroupBatch& b : pending_.full) seqs = std::max(seqs, b.sampled_seqs - b.decode_draft_tokens);
-  const double exposed = exposed_host_s(e, static_cast<double>(seqs), plan_.total.seconds());
-  plan_.parts[StepPart::kHost] = Duration::from_seconds(exposed);
+  if (!plan_.eager) {
+    const double exposed = exposed_host_s(e, static_cast<double>(seqs), plan_.total.seconds());
+    plan_.parts[StepPart::kHost] = Duration::from_seconds(exposed);
+    plan_.total = plan_.parts.sum();
+    return;
+  }
+  EagerPipeline pipe(Duration::from_us(e.eager_launch_us));
+  issue_step_kernels(pipe);
+  const Duration end = plan_.parts[StepPart::kRebalance] + pipe.gpu_end();
+  const Duration sampler = Duration::from_seconds(e.host_us_per_sequence * 1e-6 * static_cast<double>(seqs));
+  const Duration step = e.overlap_scheduler ? max(end, pipe.host_end() + sampler) : end + sampler;
+  plan_.parts[StepPart::kHost] = max(Duration::zero(), step - plan_.total);
   plan_.total = plan_.parts.sum();
+}
+
+// The step's kernels in issue order, layer by layer, at the granularity the plan has them: each part's
+// time spread evenly over the layers that run it (attention and small kernels over every layer, the dense
+// FFN over the dense layers, dispatch, experts and combine over the MoE layers) and over that part's
+// kernels in a layer; then the LM head. Counts (per layer): the attention projections, one attention core
+// for decode and one for prefill (and MLA prefill's key build), the two TP all-reduces when TP > 1, the
+// shared experts' up GEMM, activation and down GEMM and the router GEMM (MoE layers), the dense FFN's
+// three (dense layers), the small kernels' launches (layer_small_kernels at the largest group's tokens),
+// one dispatch and one combine, three for the routed experts (grouped up GEMM, activation, grouped down
+// GEMM). A speculative draft's kernels are not counted (its time is, in the parts), nor two-batch overlap's
+// second micro-batch's.
+void StepPlanner::issue_step_kernels(EagerPipeline& pipe) const {
+  const ModelSpec& m = s_.model;
+  std::int64_t tokens = 0;
+  bool decode = false;
+  bool prefill = false;
+  for (const GroupBatch& b : pending_.full) {
+    tokens = std::max(tokens, b.tokens());
+    decode = decode || b.decode_seqs > 0;
+    prefill = prefill || b.prefill_tokens > 0;
+  }
+  const ProjectionGemms projections = m.attention_projections();
+  const auto attention_kernels = static_cast<std::int64_t>(projections.list().size()) + int{decode} +
+                                 int{prefill} * (m.attention == AttentionKind::kMla ? 2 : 1) +
+                                 (tp_ > 1 ? 2 : 0);
+  const std::int64_t pre_moe_kernels = attention_kernels + (m.shared_experts > 0 ? 3 : 0) + 1;
+  const auto per_layer = [&](StepPart part, int layers) {
+    return layers > 0 ? plan_.parts[part] / layers : Duration::zero();
+  };
+  const Duration attention = per_layer(StepPart::kAttention, m.num_layers);
+  const Duration small = per_layer(StepPart::kLayerKernels, m.num_layers);
+  const Duration dense_ffn = per_layer(StepPart::kDenseFfn, m.num_dense_layers);
+  const Duration dispatch = per_layer(StepPart::kDispatch, m.moe_layers());
+  const Duration experts =
+      per_layer(StepPart::kExperts, m.moe_layers()) + per_layer(StepPart::kExpertStall, m.moe_layers());
+  const Duration combine = per_layer(StepPart::kCombine, m.moe_layers());
+  const std::array<std::int64_t, 2> small_kernels{small_launches(tokens, false),
+                                                  small_launches(tokens, true)};
+  for (int l = 0; l < m.num_layers; ++l) {
+    const bool moe = l >= m.num_dense_layers;
+    const std::int64_t n_attention = moe ? pre_moe_kernels : attention_kernels;
+    pipe.issue(n_attention, attention / n_attention);
+    const std::int64_t n_small = small_kernels[moe ? 1 : 0];
+    if (n_small > 0) pipe.issue(n_small, small / n_small);
+    if (!moe) {
+      pipe.issue(3, dense_ffn / 3);
+      continue;
+    }
+    if (dispatch > Duration::zero()) pipe.issue(1, dispatch);
+    pipe.issue(3, experts / 3);
+    if (combine > Duration::zero()) pipe.issue(1, combine);
+  }
+  if (plan_.parts[StepPart::kLmHead] > Duration::zero()) pipe.issue(1, plan_.parts[StepPart::kLmHead]);
+}
+
+std::int64_t StepPlanner::small_launches(std::int64_t tokens, bool moe) const {
+  SmallKernelList list{};
+  const std::size_t n = layer_small_kernels(small_shape(moe), tokens, s_.deployment.engine, list);
+  std::int64_t launches = 0;
+  for (std::size_t i = 0; i < n; ++i) launches += list[i].launches;
+  return launches;
 }
 
 // The MoE layers this step costs: every one, or run.moe_layer_sample of them by systematic sampling with a

@@ -61,6 +61,8 @@ struct StepPlan {
   // steps do not (StepPlanner::choose_layers), and expert_imbalance is then 0.
   bool expert_imbalance_measured = true;
   std::int64_t tokens = 0;
+  // The step ran without a CUDA graph (runs_eagerly): its kernel launches are in parts[kHost].
+  bool eager = false;
 };
 
 // One stage of the two-micro-batch schedule: the compute `work` of one micro-batch beside the
@@ -101,6 +103,7 @@ struct SignalledCombine {
 [[nodiscard]] SignalledCombine signalled_combine(Duration down, Duration combine, double held_share,
                                                  int experts);
 
+class EagerPipeline;      // an eagerly launched step (hwmodels/eager_launch.h)
 class ExpertLoop;         // experts in the loop (sim/serving/experts/expert_loop.h)
 struct ExpertLoopEvents;  // what the loop did at a step boundary (the same file)
 
@@ -218,6 +221,11 @@ class StepPlanner {
   [[nodiscard]] double sbo_combine_held_share() const;
   // The small kernels of one layer (norms, residual adds, KV write, top-k, sort, permute...) for `tokens`.
   [[nodiscard]] SmallKernelTimes small_kernels(std::int64_t tokens, bool moe) const;
+  [[nodiscard]] LayerKernelShape small_shape(bool moe) const;
+  // Their launches in one layer (an eager step issues each).
+  [[nodiscard]] std::int64_t small_launches(std::int64_t tokens, bool moe) const;
+  // An eager step's kernels, in order, into `pipe` (add_host_time).
+  void issue_step_kernels(EagerPipeline& pipe) const;
   void set_kernel_shape_quantisation();
   void split_micro_batches(std::span<const GroupBatch> groups, Duration dense_attention);
   // Per token: elements and launches of the FP8 quantisation of a layer's attention-projection inputs,
