@@ -53,9 +53,7 @@ struct StepResult {
 };
 
 std::vector<StepResult> compose_steps(const GpuProfile& profile, const Measurements& m) {
-  GpuSpec fallback;
-  fallback.name = profile.gpu;
-  const ProfileCostModel model(profile, fallback, profile.gpu);
+  const ProfileCostModel model = calibrated_model(profile);
   const EngineProfile engine = engine_profile(EngineKind::kPytorchGraph);
   std::vector<StepResult> out;
   for (const auto& s : m.steps) {

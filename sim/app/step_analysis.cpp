@@ -33,9 +33,7 @@ struct StepRow {
 };
 
 std::vector<StepRow> step_rows(const GpuProfile& profile, const Measurements& m) {
-  GpuSpec fallback;
-  fallback.name = profile.gpu;
-  const ProfileCostModel model(profile, fallback, profile.gpu);
+  const ProfileCostModel model = calibrated_model(profile);
   const EngineProfile engine = engine_profile(EngineKind::kPytorchGraph);
   std::vector<StepRow> out;
   for (const StepMeasurement& s : m.steps)
@@ -259,6 +257,12 @@ std::string compute_term(const std::vector<StepRow>& rows) {
 
 }  // namespace
 
+ProfileCostModel calibrated_model(const GpuProfile& profile) {
+  GpuSpec fallback;
+  fallback.name = profile.gpu;
+  return ProfileCostModel(profile, fallback, profile.gpu);
+}
+
 std::string step_residual_analysis(const GpuProfile& profile, const Measurements& m) {
   if (m.steps.empty() || m.graph_launch_s <= 0 || m.step_sms <= 0) return "";
   if (profile.find_fit(CostOp::kGroupedExperts, Precision::kBF16) == nullptr) return "";
@@ -351,9 +355,7 @@ std::string grouped_rows(const GpuCostModel& gpu, const Measurements& m) {
 
 std::string layer_ops_report(const GpuProfile& profile, const Measurements& m) {
   if (m.layer_ops.ops.empty()) return "";
-  GpuSpec fallback;
-  fallback.name = profile.gpu;
-  const ProfileCostModel model(profile, fallback, profile.gpu);
+  const ProfileCostModel model = calibrated_model(profile);
   SmallKernelList list{};
   const std::size_t n = layer_small_kernels(gqa_moe_layer_shape(m.layer_ops.model, m.step_l2_bytes), 1,
                                             engine_profile(EngineKind::kPytorchGraph), list);

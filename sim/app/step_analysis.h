@@ -10,6 +10,10 @@
 
 namespace moesim {
 
+// The calibrated profile's own cost model, with no catalog GPU behind it: what the whole-model steps and the
+// layer ops are composed with.
+[[nodiscard]] ProfileCostModel calibrated_model(const GpuProfile& profile);
+
 // The section "What the fitted constant stood for" (empty without a step file, a grouped fit or
 // platform.json's launch measurement).
 [[nodiscard]] std::string step_residual_analysis(const GpuProfile& profile, const Measurements& m);
