@@ -431,3 +431,35 @@ TEST_CASE("run --capacity under run.measure mlperf_server decides each rate by o
         Approx(l["tokens"].get<double>() / l["final_query_done_s"].get<double>()));
   CHECK(l["queries_completed"].get<std::int64_t>() == l["queries_issued"].get<std::int64_t>());
 }
+
+TEST_CASE("run --capacity --seeds under mlperf_server reports loadgen's figure and the capacity over the seeds") {
+  const Tmp t;
+  const fs::path f = t.dir / "toy.json";
+  Json j = toy(50);
+  j["run"] = {{"seed", 3}, {"duration_s", 30}, {"measure", "mlperf_server"}};
+  std::ofstream(f) << j.dump();
+  const auto r = moesim_test::run_moesim(
+      t, "run " + f.string() + " --capacity --seeds 3 -j 1 --out " + (t.dir / "o").string());
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  // Each seed's search is its own: the summary's range and mean are those of the three searches' results,
+  // recomputed here from replications.json (per GPU = loadgen's completed tokens/s over the run's GPUs).
+  const Json out = load_json_file((t.dir / "o" / "replications.json").string());
+  REQUIRE(out["replications"].size() == 3);
+  std::vector<double> rates, per_gpu;
+  for (const Json& rep : out["replications"]) {
+    rates.push_back(rep["capacity_req_s"].get<double>());
+    per_gpu.push_back(rep["report"]["loadgen"]["tokens_per_s"].get<double>() /
+                      rep["report"]["gpus"].get<double>());
+  }
+  const auto value_after = [&](const std::string& label) {
+    const std::size_t at = r.out.find(label);
+    REQUIRE(at != std::string::npos);
+    return std::stod(r.out.substr(at + label.size()));
+  };
+  CHECK(value_after("capacity_req_s range") ==
+        Approx(*std::min_element(rates.begin(), rates.end())).margin(5e-4));
+  const double mean = (per_gpu[0] + per_gpu[1] + per_gpu[2]) / 3;
+  CHECK(value_after("loadgen_tok_s_per_gpu") == Approx(mean).margin(0.05));
+  CHECK_THAT(r.out, Catch::Contains("over 3 seed(s)"));
+}
