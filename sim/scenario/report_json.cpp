@@ -15,6 +15,8 @@ Json step_shares(const Report& r) {
   j["comm_exposed"] = r.all_to_all_share();
   j["comm_sm_contention"] = r.comm_sm_contention_share;
   j["all_to_all"] = r.all_to_all_share();
+  j["first_gpu_wait_in_dispatch"] = r.first_gpu_dispatch_wait_share;
+  j["first_gpu_wait_in_combine"] = r.first_gpu_combine_wait_share;
   return j;
 }
 Json latency(const LatencyStats& l) {

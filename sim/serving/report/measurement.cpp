@@ -71,6 +71,8 @@ void WindowTotals::merge(const WindowTotals& o) {
   for (std::size_t i = 0; i < kStepParts; ++i) part_s.s[i] += o.part_s.s[i];
   comm_hidden_s += o.comm_hidden_s;
   comm_sm_contention_s += o.comm_sm_contention_s;
+  first_gpu_dispatch_wait_s += o.first_gpu_dispatch_wait_s;
+  first_gpu_combine_wait_s += o.first_gpu_combine_wait_s;
   batch_tokens += o.batch_tokens;
   gpu_imbalance += o.gpu_imbalance;
   expert_imbalance += o.expert_imbalance;

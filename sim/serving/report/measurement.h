@@ -44,6 +44,8 @@ struct WindowTotals {
   StepSeconds part_s;
   double comm_hidden_s = 0;
   double comm_sm_contention_s = 0;
+  double first_gpu_dispatch_wait_s = 0;  // StepPlan::first_gpu_dispatch_wait
+  double first_gpu_combine_wait_s = 0;
   double batch_tokens = 0;
   double gpu_imbalance = 0;  // weighted by each step's tokens
   // Expert load as distributions: each rank's routed pairs over the step's mean per rank (a sample per

@@ -354,6 +354,15 @@ std::string format_summary(const Report& r) {
       << " of the All-to-All hidden";
   }
   o << "\n";
+  // What a profiler on the first GPU shows: the collectives include its wait for the slowest group and rank.
+  const double dispatch_wait = r.first_gpu_dispatch_wait_share;
+  const double combine_wait = r.first_gpu_combine_wait_share;
+  if (dispatch_wait > 0 || combine_wait > 0) {
+    o << "  as GPU 0 sees it: dispatch " << pct(r.share(StepPart::kDispatch) + dispatch_wait) << ", combine "
+      << pct(r.share(StepPart::kCombine) + combine_wait)
+      << " (waiting for the slowest rank in them: " << pct(dispatch_wait) << ", " << pct(combine_wait)
+      << "), experts " << pct(r.share(StepPart::kExperts) - combine_wait) << "\n";
+  }
   o << "Expert load  max/mean per GPU " << fmt("%.2f", r.gpu_load_imbalance) << ", per expert "
     << fmt("%.2f", r.expert_load_imbalance) << "\n";
   if (r.rank_load_share.max > 0) {

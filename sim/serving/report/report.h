@@ -343,6 +343,12 @@ struct Report {
   double comm_hidden_share = 0;
   // Of the exposed All-to-All under two-batch overlap: compute slowed by the SMs communication held.
   double comm_sm_contention_share = 0;
+  // The step as a profiler on the first GPU shows it (StepPlan::first_gpu_dispatch_wait): of the critical
+  // path's attention side and experts, the shares that GPU waits for the slowest group and rank inside the
+  // dispatch and combine kernels. Its view: attention side less the first, dispatch plus it, experts less
+  // the second, combine plus it.
+  double first_gpu_dispatch_wait_share = 0;
+  double first_gpu_combine_wait_share = 0;
   // Exposed All-to-All: dispatch and combine time on the critical path.
   [[nodiscard]] double all_to_all_share() const {
     return share(StepPart::kDispatch) + share(StepPart::kCombine);

@@ -272,6 +272,8 @@ void ReportBuilder::fill_steps(Report& r, const WindowTotals& m) const {
   if (m.step_s > 0) {
     r.comm_hidden_share = m.comm_hidden_s / m.step_s;
     r.comm_sm_contention_share = m.comm_sm_contention_s / m.step_s;
+    r.first_gpu_dispatch_wait_share = m.first_gpu_dispatch_wait_s / m.step_s;
+    r.first_gpu_combine_wait_share = m.first_gpu_combine_wait_s / m.step_s;
     for (std::size_t p = 0; p < kStepParts; ++p) r.part_share[p] = m.part_s.s[p] / m.step_s;
   }
   const GpuSpec& gpu = s_.cluster.gpu;

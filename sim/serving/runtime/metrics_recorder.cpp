@@ -68,6 +68,8 @@ void MetricsRecorder::add_step(WindowTotals& w, const StepRecord& rec) const {
   w.part_s.add(plan.parts);
   w.comm_hidden_s += plan.comm_hidden.seconds();
   w.comm_sm_contention_s += plan.comm_sm_contention.seconds();
+  w.first_gpu_dispatch_wait_s += plan.first_gpu_dispatch_wait.seconds();
+  w.first_gpu_combine_wait_s += plan.first_gpu_combine_wait.seconds();
   w.batch_tokens += static_cast<double>(plan.tokens);
   w.gpu_imbalance += plan.gpu_imbalance * static_cast<double>(plan.tokens);
   if (plan.expert_imbalance_measured) {

@@ -866,6 +866,11 @@ Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time reque
     const LayerComm c = layer_comm(layer, gpu_tokens_, slots);
     if (tiers) stall = loop_->layer_stall(request + c.dispatch, experts_max, *cost_);
     plan_.parts[StepPart::kExperts] += experts_max;
+    // The first GPU (attention group 0, expert-parallel rank 0) idles in the collectives for the slowest.
+    if (ranks_ > 1) {
+      plan_.first_gpu_dispatch_wait += p.pre_moe_max + p.small_max - pre_moe_[0] - small_moe_[0];
+      plan_.first_gpu_combine_wait += experts_max - cost_->time(0);
+    }
     time = p.pre_moe_max + p.small_max;
     if (s_.deployment.single_batch_overlap && ranks_ > 1) {
       time += single_batch_overlap(c, p, experts_max);
@@ -1181,6 +1186,8 @@ void StepPlanner::weight_sampled_layers() {
     plan_.parts[p] = plan_.parts[p].scaled(w);
   plan_.comm_hidden = plan_.comm_hidden.scaled(w);
   plan_.comm_sm_contention = plan_.comm_sm_contention.scaled(w);
+  plan_.first_gpu_dispatch_wait = plan_.first_gpu_dispatch_wait.scaled(w);
+  plan_.first_gpu_combine_wait = plan_.first_gpu_combine_wait.scaled(w);
   plan_.dispatch_nvlink_bytes *= w;
   plan_.dispatch_nic_bytes *= w;
   for (std::vector<double>* v : {&rank_bytes_, &rank_pairs_})
@@ -1214,6 +1221,8 @@ void StepPlanner::add_draft_work() {
                            StepPart::kExperts, StepPart::kDispatch, StepPart::kCombine}) {
     plan_.parts[p] += plan_.parts[p].scaled(layer_share);
   }
+  plan_.first_gpu_dispatch_wait += plan_.first_gpu_dispatch_wait.scaled(layer_share);
+  plan_.first_gpu_combine_wait += plan_.first_gpu_combine_wait.scaled(layer_share);
   plan_.parts[StepPart::kLmHead] += plan_.parts[StepPart::kLmHead].scaled(head_share);
   for (std::size_t g = 0; g < busy_s_.size(); ++g) {
     busy_s_[g] *= 1.0 + layer_share;
@@ -1259,6 +1268,8 @@ void StepPlanner::finish_pipeline(std::span<const GroupBatch> full) {
   }
   plan_.comm_hidden = plan_.comm_hidden.scaled(work);
   plan_.comm_sm_contention = plan_.comm_sm_contention.scaled(work);
+  plan_.first_gpu_dispatch_wait = plan_.first_gpu_dispatch_wait.scaled(work);
+  plan_.first_gpu_combine_wait = plan_.first_gpu_combine_wait.scaled(work);
   plan_.parts[StepPart::kPipelineSend] = send * (stages - 1);
   const Duration parts = plan_.parts.sum();
   // The bubble is what the schedule adds to the stages' average work; it cannot be negative because

@@ -41,6 +41,17 @@ struct StepPlan {
   // Of the exposed dispatch and combine under two-batch overlap: the time the other micro-batch's
   // compute lost to the SMs the communication kernels held (beyond max(compute, communication)).
   Duration comm_sm_contention;
+  // The step as a profiler on the replica's first GPU shows it (NVIDIA's profile traces of SGLang are its
+  // rank 0's). The parts are the critical path: a layer waits for its slowest attention group before the
+  // dispatch and for its slowest expert-parallel rank before the combine completes. On another GPU that wait
+  // is idle time inside the All-to-All kernels: DeepEP's low-latency receive phase waits for every
+  // sender's tokens before it unpacks or reduces them (deepseek-ai/DeepEP csrc/kernels/internode_ll.cu;
+  // SGLang launches send and receive as two kernels per collective, both in NVIDIA's trace), so a profiler
+  // counts it as dispatch and combine. Of parts[kAttention] + parts[kLayerKernels] (dispatch) and of
+  // parts[kExperts] (combine), the first GPU's wait; it moves time between parts, never adds to the total.
+  // Zero under two-batch overlap (not costed there) and for one expert-parallel rank.
+  Duration first_gpu_dispatch_wait;
+  Duration first_gpu_combine_wait;
   [[nodiscard]] Duration part(StepPart p) const { return parts[p]; }
   double rebalance_bytes = 0;
   int rebalances = 0;
