@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "sim/engine/time.h"
-
 #include "sim/serving/runtime/kv_cache_manager.h"
 #include "sim/serving/runtime/request.h"
 

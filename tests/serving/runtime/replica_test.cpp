@@ -259,7 +259,8 @@ TEST_CASE("a replica owns its expert loop, which publishes a new placement versi
   CHECK(slots(b.replica->planner().placement()) == slots(loop->placement()));
 }
 
-TEST_CASE("under TensorRT-LLM's overlap scheduler a request queued while a step runs joins the step after next") {
+TEST_CASE(
+    "under TensorRT-LLM's overlap scheduler a request queued while a step runs joins the step after next") {
   // _executor_loop_overlap formed step 3's batch when step 2 began, before B was queued: B's context runs
   // in step 4 (index 3), which starts when step 3 ends; its first token comes at the end of that step.
   const TwoArrivals on = a_then_b(true, 10);
@@ -303,7 +304,7 @@ TEST_CASE("only TensorRT-LLM's profile schedules a step ahead, and only with its
   CHECK(fetches_at_step_start(e));
   e.overlap_scheduler = false;
   CHECK_FALSE(fetches_at_step_start(e));
-  for (const EngineKind k : {EngineKind::kVllm, EngineKind::kSglang, EngineKind::kPytorchGraph,
-                             EngineKind::kPytorchLoop})
+  for (const EngineKind k :
+       {EngineKind::kVllm, EngineKind::kSglang, EngineKind::kPytorchGraph, EngineKind::kPytorchLoop})
     CHECK_FALSE(fetches_at_step_start(engine_profile(k)));
 }
