@@ -84,6 +84,11 @@ EngineProfile engine_profile(EngineKind kind) {
       // (TensorRT-LLM PR #11983, before its change; L40S host). The overlap scheduler is on by default
       // (docs/source/torch/features/overlap_scheduler.md; py_executor.py _executor_loop_overlap).
       e.host_us_per_sequence = 13.8;
+      // _executor_loop_overlap (py_executor.py): each iteration fetches new requests, schedules step n + 1
+      // and launches it, and only then waits for step n's sampled tokens (_update_requests, responses), so
+      // step n + 1's batch holds what was queued before step n began; the docs' trade-off ("one extra
+      // decoding step", docs/source/features/overlap-scheduler.md) is the other face of it.
+      e.schedules_ahead = true;
       // CUDAGraphRunner.maybe_get_cuda_graph (tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py): under
       // attention DP a graph only when every rank is generation-only with the same batch size, and only
       // for a captured size. An eager launch from PyTorch costs 26.3 us of host time on the H200 host

@@ -55,7 +55,19 @@ struct EngineProfile {
   // the GPU step is exposed.
   double host_us_per_sequence = 0;
   bool overlap_scheduler = true;
+  // Whether, under `overlap_scheduler`, the executor forms step n + 1's batch while step n runs, from the
+  // requests it fetched when step n began (TensorRT-LLM's PyExecutor._executor_loop_overlap: fetch,
+  // schedule and launch step n + 1, then wait for step n's tokens): a request queued after step n began
+  // joins step n + 2 at the earliest, one step later than under a loop that forms the batch after step n
+  // (see fetches_at_step_start). false: not modelled (vLLM; SGLang's overlap loop not checked).
+  bool schedules_ahead = false;
 };
+
+// Whether `e`'s executor forms each batch from the requests fetched when the previous step began: its
+// overlap scheduler is on and it schedules ahead (the replica then holds back what was queued later).
+[[nodiscard]] inline bool fetches_at_step_start(const EngineProfile& e) {
+  return e.overlap_scheduler && e.schedules_ahead;
+}
 
 // The host time an engine adds to a step whose GPU work takes `gpu_s` seconds, for `sequences` sequences
 // that produce a token on the busiest rank (each attention-DP rank runs its own executor): host =

@@ -5,6 +5,7 @@
 #include <deque>
 #include <vector>
 
+#include "sim/engine/time.h"
 #include "sim/serving/runtime/kv_cache_manager.h"
 #include "sim/serving/runtime/request.h"
 
@@ -20,6 +21,14 @@ struct AttentionGroup {
   // SGLang's estimate of the share of its maximum output a running request will still generate
   // (Scheduler.new_token_ratio; negative until the SGLang policy first forms a step here).
   double new_token_ratio = -1.0;
+  // When each of the newest `waiting` requests was queued, for those the executor has not fetched yet: an
+  // executor that forms step n + 1's batch while step n runs (TensorRT-LLM's overlap scheduler) fetched
+  // its requests when step n began, so what was queued after that waits a step more. Policies admit only
+  // the fetched front of `waiting` (has_fetched_waiting); the replica keeps this list. Empty otherwise.
+  std::deque<Time> unfetched_since;
+
+  // Whether the executor has fetched a waiting request it may admit (the front of `waiting`).
+  [[nodiscard]] bool has_fetched_waiting() const { return waiting.size() > unfetched_since.size(); }
 
   // vLLM's recompute preemption: drop the KV cache, keep the generated tokens, requeue at the front.
   // The caller has removed `victim` from `running`.

@@ -177,7 +177,7 @@ FormedBatch VllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, Tim
   const AdmitReserve reserve{
       .whole_prompt = true,
       .keep_free = static_cast<std::int64_t>(kWatermark * static_cast<double>(g.kv.total_blocks()))};
-  while (!preempted && !g.waiting.empty() && budget > 0 &&
+  while (!preempted && g.has_fetched_waiting() && budget > 0 &&
          static_cast<int>(g.running.size()) < d_.max_batch_size) {
     // Prefix caching: the cached leading blocks are not recomputed (0 hit tokens without it).
     const WaitingFront f = waiting_front(g, requests);

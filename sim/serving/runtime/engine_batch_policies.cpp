@@ -40,7 +40,7 @@ FormedBatch SglangBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     budget -= tokens;
     rem_total -= static_cast<double>(tokens);
   }
-  while (!g.waiting.empty() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
+  while (g.has_fetched_waiting() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
     const WaitingFront f = waiting_front(g, requests);
     Request& r = *f.r;
     const std::int64_t new_tokens = std::min(r.output - r.generated, kClipMaxNewTokens);
@@ -137,7 +137,7 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     budget -= tokens;
   }
   // GUARANTEED_NO_EVICT admission: the new request's whole prompt and output beside every reservation.
-  while (!g.waiting.empty() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
+  while (g.has_fetched_waiting() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
     const WaitingFront f = waiting_front(g, requests);
     Request& r = *f.r;
     const std::int64_t hit_blocks = f.hit / bt;

@@ -35,6 +35,9 @@ void Replica::enqueue(int group, RequestIdx idx, bool front) {
     waiting.push_front(idx);
   } else {
     waiting.push_back(idx);
+    // Queued while a step runs, under an executor that has already formed the next batch: fetched for
+    // the one after it (fetch_queued_before).
+    if (busy_ && fetches_at_step_start(ctx_.s.deployment.engine)) g.unfetched_since.push_back(ctx_.sim.now());
   }
   ctx_.host.on_loads_changed(index_);
   wake();
@@ -95,6 +98,7 @@ void Replica::evict_now(Time now) {
     out.insert(out.end(), group.waiting.begin(), group.waiting.end());
     group.running.clear();
     group.waiting.clear();
+    group.unfetched_since.clear();
     group.waiting_tokens = 0;
     for (const RequestIdx idx : out) {
       Request& r = ctx_.requests[idx];
@@ -112,10 +116,29 @@ void Replica::wake() {
   ctx_.sim.schedule_in(Duration::zero(), Phase::kDecide, [this] { on_decide(); });
 }
 
+// An executor with nothing it may run does not wait for a step to fetch: it takes every queued request
+// at once (TensorRT-LLM's loop blocks in its fetch while it has no active request).
+void Replica::fetch_all_if_idle() {
+  const bool runnable = std::any_of(groups_.begin(), groups_.end(), [](const AttentionGroup& g) {
+    return !g.running.empty() || g.has_fetched_waiting();
+  });
+  if (runnable) return;
+  for (AttentionGroup& g : groups_) g.unfetched_since.clear();
+}
+
+// At the end of a step that began at `start`: the requests queued up to `start` were fetched for the
+// batch formed next (the executor fetched them while it formed that batch, as the step began).
+void Replica::fetch_queued_before(Time start) {
+  for (AttentionGroup& g : groups_) {
+    while (!g.unfetched_since.empty() && g.unfetched_since.front() <= start) g.unfetched_since.pop_front();
+  }
+}
+
 void Replica::on_decide() {
   decide_pending_ = false;
   if (busy_ || halted_) return;
   const Time now = ctx_.sim.now();
+  fetch_all_if_idle();
   scheduled_.clear();
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const FormedBatch f = ctx_.policy.form(groups_[g], ctx_.requests, now, scheduled_);
@@ -300,6 +323,7 @@ void Replica::on_step_done() {
     }
   }
   scheduled_.clear();
+  fetch_queued_before(step_start_);
   for (const RequestIdx idx : handoff_) ctx_.host.on_prefilled(idx, now);
   handoff_.clear();
   if (migrate_ > 0) migrate_out(now);

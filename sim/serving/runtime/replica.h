@@ -129,6 +129,10 @@ class Replica {
   void migrate_out(Time now);
   void evict_now(Time now);
   void attach_prefill_chunks();
+  // Under an executor that schedules a step ahead (fetches_at_step_start): which queued requests its
+  // next batch may admit (AttentionGroup::unfetched_since).
+  void fetch_all_if_idle();
+  void fetch_queued_before(Time start);
 
   int index_;
   ReplicaContext ctx_;

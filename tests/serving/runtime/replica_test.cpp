@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "hwmodels/engine_profile.h"
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/scenario/scenario_parser.h"
@@ -55,12 +56,18 @@ ScenarioSpec eplb_pair(int every_steps) {
 struct Steps final : SimulationObserver {
   std::vector<double> start_s, length_s;
   std::vector<int> rebalances;
+  std::vector<std::int64_t> prefill_tokens;
+  std::vector<double> ttft_s;  // by request id
   void on_step(const StepRecord& s) override {
     start_s.push_back(s.start_s);
     length_s.push_back(s.plan->total.seconds());
     rebalances.push_back(s.plan->rebalances);
+    prefill_tokens.push_back(s.prefill_tokens);
   }
-  void on_request(const RequestRecord&) override {}
+  void on_request(const RequestRecord& r) override {
+    if (ttft_s.size() <= static_cast<std::size_t>(r.id)) ttft_s.resize(static_cast<std::size_t>(r.id) + 1);
+    ttft_s[static_cast<std::size_t>(r.id)] = r.ttft_s;
+  }
 };
 
 // What the replica tells the cluster: the requests that finished, their tokens and when.
@@ -125,6 +132,43 @@ struct Bench {
   Host host;
   std::unique_ptr<Replica> replica;
 };
+
+// one_gpu under TensorRT-LLM's profile, its overlap scheduler on or off (deployment.overlap_scheduler).
+ScenarioSpec trtllm_one_gpu(bool overlap) {
+  Json j = Json::parse(R"({
+    "name": "tiny-replica-trtllm",
+    "precision": {"weights": "bf16", "kv_cache": "bf16"},
+    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 1},
+    "deployment": {"engine": "trtllm", "ep_size": 1, "max_batch_size": 8, "max_batched_tokens": 256},
+    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
+                 "prompt_tokens": {"kind": "fixed", "tokens": 16},
+                 "output_tokens": {"kind": "fixed", "tokens": 4}},
+    "run": {"seed": 1, "requests": 1}
+  })");
+  j["model"] = moesim_test::toy_moe(4, 4);
+  j["deployment"]["overlap_scheduler"] = overlap;
+  return parse_scenario(j, "").spec;
+}
+
+// Request A (a 16-token prompt, `a_output` tokens) queued at 0, then B (16 and 4) queued halfway through
+// A's second step (its first decode step): the steps and both requests' TTFT.
+struct TwoArrivals {
+  Steps steps;
+  double b_queued_s = 0;
+};
+TwoArrivals a_then_b(bool overlap, std::int64_t a_output) {
+  Bench probe(trtllm_one_gpu(overlap));
+  probe.admit(16, a_output);
+  probe.sim.run();
+  REQUIRE(probe.steps.start_s.size() >= 2);
+  const double mid_s = probe.steps.start_s[1] + probe.steps.length_s[1] / 2;
+  Bench b(trtllm_one_gpu(overlap));
+  b.admit(16, a_output);
+  b.sim.run_until(Time::at(Duration::from_seconds(mid_s)));
+  b.admit(16, 4);
+  b.sim.run();
+  return {.steps = b.steps, .b_queued_s = mid_s};
+}
 
 double sum(const std::vector<double>& v) {
   double s = 0;
@@ -213,4 +257,54 @@ TEST_CASE("a replica owns its expert loop, which publishes a new placement versi
   };
   CHECK(slots(loop->placement()) != slots(b.models.make_expert_loop(b.s)->placement()));
   CHECK(slots(b.replica->planner().placement()) == slots(loop->placement()));
+}
+
+TEST_CASE(
+    "under TensorRT-LLM's overlap scheduler a request queued while a step runs joins the step after next") {
+  // _executor_loop_overlap formed step 3's batch when step 2 began, before B was queued: B's context runs
+  // in step 4 (index 3), which starts when step 3 ends; its first token comes at the end of that step.
+  const TwoArrivals on = a_then_b(true, 10);
+  const Steps& s = on.steps;
+  REQUIRE(s.prefill_tokens.size() >= 4);
+  CHECK(s.prefill_tokens[0] == 16);  // A, queued to an idle replica: at once
+  CHECK(s.start_s[0] == 0);
+  CHECK(s.prefill_tokens[1] == 0);
+  CHECK(s.prefill_tokens[2] == 0);  // formed before B was queued
+  CHECK(s.prefill_tokens[3] == 16);
+  for (std::size_t i = 1; i < s.start_s.size(); ++i)
+    CHECK(s.start_s[i] == Approx(s.start_s[i - 1] + s.length_s[i - 1]).epsilon(1e-12));
+  REQUIRE(s.ttft_s.size() == 2);
+  CHECK(s.ttft_s[1] == Approx(s.start_s[3] + s.length_s[3] - on.b_queued_s).epsilon(1e-9));
+  // A's TTFT is its context step alone.
+  CHECK(s.ttft_s[0] == Approx(s.length_s[0]).epsilon(1e-9));
+
+  // Without it (disable_overlap_scheduler) the loop forms step 3 after step 2's results: B runs in step 3.
+  const TwoArrivals off = a_then_b(false, 10);
+  REQUIRE(off.steps.prefill_tokens.size() >= 3);
+  CHECK(off.steps.prefill_tokens[2] == 16);
+  REQUIRE(off.steps.ttft_s.size() == 2);
+  CHECK(off.steps.ttft_s[1] ==
+        Approx(off.steps.start_s[2] + off.steps.length_s[2] - off.b_queued_s).epsilon(1e-9));
+}
+
+TEST_CASE("an executor left with nothing to run fetches what was queued during its last step at once") {
+  // A (2 tokens) ends in step 2, during which B is queued: with nothing else to run the executor takes B
+  // into step 3 at once, as without the overlap scheduler.
+  for (const bool overlap : {true, false}) {
+    const TwoArrivals t = a_then_b(overlap, 2);
+    REQUIRE(t.steps.prefill_tokens.size() == 2 + 4);  // A's 2 steps, B's context and 3 decode steps
+    CHECK(t.steps.prefill_tokens[2] == 16);
+    CHECK(t.steps.start_s[2] == Approx(t.steps.start_s[1] + t.steps.length_s[1]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("only TensorRT-LLM's profile schedules a step ahead, and only with its overlap scheduler") {
+  EngineProfile e = engine_profile(EngineKind::kTrtllm);
+  CHECK(e.schedules_ahead);
+  CHECK(fetches_at_step_start(e));
+  e.overlap_scheduler = false;
+  CHECK_FALSE(fetches_at_step_start(e));
+  for (const EngineKind k :
+       {EngineKind::kVllm, EngineKind::kSglang, EngineKind::kPytorchGraph, EngineKind::kPytorchLoop})
+    CHECK_FALSE(fetches_at_step_start(engine_profile(k)));
 }
