@@ -90,11 +90,12 @@ void add_measure_options(CLI::App& cmd, MeasureOptions& o) {
                  "Replications: run seeds seed..seed+N-1 and report the mean and 95% interval of each metric "
                  "(default: the scenario's run.seeds, else 1)")
       ->check(CLI::Range(1, kMaxSeeds));
-  cmd.add_flag("--capacity", o.capacity,
-               "Find the highest arrival rate (workload.arrival.rate_per_s, Poisson or gamma) that meets the "
-               "SLA, by bracketing and bisection; report the metrics at that rate (under run.measure "
-               "mlperf_server: each rate is one run judged by loadgen's verdict, report.json loadgen; with --seeds N "
-               "one search per seed, and the capacity and loadgen's tokens/s per GPU over the seeds)");
+  cmd.add_flag(
+      "--capacity", o.capacity,
+      "Find the highest arrival rate (workload.arrival.rate_per_s, Poisson or gamma) that meets the "
+      "SLA, by bracketing and bisection; report the metrics at that rate (under run.measure "
+      "mlperf_server: each rate is one run judged by loadgen's verdict, report.json loadgen; with --seeds N "
+      "one search per seed, and the capacity and loadgen's tokens/s per GPU over the seeds)");
   cmd.add_option(
          "--capacity-tol", o.capacity_tol,
          "Capacity search: stop when the bracket is narrower than this share of the rate (default 0.02)")

@@ -433,7 +433,8 @@ TEST_CASE("run --capacity under run.measure mlperf_server decides each rate by o
   CHECK(l["queries_completed"].get<std::int64_t>() == l["queries_issued"].get<std::int64_t>());
 }
 
-TEST_CASE("run --capacity --seeds under mlperf_server reports loadgen's figure and the capacity over the seeds") {
+TEST_CASE(
+    "run --capacity --seeds under mlperf_server reports loadgen's figure and the capacity over the seeds") {
   const Tmp t;
   const fs::path f = t.dir / "toy.json";
   Json j = toy(50);
