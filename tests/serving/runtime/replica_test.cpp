@@ -26,7 +26,7 @@ namespace {
 
 // The toy MoE (toy_moe.h) with four experts, top-4 (routing draws nothing), on one H100, one attention group,
 // chunks of `budget` tokens.
-ScenarioSpec one_gpu(std::int64_t budget) {
+ScenarioSpec one_gpu_with(std::int64_t budget, const Json& deployment_keys) {
   Json j = Json::parse(R"({
     "name": "tiny-replica",
     "precision": {"weights": "bf16", "kv_cache": "bf16"},
@@ -39,8 +39,11 @@ ScenarioSpec one_gpu(std::int64_t budget) {
   })");
   j["model"] = moesim_test::toy_moe(4, 4);
   j["deployment"]["max_batched_tokens"] = budget;
+  j["deployment"].update(deployment_keys);
   return parse_scenario(j, "").spec;
 }
+
+ScenarioSpec one_gpu(std::int64_t budget) { return one_gpu_with(budget, Json::object()); }
 
 // The toy MoE (toy_moe.h) with eight experts, top-2, over two GPUs (EP2, one attention group each), under
 // EPLB with one redundant slot per GPU, rebalanced every `every_steps` steps.
@@ -135,19 +138,7 @@ struct Bench {
 
 // one_gpu under TensorRT-LLM's profile, its overlap scheduler on or off (deployment.overlap_scheduler).
 ScenarioSpec trtllm_one_gpu(bool overlap) {
-  Json j = Json::parse(R"({
-    "name": "tiny-replica-trtllm",
-    "precision": {"weights": "bf16", "kv_cache": "bf16"},
-    "cluster": {"gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 1},
-    "deployment": {"engine": "trtllm", "ep_size": 1, "max_batch_size": 8, "max_batched_tokens": 256},
-    "workload": {"arrival": {"kind": "poisson", "rate_per_s": 1},
-                 "prompt_tokens": {"kind": "fixed", "tokens": 16},
-                 "output_tokens": {"kind": "fixed", "tokens": 4}},
-    "run": {"seed": 1, "requests": 1}
-  })");
-  j["model"] = moesim_test::toy_moe(4, 4);
-  j["deployment"]["overlap_scheduler"] = overlap;
-  return parse_scenario(j, "").spec;
+  return one_gpu_with(256, {{"engine", "trtllm"}, {"overlap_scheduler", overlap}});
 }
 
 // Request A (a 16-token prompt, `a_output` tokens) queued at 0, then B (16 and 4) queued halfway through
