@@ -1,7 +1,8 @@
 #include "sim/serving/step/expert_cost.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -29,12 +30,23 @@ ExpertCost::ExpertCost(const GpuCostModel& gpu, const ExpertCostShape& shape, in
   memo_ = std::make_shared<GroupedMemo>(static_cast<std::size_t>(max_experts_per_rank) + 1, slots_);
 }
 
+namespace {
+
+// Zeroed pages from the kernel, committed on first touch.
+std::uint64_t* map_zeroed(std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return static_cast<std::uint64_t*>(p);
+}
+
+}  // namespace
+
+void ExpertCost::GroupedMemo::Unmap::operator()(std::uint64_t* p) const { ::munmap(p, bytes); }
+
 ExpertCost::GroupedMemo::GroupedMemo(std::size_t rows_per_precision, std::size_t precisions)
     : rows(rows_per_precision),
       size(rows_per_precision * precisions * kRow),
-      words(static_cast<std::uint64_t*>(std::calloc(size, sizeof(std::uint64_t))), &std::free) {
-  if (!words) throw std::bad_alloc();
-}
+      words(map_zeroed(size * sizeof(std::uint64_t)), Unmap{size * sizeof(std::uint64_t)}) {}
 
 void ExpertCost::share_memo(std::shared_ptr<GroupedMemo> memo) {
   MOESIM_CHECK(memo->rows == memo_->rows && memo->size == memo_->size,
