@@ -326,6 +326,7 @@ Json report_to_json(const Report& r, const Json& scenario_echo) {
       {"scenario", scenario_echo},
   };
   if (r.moe_layer_sample > 0) out["step"]["moe_layers_costed"] = r.moe_layer_sample;
+  if (r.padded_rows_per_step >= 0) out["step"]["padded_rows_per_step"] = r.padded_rows_per_step;
   if (r.experts.enabled) out["experts"] = experts_json(r.experts);
   if (r.speculative.enabled) {
     const SpeculativeReport& x = r.speculative;

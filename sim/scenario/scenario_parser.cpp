@@ -491,6 +491,21 @@ AdpBalanceSpec parse_adp_balance(JsonReader& d, const DeploymentSpec& dep) {
   return b;
 }
 
+// deployment.moe_dp_padding: TensorRT-LLM's padding of every attention-DP rank's MoE input to the largest
+// rank's tokens, so it needs attention DP; the two-batch overlap schedule splits the batch by its own rule
+// and is not modelled with it.
+bool parse_moe_dp_padding(JsonReader& d, const DeploymentSpec& dep) {
+  const bool on = d.boolean("moe_dp_padding", false);
+  if (!on) return false;
+  if (dep.attention_dp < 2) d.fail("moe_dp_padding", "pads the MoE input across attention.dp ranks: dp is 1");
+  if (dep.two_batch_overlap) {
+    d.fail("moe_dp_padding",
+           "is not modelled with deployment.two_batch_overlap (TensorRT-LLM pads the whole "
+           "batch, not each micro-batch)");
+  }
+  return true;
+}
+
 // deployment.cuda_graph_batch_sizes: TensorRT-LLM's captured graph batch sizes with padding on, for the
 // trtllm scheduler (absent or []: no padding). Ascending positive sequence counts.
 std::vector<int> parse_cuda_graph_batch_sizes(JsonReader& d, const DeploymentSpec& dep) {
@@ -675,6 +690,7 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   }
   dep.kv_migration = parse_kv_migration(d);
   dep.adp_balance = parse_adp_balance(d, dep);
+  dep.moe_dp_padding = parse_moe_dp_padding(d, dep);
   dep.cuda_graph_batch_sizes = parse_cuda_graph_batch_sizes(d, dep);
   return dep;
 }

@@ -74,6 +74,7 @@ void WindowTotals::merge(const WindowTotals& o) {
   first_gpu_dispatch_wait_s += o.first_gpu_dispatch_wait_s;
   first_gpu_combine_wait_s += o.first_gpu_combine_wait_s;
   batch_tokens += o.batch_tokens;
+  padded_rows += o.padded_rows;
   gpu_imbalance += o.gpu_imbalance;
   expert_imbalance += o.expert_imbalance;
   expert_imbalance_tokens += o.expert_imbalance_tokens;

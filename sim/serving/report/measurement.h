@@ -47,6 +47,7 @@ struct WindowTotals {
   double first_gpu_dispatch_wait_s = 0;  // StepPlan::first_gpu_dispatch_wait
   double first_gpu_combine_wait_s = 0;
   double batch_tokens = 0;
+  double padded_rows = 0;    // StepPlan::padded_rows (deployment.moe_dp_padding)
   double gpu_imbalance = 0;  // weighted by each step's tokens
   // Expert load as distributions: each rank's routed pairs over the step's mean per rank (a sample per
   // rank and step), and each MoE layer's largest rank over the mean (a sample per layer and step).

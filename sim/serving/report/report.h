@@ -334,6 +334,8 @@ struct Report {
   std::int64_t steps = 0;
   double mean_step_s = 0;
   double mean_batch_tokens = 0;
+  // deployment.moe_dp_padding: rows each MoE layer runs beyond the step's tokens, per step (-1: off).
+  double padded_rows_per_step = -1;
   int moe_layers = 0;        // the model's MoE layers
   int moe_layer_sample = 0;  // of them costed a step (run.moe_layer_sample; 0: all)
   // Share of step time by part (step_breakdown.h; the shares add up to 1). Communication hidden by

@@ -258,6 +258,7 @@ void ReportBuilder::fill_steps(Report& r, const WindowTotals& m) const {
     const double n = static_cast<double>(m.steps);
     r.mean_step_s = m.step_s / n;
     r.mean_batch_tokens = m.batch_tokens / n;
+    if (s_.deployment.moe_dp_padding) r.padded_rows_per_step = m.padded_rows / n;
     if (m.batch_tokens > 0) {
       r.gpu_load_imbalance = m.gpu_imbalance / m.batch_tokens;
       r.expert_load_imbalance =

@@ -71,6 +71,7 @@ void MetricsRecorder::add_step(WindowTotals& w, const StepRecord& rec) const {
   w.first_gpu_dispatch_wait_s += plan.first_gpu_dispatch_wait.seconds();
   w.first_gpu_combine_wait_s += plan.first_gpu_combine_wait.seconds();
   w.batch_tokens += static_cast<double>(plan.tokens);
+  w.padded_rows += static_cast<double>(plan.padded_rows);
   w.gpu_imbalance += plan.gpu_imbalance * static_cast<double>(plan.tokens);
   if (plan.expert_imbalance_measured) {
     w.expert_imbalance += plan.expert_imbalance * static_cast<double>(plan.tokens);

@@ -112,6 +112,11 @@ struct DeploymentSpec {
   bool prefix_caching = false;
   KvMigrationSpec kv_migration;
   AdpBalanceSpec adp_balance;  // the trtllm scheduler's, under attention DP
+  // TensorRT-LLM's attention-DP padding of the MoE input (deployment.moe_dp_padding; NVFP4 routed experts,
+  // mid-2025 PyTorch backend: Deepseekv3MoE.compute_routed_output's use_dp_padding): every attention-DP
+  // rank's MoE input is padded to the step's largest rank's tokens, and the padded rows are routed,
+  // dispatched, computed and combined like real ones (StepPlanner::begin_plan).
+  bool moe_dp_padding = false;
   // TensorRT-LLM's CUDA-graph padding (runtime flags cuda_graph_batch_sizes with cuda_graph_padding_enabled;
   // deployment.cuda_graph_batch_sizes, ascending; empty: off): a generation-only step runs the captured
   // graph of the smallest size at least its batch, padded with dummy generation requests

@@ -96,6 +96,7 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
   if (coact_ != nullptr)
     touch_scratch_.resize(touch_scratch_size(coact_->groups(), std::max(ranks_, nodes_)));
   cost_ = make_expert_cost(max_tokens);
+  if (s.deployment.moe_dp_padding) draw_pad_experts();
   if (!routing) {
     set_placement(placement_);
     return;
@@ -106,6 +107,69 @@ StepPlanner::StepPlanner(const ScenarioSpec& s, const GpuCostModel& gpu, const F
 }
 
 StepPlanner::~StepPlanner() = default;
+
+// deployment.moe_dp_padding: a padded row is a zero hidden state, to which DeepSeek's sigmoid gate gives
+// every expert the same score (0.5), so the gate's e_score_correction_bias alone picks its top_k experts, the
+// same for every padded row of a layer (TensorRT-LLM modeling_deepseekv3.py, DeepseekV3Gate and its
+// noaux_tc routing). The biases are not in our model data. Assumption: top_k distinct experts per MoE layer,
+// drawn uniformly (independent of the popularity law) once for the run from the run's seed, one stream for
+// every replica (they hold the same weights).
+void StepPlanner::draw_pad_experts() {
+  MOESIM_CHECK(!s_.deployment.two_batch_overlap,
+               "attention-DP padding is not modelled with two-batch overlap");
+  const int experts = s_.model.routed_experts;
+  const int k = s_.model.top_k;
+  Rng rng = RandomStreams(s_.run.seed).stream("moe_dp_padding");
+  std::vector<int> order(static_cast<std::size_t>(experts));
+  pad_experts_.clear();
+  for (int l = 0; l < s_.model.moe_layers(); ++l) {
+    for (int e = 0; e < experts; ++e) order[static_cast<std::size_t>(e)] = e;
+    for (int i = 0; i < k; ++i) {  // the first k of a Fisher-Yates shuffle
+      const auto j = static_cast<std::size_t>(i) + rng.below(static_cast<std::uint64_t>(experts - i));
+      std::swap(order[static_cast<std::size_t>(i)], order[j]);
+      pad_experts_.push_back(order[static_cast<std::size_t>(i)]);
+    }
+  }
+  const auto layers = static_cast<std::size_t>(s_.model.moe_layers());
+  pad_touch_gpu_.assign(layers * static_cast<std::size_t>(ranks_), 0.0);
+  pad_touch_node_.assign(layers * static_cast<std::size_t>(nodes_), 0.0);
+  pad_mix_.assign(static_cast<std::size_t>(ranks_), 0.0);
+}
+
+// The share of a layer's padded rows that touches each rank and each node: a row goes to each of its k
+// experts, to one of an expert's copies in turn (replica_share), so it misses a rank with probability the
+// product over its experts of (1 - the expert's copies there / its copies).
+void StepPlanner::pad_touch(int layer) {
+  const int k = s_.model.top_k;
+  const auto l = static_cast<std::size_t>(layer);
+  const std::span<double> gpu =
+      std::span<double>(pad_touch_gpu_)
+          .subspan(l * static_cast<std::size_t>(ranks_), static_cast<std::size_t>(ranks_));
+  const std::span<double> node =
+      std::span<double>(pad_touch_node_)
+          .subspan(l * static_cast<std::size_t>(nodes_), static_cast<std::size_t>(nodes_));
+  std::vector<double> miss_gpu(gpu.size(), 1.0);
+  std::vector<double> miss_node(node.size(), 1.0);
+  std::vector<double> share_gpu(gpu.size());
+  std::vector<double> share_node(node.size());
+  const int ranks_per_node = ranks_ / nodes_;
+  for (int i = 0; i < k; ++i) {
+    const auto copies = placement_.slots_of(
+        layer, pad_experts_[l * static_cast<std::size_t>(k) + static_cast<std::size_t>(i)]);
+    if (copies.empty()) continue;
+    std::fill(share_gpu.begin(), share_gpu.end(), 0.0);
+    std::fill(share_node.begin(), share_node.end(), 0.0);
+    for (const int slot : copies) {
+      const int r = placement_.gpu_of_slot(slot);
+      share_gpu[static_cast<std::size_t>(r)] += 1.0 / double(copies.size());
+      share_node[static_cast<std::size_t>(r / ranks_per_node)] += 1.0 / double(copies.size());
+    }
+    for (std::size_t r = 0; r < gpu.size(); ++r) miss_gpu[r] *= 1.0 - share_gpu[r];
+    for (std::size_t n = 0; n < node.size(); ++n) miss_node[n] *= 1.0 - share_node[n];
+  }
+  for (std::size_t r = 0; r < gpu.size(); ++r) gpu[r] = 1.0 - miss_gpu[r];
+  for (std::size_t n = 0; n < node.size(); ++n) node[n] = 1.0 - miss_node[n];
+}
 
 // The per-step scratch, sized once: per GPU, rank, attention group and MoE layer.
 void StepPlanner::size_scratch() {
@@ -302,6 +366,7 @@ void StepPlanner::ensure_touch(int layer) {
   } else {
     touch_fractions_independent(layer_probs, map, k, bins, touch_memo_[l], known);
   }
+  if (!pad_experts_.empty()) pad_touch(layer);
   touch_valid_[l] = 1;
 }
 
@@ -354,6 +419,23 @@ StepPlanner::LayerComm StepPlanner::layer_comm(int layer, std::span<const double
     const AllToAllMode mode = s_.deployment.all_to_all_mode;
     std::copy(src_tokens.begin(), src_tokens.end(), traffic_.src_tokens.begin());
     std::copy(touch_node, touch_node + nodes_, traffic_.node_share.begin());
+    // deployment.moe_dp_padding: of the rows sent, the padded ones touch their layer's padded experts' ranks
+    // (pad_touch). The shares are the mix of real and padded rows over all sources, so the bytes sent in
+    // total are exact; each source is taken to send the mix (the padded rows are the short ranks').
+    const double w = pending_.pad_share;
+    if (w > 0) {
+      const double* pad_gpu =
+          pad_touch_gpu_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(ranks_);
+      for (int r = 0; r < ranks_; ++r) {
+        pad_mix_[static_cast<std::size_t>(r)] = (1 - w) * touch_gpu[r] + w * pad_gpu[r];
+      }
+      touch_gpu = pad_mix_.data();
+      const double* pad_node =
+          pad_touch_node_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(nodes_);
+      for (int n = 0; n < nodes_; ++n) {
+        traffic_.node_share[static_cast<std::size_t>(n)] = (1 - w) * touch_node[n] + w * pad_node[n];
+      }
+    }
     if (etp_ == 1) {  // a GPU is a rank (a division by one is exact: left out)
       for (int d = 0; d < gpus_; ++d) {
         traffic_.rank_share[static_cast<std::size_t>(d)] = touch_gpu[d];
@@ -492,7 +574,16 @@ std::span<std::int32_t> StepPlanner::sample_layer(int layer, std::int64_t tokens
   } else {
     counts = draw_->draw_counts(layer, probs(layer), tokens);
   }
-  if (loop_) loop_->observe(layer, counts, draw_->group_tokens(), tokens, plan_);
+  // deployment.moe_dp_padding: the padded rows, routed like real ones (draw_pad_experts).
+  const std::int64_t pad = pending_.padded_rows;
+  if (pad > 0) {
+    const auto k = static_cast<std::size_t>(s_.model.top_k);
+    for (std::size_t i = 0; i < k; ++i) {
+      counts[static_cast<std::size_t>(pad_experts_[static_cast<std::size_t>(layer) * k + i])] +=
+          static_cast<std::int32_t>(pad);
+    }
+  }
+  if (loop_) loop_->observe(layer, counts, draw_->group_tokens(), tokens + pad, plan_);
   return counts;
 }
 
@@ -791,6 +882,20 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
       gpu_tokens_[static_cast<std::size_t>(r * tp_ + k)] = double(b.tokens()) / tp_;
   }
   plan_.tokens = total_tokens;
+  // deployment.moe_dp_padding: TensorRT-LLM pads every rank's hidden states to max(all_rank_num_tokens)
+  // before the gate, and its MoE runs all_rank_max_num_tokens rows on every rank (allgather and
+  // reducescatter without sizes, the MNNVL all-to-all dispatching every row: CutlassFusedMoE/WideEPMoE
+  // forward_impl). Attention, dense layers and the LM head keep each rank's own tokens.
+  if (s_.deployment.moe_dp_padding) {
+    std::int64_t most = 0;
+    for (const GroupBatch& b : groups) most = std::max(most, b.tokens());
+    p.padded_rows = most * groups_ - total_tokens;
+    if (p.padded_rows > 0) {
+      std::fill(gpu_tokens_.begin(), gpu_tokens_.end(), double(most) / tp_);
+      p.pad_share = double(p.padded_rows) / double(total_tokens + p.padded_rows);
+    }
+    plan_.padded_rows = p.padded_rows;
+  }
   // Dense layers: their attention is attention, the rest their FFN (and all-reduces).
   plan_.parts[StepPart::kDenseFfn] = (dense_max - dense_attention) * m.num_dense_layers;
   for (int l = 0; l < m.num_dense_layers; ++l)
@@ -809,7 +914,9 @@ Duration StepPlanner::begin_plan(std::span<const GroupBatch> groups, Time now) {
   for (const GroupBatch& b : groups) request_token_pairs += b.request_token_pairs;
   p.affinity_sd = step_affinity_sd(affinity_sd_, request_token_pairs, double(total_tokens));
   // A step law of its own: the binned tables (of the population law) do not apply, every layer is exact.
-  p.binned = full >= 0 && p.affinity_sd == 0;
+  // Padded rows (deployment.moe_dp_padding) land on their layer's padded experts: every layer is exact, so
+  // that a padded expert that real tokens also touch is read once.
+  p.binned = full >= 0 && p.affinity_sd == 0 && p.padded_rows == 0;
   p.full_layer = p.binned ? full : -1;
   if (p.binned && layer_weight_ != 1.0) {
     // One layer drawn expert by expert per layers / sample steps: as often per layer costed as when every
@@ -858,7 +965,7 @@ std::int32_t StepPlanner::place_counts(int layer, std::span<const std::int32_t> 
 // loads.
 Duration StepPlanner::layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max,
                                      bool tbo, bool tiers) {
-  const double slots = double(p.total_tokens) * s_.model.top_k;
+  const double slots = double(p.total_tokens + p.padded_rows) * s_.model.top_k;
   const auto g = static_cast<std::size_t>(gpus_);
   Duration stall = Duration::zero();
   Duration time;
@@ -993,7 +1100,7 @@ const StepPlan& StepPlanner::finish_plan() {
   // Start of the layer being costed (loads are queued from it).
   Time cursor =
       p.now + plan_.parts[StepPart::kRebalance] + (p.dense_max + p.small_dense_max) * m.num_dense_layers;
-  const double slots = double(p.total_tokens) * m.top_k;
+  const double slots = double(p.total_tokens + p.padded_rows) * m.top_k;
   const double mean_pairs_gpu = slots / ranks_;
   const double mean_pairs_expert = slots / m.routed_experts;
   double gpu_imb_sum = 0;

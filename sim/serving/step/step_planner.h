@@ -72,6 +72,9 @@ struct StepPlan {
   // steps do not (StepPlanner::choose_layers), and expert_imbalance is then 0.
   bool expert_imbalance_measured = true;
   std::int64_t tokens = 0;
+  // Rows deployment.moe_dp_padding adds to the MoE input (each layer's): the sum over attention-DP ranks of
+  // the largest rank's tokens less the rank's own. Not in `tokens`.
+  std::int64_t padded_rows = 0;
   // The step ran without a CUDA graph (runs_eagerly): its kernel launches are in parts[kHost].
   bool eager = false;
 };
@@ -194,6 +197,13 @@ class StepPlanner {
   // spans: none. Call before begin_plan.
   void set_nic_shared(std::span<const double> out, std::span<const double> in);
   [[nodiscard]] const Placement& placement() const { return placement_; }
+  // deployment.moe_dp_padding: the top_k experts every padded row of MoE layer `layer` routes to (empty
+  // when off).
+  [[nodiscard]] std::span<const int> padded_experts(int layer) const {
+    if (pad_experts_.empty()) return {};
+    const auto k = static_cast<std::size_t>(s_.model.top_k);
+    return std::span<const int>(pad_experts_).subspan(static_cast<std::size_t>(layer) * k, k);
+  }
   // Routed (token, expert) pairs served at each precision since the start (quality proxy).
   [[nodiscard]] const QualityProxy& quality() const { return quality_; }
   // Largest routed-expert HBM bytes of any GPU (at each copy's precision; replicas included; a GPU of an
@@ -291,8 +301,10 @@ class StepPlanner {
   Duration single_batch_overlap(const LayerComm& c, const PendingPlan& p, Duration experts_max);
   Duration layer_schedule(int layer, const PendingPlan& p, Time request, Duration experts_max, bool tbo,
                           bool tiers);
-  // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement).
+  // Expected share of tokens that touch each GPU and each node in `layer` (cached per placement); under
+  // deployment.moe_dp_padding also the share of its padded rows (pad_touch).
   void ensure_touch(int layer);
+  void pad_touch(int layer);
   Duration add_layer_experts(double& max_pairs);
   void add_host_time();
   void size_scratch();
@@ -321,6 +333,13 @@ class StepPlanner {
   std::vector<char> touch_valid_;        // [layer]
   std::vector<TouchMemo> touch_memo_;    // [layer]
   std::vector<int> single_gpu_;          // [layer][expert]: its rank when it has one copy, else -1
+  // deployment.moe_dp_padding: the top_k experts every padded row of a layer routes to ([layer][k]), and
+  // the share of a padded row that touches each rank and each node ([layer][rank], [layer][node]).
+  std::vector<int> pad_experts_;
+  std::vector<double> pad_touch_gpu_;
+  std::vector<double> pad_touch_node_;
+  std::vector<double> pad_mix_;  // [rank]: a step's share of its rows that touches each rank
+  void draw_pad_experts();
   // Routing: the exact per-expert draw and, with grouped launches, one copy per expert and no mechanism that
   // reads each expert's count, the binned fast paths (per-rank sums) for all layers but one per step.
   std::unique_ptr<RoutingDraw> draw_;
@@ -346,8 +365,12 @@ class StepPlanner {
     Duration small_exp_a{}, small_exp_b{};  // and its small kernels between dispatch and combine
     Duration small_att_a{}, small_att_b{};  // of pre_a / pre_b, the small kernels (memory-bound)
     double affinity_sd = 0;  // the step law's log-sd (per-request affinity); > 0: every layer exact
-    bool binned = false;     // binned routing: per-rank sums for every layer but full_layer
-    int full_layer = -1;     // binned routing: the layer drawn expert by expert this step (-1: none)
+    // deployment.moe_dp_padding: rows added to the MoE input (StepPlan::padded_rows), and their share of
+    // every row it dispatches.
+    std::int64_t padded_rows = 0;
+    double pad_share = 0;
+    bool binned = false;  // binned routing: per-rank sums for every layer but full_layer
+    int full_layer = -1;  // binned routing: the layer drawn expert by expert this step (-1: none)
   };
   // run.moe_layer_sample: the MoE layers this step costs (all, or a systematic sample) and the weight of
   // each.
