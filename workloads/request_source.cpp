@@ -30,6 +30,13 @@ std::int64_t sample_length(const LengthSpec& spec, Rng& rng) {
             }
             return std::clamp(static_cast<std::int64_t>(std::llround(l.mean)), l.min, l.max);
           },
+          [&](const QuantileLength& q) {
+            const double x = rng.uniform() * static_cast<double>(q.points.size() - 1);
+            const auto i = std::min(static_cast<std::size_t>(x), q.points.size() - 2);
+            const double lo = static_cast<double>(q.points[i]);
+            const double hi = static_cast<double>(q.points[i + 1]);
+            return static_cast<std::int64_t>(std::llround(lo + (x - static_cast<double>(i)) * (hi - lo)));
+          },
       },
       spec);
 }
@@ -37,7 +44,8 @@ std::int64_t sample_length(const LengthSpec& spec, Rng& rng) {
 std::int64_t max_length(const LengthSpec& spec) {
   return std::visit(
       Overloaded{[](const FixedLength& f) { return f.tokens; }, [](const UniformLength& u) { return u.max; },
-                 [](const LognormalLength& l) { return l.max; }},
+                 [](const LognormalLength& l) { return l.max; },
+                 [](const QuantileLength& q) { return q.points.back(); }},
       spec);
 }
 
@@ -45,7 +53,13 @@ double mean_length(const LengthSpec& spec) {
   return std::visit(
       Overloaded{[](const FixedLength& f) { return static_cast<double>(f.tokens); },
                  [](const UniformLength& u) { return 0.5 * static_cast<double>(u.min + u.max); },
-                 [](const LognormalLength& l) { return l.mean; }},
+                 [](const LognormalLength& l) { return l.mean; },
+                 [](const QuantileLength& q) {  // the mean of the piecewise-linear law: its trapezoids
+                   double sum = 0;
+                   for (std::size_t i = 0; i + 1 < q.points.size(); ++i)
+                     sum += 0.5 * static_cast<double>(q.points[i] + q.points[i + 1]);
+                   return sum / static_cast<double>(q.points.size() - 1);
+                 }},
       spec);
 }
 

@@ -39,7 +39,12 @@ struct LognormalLength {
   std::int64_t min = 1;
   std::int64_t max = 1;
 };
-using LengthSpec = std::variant<FixedLength, UniformLength, LognormalLength>;
+// An empirical law by its quantiles: points[i] is the i / (n - 1) quantile (ascending, n >= 2); a draw is
+// the inverse CDF at a uniform u, linear between neighbouring points, rounded to a token.
+struct QuantileLength {
+  std::vector<std::int64_t> points;
+};
+using LengthSpec = std::variant<FixedLength, UniformLength, LognormalLength, QuantileLength>;
 
 std::int64_t sample_length(const LengthSpec& spec, Rng& rng);
 std::int64_t max_length(const LengthSpec& spec);

@@ -161,8 +161,28 @@ LengthSpec parse_length(JsonReader r) {
       r.fail("mean", "must lie between min and max");
     }
     out = l;
+  } else if (kind == "quantiles") {
+    // An empirical law by its quantiles (a measured dataset's lengths, e.g. MLPerf's): points[i] is the
+    // i / (n - 1) quantile.
+    const Json& a = r.raw("points");
+    if (!a.is_array() || a.size() < 2)
+      r.fail("points", "must be an array of at least 2 token counts, the quantiles from min to max");
+    QuantileLength q;
+    for (const Json& x : a) {
+      std::string at = std::to_string(q.points.size());  // "[i]", built in steps (GCC 12's -Wrestrict)
+      at.insert(at.begin(), '[');
+      at.push_back(']');
+      if (!x.is_number_integer() || x.get<std::int64_t>() < 1 || x.get<std::int64_t>() > kMaxTokens)
+        r.fail("points", at + " must be an integer in [1, " + std::to_string(kMaxTokens) + "]");
+      if (!q.points.empty() && x.get<std::int64_t>() < q.points.back())
+        r.fail("points", at + " (" + std::to_string(x.get<std::int64_t>()) + ") is below the one before (" +
+                             std::to_string(q.points.back()) + "): quantiles ascend");
+      q.points.push_back(x.get<std::int64_t>());
+    }
+    out = std::move(q);
   } else {
-    r.fail("kind", "unknown length distribution \"" + kind + "\" (known: fixed, uniform, lognormal)");
+    r.fail("kind",
+           "unknown length distribution \"" + kind + "\" (known: fixed, uniform, lognormal, quantiles)");
   }
   r.finish();
   return out;

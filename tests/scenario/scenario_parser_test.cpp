@@ -91,6 +91,12 @@ TEST_CASE("impossible values are errors naming their path") {
   REQUIRE(starts_with(error_of({"deployment.attention.dp=3"}), "deployment.attention.dp: dp x tp = 3"));
   REQUIRE(starts_with(error_of({"workload.prompt_tokens={\"kind\":\"uniform\",\"min\":10,\"max\":5}"}),
                       "workload.prompt_tokens.max: must be >= min"));
+  REQUIRE(starts_with(error_of({"workload.output_tokens={\"kind\":\"quantiles\",\"points\":[5]}"}),
+                      "workload.output_tokens.points: must be an array of at least 2 token counts"));
+  REQUIRE(starts_with(error_of({"workload.output_tokens={\"kind\":\"quantiles\",\"points\":[5,9,7]}"}),
+                      "workload.output_tokens.points: [2] (7) is below the one before (9)"));
+  REQUIRE(starts_with(error_of({"workload.output_tokens={\"kind\":\"quantiles\",\"points\":[0,9]}"}),
+                      "workload.output_tokens.points: [0] must be an integer in [1, "));
   REQUIRE(starts_with(error_of({"run.requests=0"}), "run: give run.requests or run.duration_s"));
   REQUIRE(starts_with(error_of({"run.duration_s=10", "run.warmup_s=20"}), "run.warmup_s: must be shorter"));
   REQUIRE(starts_with(error_of({"precision.weights=int3"}), "precision.weights: unknown precision \"int3\""));

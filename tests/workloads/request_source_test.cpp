@@ -73,3 +73,36 @@ TEST_CASE("lognormal lengths have the configured mean and stay inside their boun
     REQUIRE(x <= 150);
   }
 }
+
+// The quantile law's draw is the inverse of its piecewise-linear CDF: between two points uniform, so the
+// mean is the mean of the trapezoids, and each point's share of the draws below it is its index / (n - 1).
+TEST_CASE("quantile lengths invert the piecewise-linear CDF of their points") {
+  Rng rng(11);
+  const QuantileLength flat{.points = {10, 20}};  // uniform on [10, 20]: mean 15
+  REQUIRE(mean_length(flat) == Approx(15));
+  REQUIRE(max_length(flat) == 20);
+  const QuantileLength half{.points = {1, 1, 100}};  // half the mass at 1, half uniform on [1, 100]
+  REQUIRE(mean_length(half) == Approx(0.5 * 1 + 0.5 * 50.5));
+  constexpr int kDraws = 200000;
+  double flat_sum = 0;
+  double half_sum = 0;
+  int ones = 0;
+  for (int i = 0; i < kDraws; ++i) {
+    const auto f = sample_length(flat, rng);
+    REQUIRE(f >= 10);
+    REQUIRE(f <= 20);
+    flat_sum += static_cast<double>(f);
+    const auto h = sample_length(half, rng);
+    REQUIRE(h >= 1);
+    REQUIRE(h <= 100);
+    half_sum += static_cast<double>(h);
+    ones += h == 1 ? 1 : 0;
+  }
+  // Rounding to a token is symmetric inside [10, 20] but for the two half-width ends, which balance.
+  CHECK(flat_sum / kDraws == Approx(15).epsilon(0.002));
+  // Draws of 1: the lower half, plus the upper half's values below 1.5 (u < 0.5 + 0.5 x 0.5 / 99).
+  CHECK(double(ones) / kDraws == Approx(0.5 + 0.25 / 99).epsilon(0.01));
+  // The mean: each draw rounded; rounding shifts the values in [1, 1.5) down and moves nothing else on
+  // average (x 0.5 x 0.5 / 99 x 0.25), far below the tolerance.
+  CHECK(half_sum / kDraws == Approx(25.75).epsilon(0.01));
+}
