@@ -11,19 +11,13 @@ time its first response is served, less its arrival. Prints TTFT P50 / P90 / P99
 Standard library only.
 
   scripts/response_queue.py DIR C_US [C_US ...]
+  scripts/response_queue.py --self-test
 """
 import bisect
 import csv
 import os
+import statistics
 import sys
-
-
-def percentile(xs, q):
-    xs = sorted(xs)
-    k = (len(xs) - 1) * q / 100
-    f = int(k)
-    c = min(f + 1, len(xs) - 1)
-    return xs[f] + (xs[c] - xs[f]) * (k - f)
 
 
 def load(folder):
@@ -50,6 +44,21 @@ def load(folder):
 
 
 def ttfts(c, data):
+    """Each request's TTFT through the server (seconds), in arrival order.
+
+    Two steps ending at 1 and 2 s with 3 and 2 decode sequences; request A (arrival 0.5) gets its first token
+    from the first step, B (0.6) and C (1.5) from the second. At C = 0.1 s the first batch (3 decodes, then A)
+    starts at 1.0 and ends at 1.4, A served at 1.4 (TTFT 0.9); the second (2 decodes, then B, then C) starts
+    at 2.0, B served at 2.3 (1.7), C at 2.4 (0.9). At C = 0.3 the first batch ends at 2.2, so the second
+    starts there: B at 2.2 + 3 x 0.3 = 3.1 (2.5), C at 3.4 (1.9).
+    >>> data = ([(1.0, 3), (2.0, 2)], [(1.0, 0.5), (2.0, 0.6), (2.0, 1.5)], [0, 1, 1], [1, 2])
+    >>> [round(x, 6) for x in ttfts(0.1, data)]
+    [0.9, 1.7, 0.9]
+    >>> [round(x, 6) for x in ttfts(0.3, data)]
+    [1.7, 2.5, 1.9]
+    >>> [round(x, 6) for x in ttfts(0.0, data)]
+    [0.5, 1.4, 0.5]
+    """
     steps, requests, step_of, firsts = data
     free = 0.0
     start = [0.0] * len(steps)
@@ -65,13 +74,17 @@ def ttfts(c, data):
 
 
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        import doctest
+        failed, tried = doctest.testmod()
+        print(f"{tried} doctests, {failed} failed")
+        sys.exit(1 if failed or not tried else 0)
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     data = load(sys.argv[1])
     for c_us in map(float, sys.argv[2:]):
-        x = [v * 1e3 for v in ttfts(c_us * 1e-6, data)]
-        print(f"C {c_us:g} us: TTFT P50 {percentile(x, 50):.0f} ms, P90 {percentile(x, 90):.0f} ms, "
-              f"P99 {percentile(x, 99):.0f} ms")
+        p = statistics.quantiles([v * 1e3 for v in ttfts(c_us * 1e-6, data)], n=100, method="inclusive")
+        print(f"C {c_us:g} us: TTFT P50 {p[49]:.0f} ms, P90 {p[89]:.0f} ms, P99 {p[98]:.0f} ms")
 
 
 if __name__ == "__main__":
