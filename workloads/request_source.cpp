@@ -63,6 +63,38 @@ double mean_length(const LengthSpec& spec) {
       spec);
 }
 
+namespace {
+// P(a <= Z <= b) for a standard normal Z, from the tail nearer both bounds so that neither underflows to a
+// difference of two numbers near 1.
+double normal_mass(double a, double b) {
+  const double r = 1.0 / std::sqrt(2.0);
+  return a > 0 ? 0.5 * (std::erfc(a * r) - std::erfc(b * r)) : 0.5 * (std::erfc(-b * r) - std::erfc(-a * r));
+}
+}  // namespace
+
+// E[X | lo <= X <= hi] for ln X ~ N(mu, sigma^2), mu = ln(mean) - sigma^2 / 2: mean x P(a - sigma <= Z <= b -
+// sigma) / P(a <= Z <= b), a and b the bounds standardised in log space (the lognormal's partial moment).
+double lognormal_bounded_mean(double mean, double sigma, double lo, double hi) {
+  const double mu = std::log(mean) - 0.5 * sigma * sigma;
+  const double a = lo > 0 ? (std::log(lo) - mu) / sigma : -HUGE_VAL;
+  const double b = (std::log(hi) - mu) / sigma;
+  const double mass = normal_mass(a, b);
+  // No mass left between the bounds in double precision: the law sits against the bound it is beyond.
+  if (!(mass > 1e-300)) return b < 0 ? hi : lo;
+  return std::clamp(mean * normal_mass(a - sigma, b - sigma) / mass, lo, hi);
+}
+
+double lognormal_mean_for_bounded_mean(double bounded_mean, double sigma, double lo, double hi) {
+  // ln(mean) between bounds far enough out that the bounded mean reaches within rounding of lo and hi.
+  double low = std::log(std::max(lo, 1e-300)) - 40.0 * sigma - 1.0;
+  double high = std::log(hi) + 40.0 * sigma + 1.0;
+  for (int i = 0; i < 200 && high - low > 1e-12; ++i) {
+    const double mid = 0.5 * (low + high);
+    (lognormal_bounded_mean(std::exp(mid), sigma, lo, hi) < bounded_mean ? low : high) = mid;
+  }
+  return std::exp(0.5 * (low + high));
+}
+
 SyntheticSource::SyntheticSource(ArrivalSpec arrivals, LengthSpec prompt, LengthSpec output, RunLimits limits,
                                  const RandomStreams& streams)
     : arrivals_(arrivals),

@@ -50,6 +50,14 @@ std::int64_t sample_length(const LengthSpec& spec, Rng& rng);
 std::int64_t max_length(const LengthSpec& spec);
 double mean_length(const LengthSpec& spec);  // untruncated mean for lognormal (for planning)
 
+// The mean of a lognormal of mean `mean` and log-space sigma restricted to [lo, hi] (0 <= lo < hi): what
+// LognormalLength draws on average, for lo = min - 0.5 and hi = max + 0.5 (a draw is rounded to a token
+// and kept when the token lies in [min, max]), up to the rounding inside the interval.
+double lognormal_bounded_mean(double mean, double sigma, double lo, double hi);
+// The lognormal mean whose draws restricted to [lo, hi] average `bounded_mean` (lo < bounded_mean < hi):
+// the inverse of lognormal_bounded_mean in its first argument, which it increases, by bisection.
+double lognormal_mean_for_bounded_mean(double bounded_mean, double sigma, double lo, double hi);
+
 struct PoissonArrivals {
   double rate_per_s = 1;
 };

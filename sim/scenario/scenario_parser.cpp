@@ -152,12 +152,27 @@ LengthSpec parse_length(JsonReader r) {
     if (u.max < u.min) r.fail("max", "must be >= min (" + std::to_string(u.min) + ")");
     out = u;
   } else if (kind == "lognormal") {
-    LognormalLength l{.mean = r.positive("mean"),
+    // `mean` is the lognormal's own; `bounded_mean` the mean of what is drawn inside [min, max] (a
+    // dataset's published mean under its length cap), from which the lognormal's mean is solved.
+    const bool bounded = r.has("bounded_mean");
+    if (bounded == r.has("mean"))
+      r.fail(bounded ? "bounded_mean" : "mean",
+             bounded ? "give mean or bounded_mean, not both"
+                     : "required key is missing: give mean (the lognormal's) or bounded_mean (the mean drawn "
+                       "inside [min, max])");
+    const double given = r.positive(bounded ? "bounded_mean" : "mean");
+    LognormalLength l{.mean = given,
                       .sigma = r.number_in("sigma", 1e-6, 10.0),
                       .min = tokens(r, "min", 1),
                       .max = tokens(r, "max")};
     if (l.max < l.min) r.fail("max", "must be >= min (" + std::to_string(l.min) + ")");
-    if (l.mean < static_cast<double>(l.min) || l.mean > static_cast<double>(l.max)) {
+    const double lo = static_cast<double>(l.min) - 0.5;  // a draw is kept when it rounds into [min, max]
+    const double hi = static_cast<double>(l.max) + 0.5;
+    if (bounded) {
+      if (!(given > static_cast<double>(l.min) && given < static_cast<double>(l.max)))
+        r.fail("bounded_mean", "must lie strictly between min and max");
+      l.mean = lognormal_mean_for_bounded_mean(given, l.sigma, lo, hi);
+    } else if (l.mean < static_cast<double>(l.min) || l.mean > static_cast<double>(l.max)) {
       r.fail("mean", "must lie between min and max");
     }
     out = l;

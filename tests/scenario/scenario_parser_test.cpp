@@ -53,6 +53,24 @@ TEST_CASE("a valid scenario parses with units converted once") {
   REQUIRE(s.deployment.attention_dp == 4);
 }
 
+// A bounded mean is the mean drawn inside [min, max]; the lognormal's own mean is solved from it. For a
+// cap far above every draw the two agree; under a cap that cuts the tail the lognormal's is the larger.
+TEST_CASE("a lognormal length given by its bounded mean parses into the lognormal's own mean") {
+  Json j = base();
+  apply_override(
+      j, R"(workload.output_tokens={"kind":"lognormal","bounded_mean":300,"sigma":0.5,"max":1000000})");
+  apply_override(
+      j, R"(workload.prompt_tokens={"kind":"lognormal","bounded_mean":800,"sigma":0.8,"min":16,"max":3136})");
+  const ScenarioSpec s = parse_scenario(j, "").spec;
+  const auto& out = std::get<LognormalLength>(s.workload.output);
+  CHECK(out.mean == Approx(300).epsilon(1e-6));
+  const auto& in = std::get<LognormalLength>(s.workload.prompt);
+  CHECK(in.mean > 800);
+  CHECK(lognormal_bounded_mean(in.mean, 0.8, 15.5, 3136.5) == Approx(800).epsilon(1e-9));
+  CHECK(in.min == 16);
+  CHECK(in.max == 3136);
+}
+
 TEST_CASE("an unknown key is an error naming its path and the known keys") {
   const std::string e = error_of({"deployment.max_batch_sise=12"});
   REQUIRE(starts_with(e, "deployment.max_batch_sise: unknown key"));
@@ -97,6 +115,15 @@ TEST_CASE("impossible values are errors naming their path") {
                       "workload.output_tokens.points: [2] (7) is below the one before (9)"));
   REQUIRE(starts_with(error_of({"workload.output_tokens={\"kind\":\"quantiles\",\"points\":[0,9]}"}),
                       "workload.output_tokens.points: [0] must be an integer in [1, "));
+  REQUIRE(starts_with(
+      error_of({"workload.output_tokens={\"kind\":\"lognormal\",\"sigma\":0.8,\"max\":900}"}),
+      "workload.output_tokens.mean: required key is missing: give mean (the lognormal's) or bounded_mean"));
+  REQUIRE(starts_with(error_of({"workload.output_tokens={\"kind\":\"lognormal\",\"mean\":100,"
+                                "\"bounded_mean\":100,\"sigma\":0.8,\"max\":900}"}),
+                      "workload.output_tokens.bounded_mean: give mean or bounded_mean, not both"));
+  REQUIRE(starts_with(error_of({"workload.output_tokens={\"kind\":\"lognormal\",\"bounded_mean\":900,"
+                                "\"sigma\":0.8,\"max\":900}"}),
+                      "workload.output_tokens.bounded_mean: must lie strictly between min and max"));
   REQUIRE(starts_with(error_of({"run.requests=0"}), "run: give run.requests or run.duration_s"));
   REQUIRE(starts_with(error_of({"run.duration_s=10", "run.warmup_s=20"}), "run.warmup_s: must be shorter"));
   REQUIRE(starts_with(error_of({"precision.weights=int3"}), "precision.weights: unknown precision \"int3\""));

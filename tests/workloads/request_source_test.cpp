@@ -74,6 +74,32 @@ TEST_CASE("lognormal lengths have the configured mean and stay inside their boun
   }
 }
 
+// The bounded mean is the lognormal's partial moment: for ln X ~ N(0, 1) (mean e^0.5) above 1,
+// E[X | X >= 1] = e^0.5 x P(Z >= -1) / P(Z >= 0) = e^0.5 x 0.8413447 / 0.5 (the normal table's Phi(1)).
+TEST_CASE("a lognormal's bounded mean follows its partial moment and its draws") {
+  const double e_half = std::exp(0.5);
+  CHECK(lognormal_bounded_mean(e_half, 1.0, 1.0, 1e300) == Approx(e_half * 0.8413447 / 0.5).epsilon(1e-6));
+  // Wide bounds leave the mean as it is; both bounds below or above every draw pin it to the nearer bound.
+  CHECK(lognormal_bounded_mean(500, 0.5, 1e-9, 1e12) == Approx(500).epsilon(1e-9));
+  CHECK(lognormal_bounded_mean(1e9, 0.1, 10, 20) == Approx(20));
+  CHECK(lognormal_bounded_mean(1e-9, 0.1, 10, 20) == Approx(10));
+  // MLPerf DeepSeek-R1's outputs: a published mean of 3,744 under the 20,000-token cap needs a lognormal of
+  // mean above 3,744 (resampling cuts the tail off). The sampler's own draws average the bounded mean.
+  const double m = lognormal_mean_for_bounded_mean(3744, 0.8, 15.5, 20000.5);
+  CHECK(m > 3744);
+  CHECK(lognormal_bounded_mean(m, 0.8, 15.5, 20000.5) == Approx(3744).epsilon(1e-9));
+  Rng rng(21);
+  const LognormalLength spec{.mean = m, .sigma = 0.8, .min = 16, .max = 20000};
+  constexpr int kDraws = 400000;
+  double sum = 0;
+  for (int i = 0; i < kDraws; ++i) sum += static_cast<double>(sample_length(spec, rng));
+  // Standard error of the mean: sd / sqrt(n), sd about 3,744 x sqrt(e^0.64 - 1) = 3,300: 5.2 tokens; 0.5%
+  // is 19 tokens, over 3.5 standard errors.
+  CHECK(sum / kDraws == Approx(3744).epsilon(0.005));
+  // The untruncated law of the same mean draws visibly less inside the cap.
+  CHECK(lognormal_bounded_mean(3744, 0.8, 15.5, 20000.5) < 3744 * 0.98);
+}
+
 // The quantile law's draw is the inverse of its piecewise-linear CDF: between two points uniform, so the
 // mean is the mean of the trapezoids, and each point's share of the draws below it is its index / (n - 1).
 TEST_CASE("quantile lengths invert the piecewise-linear CDF of their points") {
