@@ -53,7 +53,10 @@ double mean_length(const LengthSpec& spec) {
   return std::visit(
       Overloaded{[](const FixedLength& f) { return static_cast<double>(f.tokens); },
                  [](const UniformLength& u) { return 0.5 * static_cast<double>(u.min + u.max); },
-                 [](const LognormalLength& l) { return l.mean; },
+                 [](const LognormalLength& l) {  // what resampling into [min, max] draws
+                   return lognormal_bounded_mean(l.mean, l.sigma, static_cast<double>(l.min) - 0.5,
+                                                 static_cast<double>(l.max) + 0.5);
+                 },
                  [](const QuantileLength& q) {  // the mean of the piecewise-linear law: its trapezoids
                    double sum = 0;
                    for (std::size_t i = 0; i + 1 < q.points.size(); ++i)

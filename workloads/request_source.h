@@ -48,7 +48,7 @@ using LengthSpec = std::variant<FixedLength, UniformLength, LognormalLength, Qua
 
 std::int64_t sample_length(const LengthSpec& spec, Rng& rng);
 std::int64_t max_length(const LengthSpec& spec);
-double mean_length(const LengthSpec& spec);  // untruncated mean for lognormal (for planning)
+double mean_length(const LengthSpec& spec);  // the mean drawn (a lognormal's inside its bounds), for planning
 
 // The mean of a lognormal of mean `mean` and log-space sigma restricted to [lo, hi] (0 <= lo < hi): what
 // LognormalLength draws on average, for lo = min - 0.5 and hi = max + 0.5 (a draw is rounded to a token

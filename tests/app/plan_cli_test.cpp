@@ -13,6 +13,7 @@
 
 #include "sim/scenario/json_reader.h"
 #include "tests/app/cli_support.h"
+#include "workloads/request_source.h"
 
 using namespace moesim;
 namespace fs = std::filesystem;
@@ -106,7 +107,13 @@ TEST_CASE(
   const double kv_token = (512.0 + 64) * 61 * 2;
   CHECK(p["model"]["kv_bytes_per_token"].get<double>() == Approx(kv_token));
   const double context = p["load"]["context_tokens"];
-  CHECK(context == 1150.0 + 210.0);  // the workload's prompt and output means
+  // The workload's prompt and output means as drawn: lognormals of mean 1,150 (sigma 0.9, kept in [16,
+  // 16,384]) and 210 (sigma 0.8, in [4, 2,048]), each resampled into its bounds, so a little below 1,150 +
+  // 210.
+  const double drawn =
+      lognormal_bounded_mean(1150, 0.9, 15.5, 16384.5) + lognormal_bounded_mean(210, 0.8, 3.5, 2048.5);
+  CHECK(drawn < 1150.0 + 210.0);
+  CHECK(context == std::round(drawn));
   for (const Json& k : p["kv_table"]) {
     CHECK(k["kv_bytes"].get<double>() == Approx(k["concurrency"].get<double>() * context * kv_token));
   }
