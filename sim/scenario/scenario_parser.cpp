@@ -526,6 +526,26 @@ AdpBalanceSpec parse_adp_balance(JsonReader& d, const DeploymentSpec& dep) {
   return b;
 }
 
+// deployment.capacity_scheduler_policy: TensorRT-LLM's capacity scheduler policy, for the trtllm scheduler
+// ("guaranteed_no_evict", its default, or "max_utilization").
+void parse_capacity_policy(JsonReader& d, DeploymentSpec& dep) {
+  const bool has_policy = d.has("capacity_scheduler_policy");
+  const std::string policy = d.string("capacity_scheduler_policy", "guaranteed_no_evict");
+  if (has_policy && dep.scheduler != "trtllm") {
+    d.fail("capacity_scheduler_policy",
+           "is TensorRT-LLM's: it needs deployment.scheduler \"trtllm\" (here \"" + dep.scheduler + "\")");
+  }
+  if (policy == "guaranteed_no_evict") {
+    dep.capacity_policy = CapacitySchedulerPolicy::kGuaranteedNoEvict;
+  } else if (policy == "max_utilization") {
+    dep.capacity_policy = CapacitySchedulerPolicy::kMaxUtilization;
+  } else {
+    d.fail(
+        "capacity_scheduler_policy",
+        "unknown policy \"" + policy + "\" (known: guaranteed_no_evict, max_utilization; docs/engines.md)");
+  }
+}
+
 // deployment.moe_dp_padding: TensorRT-LLM's padding of every attention-DP rank's MoE input to the largest
 // rank's tokens, so it needs attention DP; the two-batch overlap schedule splits the batch by its own rule
 // and is not modelled with it.
@@ -725,6 +745,7 @@ DeploymentSpec parse_deployment(JsonReader& d, const ScenarioSpec& s, bool whole
   }
   dep.kv_migration = parse_kv_migration(d);
   dep.adp_balance = parse_adp_balance(d, dep);
+  parse_capacity_policy(d, dep);
   dep.moe_dp_padding = parse_moe_dp_padding(d, dep);
   dep.cuda_graph_batch_sizes = parse_cuda_graph_batch_sizes(d, dep);
   return dep;

@@ -136,14 +136,18 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     add_work(batch, r, ScheduledWork{idx, tokens, prefill}, scheduled);
     budget -= tokens;
   }
-  // GUARANTEED_NO_EVICT admission: the new request's whole prompt and output beside every reservation.
+  // Admission in arrival order. GUARANTEED_NO_EVICT: the new request's whole prompt and output beside every
+  // reservation. MAX_UTILIZATION: its whole prompt's blocks beside what this step's requests took
+  // (KVCacheManager::getNeededBlocksOneStep of a first context chunk), nothing reserved for later.
+  const bool max_util = d_.capacity_policy == CapacitySchedulerPolicy::kMaxUtilization;
   while (g.has_fetched_waiting() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
     const WaitingFront f = waiting_front(g, requests);
     Request& r = *f.r;
     const std::int64_t hit_blocks = f.hit / bt;
     const std::int64_t need = to_finish(r, hit_blocks);
-    if (need > g.kv.free_blocks() - reserved) break;
-    const std::int64_t tokens = admit_front(g, f, budget, chunks(r), now);
+    if (!max_util && need > g.kv.free_blocks() - reserved) break;
+    const std::int64_t tokens =
+        admit_front(g, f, budget, chunks(r), now, AdmitReserve{.whole_prompt = max_util});
     if (tokens == 0) break;
     reserved += need - (r.blocks - hit_blocks);
     add_work(batch, r, ScheduledWork{f.idx, tokens, true}, scheduled);

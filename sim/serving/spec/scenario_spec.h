@@ -63,6 +63,13 @@ struct AdpBalanceSpec {
   int timeout_iters = 0;
 };
 
+// TensorRT-LLM's capacity scheduler policy (executor::CapacitySchedulerPolicy, the LLM API's
+// SchedulerConfig.capacity_scheduler_policy; cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp):
+// kGuaranteedNoEvict admits a request only when the blocks of its whole prompt and output fit beside what
+// every running request may still need; kMaxUtilization admits while this step's blocks fit and pauses the
+// newest started request when a running one cannot grow.
+enum class CapacitySchedulerPolicy { kGuaranteedNoEvict, kMaxUtilization };
+
 struct DeploymentSpec {
   int ep_size = 8;                         // GPUs per replica; experts are spread over them
   int attention_dp = 8;                    // data-parallel attention groups per replica
@@ -112,6 +119,8 @@ struct DeploymentSpec {
   bool prefix_caching = false;
   KvMigrationSpec kv_migration;
   AdpBalanceSpec adp_balance;  // the trtllm scheduler's, under attention DP
+  // The trtllm scheduler's capacity policy (deployment.capacity_scheduler_policy).
+  CapacitySchedulerPolicy capacity_policy = CapacitySchedulerPolicy::kGuaranteedNoEvict;
   // TensorRT-LLM's attention-DP padding of the MoE input (deployment.moe_dp_padding; NVFP4 routed experts,
   // mid-2025 PyTorch backend: Deepseekv3MoE.compute_routed_output's use_dp_padding): every attention-DP
   // rank's MoE input is padded to the step's largest rank's tokens, and the padded rows are routed,

@@ -181,6 +181,81 @@ TEST_CASE("TensorRT-LLM reserves a decoding request's whole output, its generate
   CHECK(g->group.waiting.size() == 1);
 }
 
+TEST_CASE(
+    "TensorRT-LLM's MAX_UTILIZATION admits what this step's blocks allow, reserving nothing for later") {
+  // The no-evict case above: 20 blocks, two requests of 100 tokens decoding hold 2 blocks each and reserve
+  // 13; a 40-token prompt with 10 to generate needs ceil(50 / 16) = 4 > 3 and waits. MAX_UTILIZATION asks
+  // only for this step's blocks: the two generation tokens need no new block (21 and 31 tokens in 2 blocks
+  // each) and the prompt ceil(40 / 16) = 3 of the 16 free, so it runs whole in the 48 tokens left.
+  Fixture f(20);
+  f.d.capacity_policy = CapacitySchedulerPolicy::kMaxUtilization;
+  f.decoding(20, 100);
+  f.decoding(30, 100);
+  f.waiting(40, 10);
+  const FormedBatch b = f.form<TrtllmBatchPolicy>();
+  CHECK(b.batch.decode_seqs == 2);
+  CHECK(b.batch.prefill_tokens == 40);
+  CHECK(f.group.waiting.empty());
+  CHECK(f.group.kv.free_blocks() == 20 - 2 - 2 - 3);
+}
+
+TEST_CASE("TensorRT-LLM's MAX_UTILIZATION needs a first context chunk's whole prompt in free blocks") {
+  // KVCacheManager::getNeededBlocksOneStep counts a first chunk's whole prompt. 10 blocks, 4 held: 6 free.
+  // A 100-token prompt needs ceil(100 / 16) = 7 and waits although its 48-token chunk would take 3; a
+  // 96-token prompt needs 6 and runs its 48-token chunk, holding all 6.
+  auto fixture = [](std::int64_t prompt) {
+    auto f = std::make_unique<Fixture>(10);
+    f->d.capacity_policy = CapacitySchedulerPolicy::kMaxUtilization;
+    f->decoding(20);
+    f->decoding(30);
+    f->waiting(prompt);
+    return f;
+  };
+  auto f = fixture(100);
+  CHECK(f->form<TrtllmBatchPolicy>().batch.prefill_tokens == 0);
+  CHECK(f->group.waiting.size() == 1);
+  auto g = fixture(96);
+  CHECK(g->form<TrtllmBatchPolicy>().batch.prefill_tokens == 48);
+  CHECK(g->group.kv.free_blocks() == 0);
+}
+
+TEST_CASE("TensorRT-LLM's MAX_UTILIZATION pauses the newest started request when a running one cannot grow") {
+  // 4 blocks, both full: two requests of 32-token prompts (2 blocks each) with one token out. The first
+  // needs a third block for its 33rd token: the newest is paused (its blocks freed, its prompt and
+  // generated token to recompute, first in the queue) and the first decodes alone. The paused one needs
+  // ceil(33 / 16) = 3 blocks of the 1 left and waits.
+  Fixture f(4);
+  f.d.capacity_policy = CapacitySchedulerPolicy::kMaxUtilization;
+  const RequestIdx first = f.decoding(32, 100);
+  const RequestIdx newest = f.decoding(32, 100);
+  const FormedBatch b = f.form<TrtllmBatchPolicy>();
+  CHECK(b.preemptions == 1);
+  CHECK(b.batch.decode_seqs == 1);
+  REQUIRE(f.scheduled.size() == 1);
+  CHECK(f.scheduled[0].req == first);
+  REQUIRE(f.group.waiting.size() == 1);
+  CHECK(f.group.waiting.front() == newest);
+  CHECK(f.requests[newest].target == 33);
+  CHECK(f.requests[newest].computed == 0);
+  CHECK(f.group.kv.free_blocks() == 1);
+}
+
+TEST_CASE("deployment.capacity_scheduler_policy is TensorRT-LLM's and names one of its policies") {
+  static const std::string path = std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json";
+  const LoadedScenario sc = load_scenario(
+      path, {"deployment.engine=\"trtllm\"", "deployment.capacity_scheduler_policy=\"max_utilization\""});
+  CHECK(sc.spec.deployment.capacity_policy == CapacitySchedulerPolicy::kMaxUtilization);
+  CHECK(load_scenario(path, {"deployment.engine=\"trtllm\""}).spec.deployment.capacity_policy ==
+        CapacitySchedulerPolicy::kGuaranteedNoEvict);
+  CHECK_THAT(load_error(path, {"deployment.engine=\"trtllm\"",
+                               "deployment.capacity_scheduler_policy=\"static_batch\""}),
+             Catch::Contains("deployment.capacity_scheduler_policy") &&
+                 Catch::Contains("known: guaranteed_no_evict, max_utilization"));
+  CHECK_THAT(
+      load_error(path, {"deployment.capacity_scheduler_policy=\"max_utilization\""}),
+      Catch::Contains("deployment.capacity_scheduler_policy") && Catch::Contains("scheduler \"trtllm\""));
+}
+
 TEST_CASE("the deployment's scheduler picks the batch policy") {
   DeploymentSpec d;
   d.scheduler = "sglang";
