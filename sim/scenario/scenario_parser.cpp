@@ -52,6 +52,12 @@ void check_consistency(const ScenarioSpec& s) {
     throw InputError("deployment.max_waiting_requests",
                      "a closed loop cannot drop requests (its users would retry at once); leave it 0");
   }
+  if (d.max_input_len > 0 && s.workload.trace.empty() && max_length(s.workload.prompt) > d.max_input_len) {
+    throw InputError("deployment.max_input_len",
+                     std::to_string(d.max_input_len) + " is shorter than the longest prompt (" +
+                         std::to_string(max_length(s.workload.prompt)) +
+                         " tokens), which TensorRT-LLM would refuse; raise it or bound the prompt law");
+  }
   if (!d.chunked_prefill && s.workload.trace.empty()) {
     const auto prompt = max_length(s.workload.prompt);
     const auto longest = unchunked_step_tokens(d, prompt, max_length(s.workload.output));
@@ -527,7 +533,8 @@ AdpBalanceSpec parse_adp_balance(JsonReader& d, const DeploymentSpec& dep) {
 }
 
 // deployment.capacity_scheduler_policy: TensorRT-LLM's capacity scheduler policy, for the trtllm scheduler
-// ("guaranteed_no_evict", its default, or "max_utilization").
+// ("guaranteed_no_evict", its default, or "max_utilization"); deployment.max_input_len: the longest prompt
+// TensorRT-LLM takes and, under max_utilization, the most a paused request keeps (absent: unbounded).
 void parse_capacity_policy(JsonReader& d, DeploymentSpec& dep) {
   const bool has_policy = d.has("capacity_scheduler_policy");
   const std::string policy = d.string("capacity_scheduler_policy", "guaranteed_no_evict");
@@ -544,6 +551,12 @@ void parse_capacity_policy(JsonReader& d, DeploymentSpec& dep) {
         "capacity_scheduler_policy",
         "unknown policy \"" + policy + "\" (known: guaranteed_no_evict, max_utilization; docs/engines.md)");
   }
+  if (!d.has("max_input_len")) return;
+  if (dep.scheduler != "trtllm") {
+    d.fail("max_input_len",
+           "is TensorRT-LLM's: it needs deployment.scheduler \"trtllm\" (here \"" + dep.scheduler + "\")");
+  }
+  dep.max_input_len = d.int_in("max_input_len", 1, 1 << 24);
 }
 
 // deployment.moe_dp_padding: TensorRT-LLM's padding of every attention-DP rank's MoE input to the largest

@@ -2,6 +2,7 @@
 // requests in admission order, and its KV-cache manager.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <vector>
 
@@ -31,11 +32,14 @@ struct AttentionGroup {
   [[nodiscard]] bool has_fetched_waiting() const { return waiting.size() > unfetched_since.size(); }
 
   // vLLM's recompute preemption: drop the KV cache, keep the generated tokens, requeue at the front.
-  // The caller has removed `victim` from `running`.
-  void preempt(RequestTable& requests, RequestIdx victim) {
+  // The caller has removed `victim` from `running`. With `max_prompt` > 0 (TensorRT-LLM's pause,
+  // LlmRequest::pause(maxInputLen)) the new prompt keeps the generated tokens only up to that length; the
+  // rest are generated again, and reach the user only past what it already has (Request::delivered).
+  void preempt(RequestTable& requests, RequestIdx victim, std::int64_t max_prompt = 0) {
     Request& v = requests[victim];
     kv.release(v);
     v.computed = 0;
+    if (max_prompt > 0) v.generated = std::clamp<std::int64_t>(max_prompt - v.prompt, 0, v.generated);
     v.target = v.prompt + v.generated;
     ++v.preemptions;
     waiting.push_front(victim);

@@ -105,12 +105,12 @@ void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<
 }
 
 bool preempt_newest_for(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
-                        int& preempted) {
+                        int& preempted, std::int64_t max_prompt) {
   while (!g.kv.can_hold(r, computed)) {
     if (g.running.empty() || &requests[g.running.back()] == &r) return false;
     const RequestIdx victim = g.running.back();
     g.running.pop_back();
-    g.preempt(requests, victim);
+    g.preempt(requests, victim, max_prompt);
     ++preempted;
   }
   g.kv.grow(r, computed);

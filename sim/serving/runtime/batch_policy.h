@@ -72,9 +72,10 @@ void hold_contexts(std::span<GroupBatch> batches, RequestTable& requests,
 void add_work(GroupBatch& batch, const Request& r, ScheduledWork w, std::vector<ScheduledWork>& scheduled);
 
 // Grows `r` to `computed` tokens, preempting (recompute) the newest running requests while blocks are
-// short; false when `r` itself would be next.
+// short; false when `r` itself would be next. `max_prompt`: AttentionGroup::preempt's (0: keep every
+// generated token).
 bool preempt_newest_for(AttentionGroup& g, RequestTable& requests, Request& r, std::int64_t computed,
-                        int& preempted);
+                        int& preempted, std::int64_t max_prompt = 0);
 
 // The waiting queue's front request as an admission sees it: its prefix-cache hit (0 without prefix
 // caching; KvCacheManager::lookup_prefix, called once here) and the prompt tokens left after it.

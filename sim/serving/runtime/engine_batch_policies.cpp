@@ -121,6 +121,9 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   };
   // Chunking off, a context is one step; a request preempted all the same recomputes in chunks.
   auto chunks = [&](const Request& r) { return d_.chunked_prefill || r.preemptions > 0; };
+  // MAX_UTILIZATION pauses keep a request's generated tokens only up to max_input_len (LlmRequest::pause).
+  const std::int64_t pause_prompt =
+      d_.capacity_policy == CapacitySchedulerPolicy::kMaxUtilization ? d_.max_input_len : 0;
   std::int64_t reserved = 0;
   for (const RequestIdx idx : g.running) reserved += to_finish(requests[idx], requests[idx].blocks);
   // Active requests in arrival order: generation steps and context chunks within max_num_tokens.
@@ -131,7 +134,7 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     if (prefill && !chunks(r) && r.target - r.computed > budget) break;
     const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : step;
     const std::int64_t before = r.blocks;
-    if (!preempt_newest_for(g, requests, r, r.computed + tokens, out.preemptions)) break;
+    if (!preempt_newest_for(g, requests, r, r.computed + tokens, out.preemptions, pause_prompt)) break;
     reserved -= std::min(r.blocks - before, to_finish(r, before));
     add_work(batch, r, ScheduledWork{idx, tokens, prefill}, scheduled);
     budget -= tokens;

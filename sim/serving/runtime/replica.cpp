@@ -255,6 +255,8 @@ void Replica::on_planned() {
 
 void Replica::emit_token(Request& r, Time now) {
   ++r.generated;
+  if (r.generated <= r.delivered) return;  // generated again after a pause dropped it: the user has it
+  r.delivered = static_cast<std::int32_t>(r.generated);
   ctx_.metrics.on_token(r, now);
   if (r.generated == 1) r.first_token = now;
   r.last_token = now;
@@ -296,7 +298,7 @@ void Replica::on_step_done() {
       r.computed += sc.tokens;
     }
     if (sc.prefill && r.in_prefill()) continue;
-    if (r.generated == 0) ctx_.metrics.on_prompt_done(r, now);
+    if (r.delivered == 0) ctx_.metrics.on_prompt_done(r, now);
     // Under disaggregation the first token (sampled by the prefill instance) reaches the user when the
     // decode instance takes the request into a batch: TTFT ends there.
     if (ctx_.role == PoolRole::kDecode && r.generated == 1) r.first_token = r.last_token = r.admitted;

@@ -25,6 +25,9 @@ struct alignas(64) Request {
   Time last_token;
   int group = 0;
   int replica = 0;
+  // Tokens the user has received: more than `generated` while a request paused under TensorRT-LLM's
+  // MAX_UTILIZATION generates again what its pause dropped (AttentionGroup::preempt's `max_prompt`).
+  std::int32_t delivered = 0;
   bool measured = false;
   std::int64_t id = 0;
   Time arrival;

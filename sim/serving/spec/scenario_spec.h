@@ -121,6 +121,9 @@ struct DeploymentSpec {
   AdpBalanceSpec adp_balance;  // the trtllm scheduler's, under attention DP
   // The trtllm scheduler's capacity policy (deployment.capacity_scheduler_policy).
   CapacitySchedulerPolicy capacity_policy = CapacitySchedulerPolicy::kGuaranteedNoEvict;
+  // TensorRT-LLM's max_input_len (deployment.max_input_len; 0: unbounded): the longest prompt it takes, and
+  // under kMaxUtilization the most a paused request keeps of its prompt and generated tokens.
+  std::int64_t max_input_len = 0;
   // TensorRT-LLM's attention-DP padding of the MoE input (deployment.moe_dp_padding; NVFP4 routed experts,
   // mid-2025 PyTorch backend: Deepseekv3MoE.compute_routed_output's use_dp_padding): every attention-DP
   // rank's MoE input is padded to the step's largest rank's tokens, and the padded rows are routed,

@@ -189,3 +189,42 @@ TEST_CASE(
   CHECK(unfinished > 0);
   CHECK(prefix_hits > 0);
 }
+
+// TensorRT-LLM's MAX_UTILIZATION pauses under a small KV pool, where a pause keeps the generated tokens only
+// up to max_input_len (LlmRequest::pause): the dropped tokens are generated again but reach the user once,
+// so every run emits exactly the tokens its requests asked for, and the run that regenerates takes longer.
+TEST_CASE("a pause past max_input_len regenerates the dropped tokens without delivering them twice") {
+  auto run = [](int max_input_len) {
+    Json d{{"ep_size", 1},
+           {"engine", "trtllm"},
+           {"capacity_scheduler_policy", "max_utilization"},
+           {"max_batch_size", 16},
+           {"kv_block_tokens", 16},
+           {"kv_cache_memory_fraction", 0.9},
+           {"activation_gib", 0.0},
+           {"framework_overhead_gib", 1600}};  // the pool in tokens (with_kv_pool)
+    if (max_input_len > 0) d["max_input_len"] = max_input_len;
+    const Json j{{"name", "pause"},
+                 {"model", toy_model()},
+                 {"precision", {{"weights", "bf16"}, {"kv_cache", "bf16"}}},
+                 {"cluster", {{"gpu", "h100-sxm"}, {"nodes", 1}, {"gpus_per_node", 1}}},
+                 {"deployment", d},
+                 {"workload",
+                  {{"arrival", {{"kind", "closed_loop"}, {"users", 16}, {"think_time_s", 0}}},
+                   {"prompt_tokens", {{"kind", "fixed"}, {"tokens", 64}}},
+                   {"output_tokens", {{"kind", "fixed"}, {"tokens", 300}}}}},
+                 {"run", {{"seed", 3}, {"requests", 40}}}};
+    const LoadedScenario sc = with_kv_pool(j);
+    const RooflineCostModel gpu(sc.spec.cluster.gpu);
+    return simulate(sc.spec, gpu);
+  };
+  const Report whole = run(0);
+  const Report cut = run(128);
+  for (const Report* r : {&whole, &cut}) {
+    CHECK(r->requests_finished == 40);
+    CHECK(r->preemptions > 0);
+    CHECK(r->output_tokens == 40 * 300);
+    CHECK(r->output_tokens_asked == 40 * 300);
+  }
+  CHECK(cut.sim_end_s > whole.sim_end_s);
+}

@@ -240,6 +240,34 @@ TEST_CASE("TensorRT-LLM's MAX_UTILIZATION pauses the newest started request when
   CHECK(f.group.kv.free_blocks() == 1);
 }
 
+TEST_CASE("a MAX_UTILIZATION pause keeps generated tokens only up to max_input_len, as LlmRequest::pause") {
+  // 4 blocks, full: a 32-token prompt with one token out (2 blocks), and the newest, a 20-token prompt with
+  // 30 tokens out whose KV holds 20 (2 blocks; its user has all 30). The first needs a third block: the
+  // newest is paused. Unbounded it keeps all 30 (50 tokens to recompute); with max_input_len 40 it keeps
+  // min(40, 20 + 30) - 20 = 20, so 10 are generated again, and the user still has 30.
+  auto paused = [](std::int64_t max_input_len) {
+    auto f = std::make_unique<Fixture>(4);
+    f->d.capacity_policy = CapacitySchedulerPolicy::kMaxUtilization;
+    f->d.max_input_len = max_input_len;
+    f->decoding(32, 100);
+    const RequestIdx newest = f->decoding(20, 100, 30);
+    f->requests[newest].delivered = 30;
+    const FormedBatch b = f->form<TrtllmBatchPolicy>();
+    REQUIRE(b.preemptions == 1);
+    REQUIRE(f->group.waiting.front() == newest);
+    return f->requests[newest];
+  };
+  const Request whole = paused(0);
+  CHECK(whole.generated == 30);
+  CHECK(whole.target == 50);
+  const Request cut = paused(40);
+  CHECK(cut.generated == 20);
+  CHECK(cut.target == 40);
+  CHECK(cut.delivered == 30);
+  // A prompt already at max_input_len keeps none of its output.
+  CHECK(paused(20).generated == 0);
+}
+
 TEST_CASE("deployment.capacity_scheduler_policy is TensorRT-LLM's and names one of its policies") {
   static const std::string path = std::string(MOESIM_SOURCE_DIR) + "/scenarios/default.json";
   const LoadedScenario sc = load_scenario(
@@ -251,6 +279,13 @@ TEST_CASE("deployment.capacity_scheduler_policy is TensorRT-LLM's and names one 
                                "deployment.capacity_scheduler_policy=\"static_batch\""}),
              Catch::Contains("deployment.capacity_scheduler_policy") &&
                  Catch::Contains("known: guaranteed_no_evict, max_utilization"));
+  CHECK(load_scenario(path, {"deployment.engine=\"trtllm\"", "deployment.max_input_len=100000"})
+            .spec.deployment.max_input_len == 100000);
+  CHECK_THAT(load_error(path, {"deployment.max_input_len=3000"}),
+             Catch::Contains("deployment.max_input_len") && Catch::Contains("scheduler \"trtllm\""));
+  // TensorRT-LLM refuses a prompt longer than max_input_len: so does the scenario, naming the longest.
+  CHECK_THAT(load_error(path, {"deployment.engine=\"trtllm\"", "deployment.max_input_len=10"}),
+             Catch::Contains("deployment.max_input_len") && Catch::Contains("longest prompt (16384"));
   CHECK_THAT(
       load_error(path, {"deployment.capacity_scheduler_policy=\"max_utilization\""}),
       Catch::Contains("deployment.capacity_scheduler_policy") && Catch::Contains("scheduler \"trtllm\""));
