@@ -121,11 +121,15 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
   };
   // Chunking off, a context is one step; a request preempted all the same recomputes in chunks.
   auto chunks = [&](const Request& r) { return d_.chunked_prefill || r.preemptions > 0; };
-  // MAX_UTILIZATION pauses keep a request's generated tokens only up to max_input_len (LlmRequest::pause).
-  const std::int64_t pause_prompt =
-      d_.capacity_policy == CapacitySchedulerPolicy::kMaxUtilization ? d_.max_input_len : 0;
+  // GUARANTEED_NO_EVICT reserves for every running request the blocks it may still need; MAX_UTILIZATION
+  // reserves nothing, and its pauses keep a request's generated tokens only up to max_input_len
+  // (LlmRequest::pause).
+  const bool max_util = d_.capacity_policy == CapacitySchedulerPolicy::kMaxUtilization;
+  const std::int64_t pause_prompt = max_util ? d_.max_input_len : 0;
   std::int64_t reserved = 0;
-  for (const RequestIdx idx : g.running) reserved += to_finish(requests[idx], requests[idx].blocks);
+  if (!max_util) {
+    for (const RequestIdx idx : g.running) reserved += to_finish(requests[idx], requests[idx].blocks);
+  }
   // Active requests in arrival order: generation steps and context chunks within max_num_tokens.
   for (std::size_t i = 0; i < g.running.size() && budget > 0; ++i) {
     const RequestIdx idx = g.running[i];
@@ -135,24 +139,23 @@ FormedBatch TrtllmBatchPolicy::form(AttentionGroup& g, RequestTable& requests, T
     const std::int64_t tokens = prefill ? std::min(r.target - r.computed, budget) : step;
     const std::int64_t before = r.blocks;
     if (!preempt_newest_for(g, requests, r, r.computed + tokens, out.preemptions, pause_prompt)) break;
-    reserved -= std::min(r.blocks - before, to_finish(r, before));
+    if (!max_util) reserved -= std::min(r.blocks - before, to_finish(r, before));
     add_work(batch, r, ScheduledWork{idx, tokens, prefill}, scheduled);
     budget -= tokens;
   }
   // Admission in arrival order. GUARANTEED_NO_EVICT: the new request's whole prompt and output beside every
   // reservation. MAX_UTILIZATION: its whole prompt's blocks beside what this step's requests took
-  // (KVCacheManager::getNeededBlocksOneStep of a first context chunk), nothing reserved for later.
-  const bool max_util = d_.capacity_policy == CapacitySchedulerPolicy::kMaxUtilization;
+  // (KVCacheManager::getNeededBlocksOneStep of a first context chunk).
   while (g.has_fetched_waiting() && budget > 0 && static_cast<int>(g.running.size()) < d_.max_batch_size) {
     const WaitingFront f = waiting_front(g, requests);
     Request& r = *f.r;
     const std::int64_t hit_blocks = f.hit / bt;
-    const std::int64_t need = to_finish(r, hit_blocks);
+    const std::int64_t need = max_util ? 0 : to_finish(r, hit_blocks);
     if (!max_util && need > g.kv.free_blocks() - reserved) break;
     const std::int64_t tokens =
         admit_front(g, f, budget, chunks(r), now, AdmitReserve{.whole_prompt = max_util});
     if (tokens == 0) break;
-    reserved += need - (r.blocks - hit_blocks);
+    if (!max_util) reserved += need - (r.blocks - hit_blocks);
     add_work(batch, r, ScheduledWork{f.idx, tokens, true}, scheduled);
     budget -= tokens;
   }
